@@ -1,0 +1,92 @@
+'use strict';
+// Shared by the test files: workloads that V8 can sample, and a structural check of
+// a trace against the spec's processing model.
+
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const { performance } = require('node:perf_hooks');
+
+/** Keeps the CPU busy in the caller's frame for `ms` milliseconds. */
+function spin(ms) {
+  const end = performance.now() + ms;
+  let x = 0;
+  while (performance.now() < end) {
+    for (let i = 0; i < 1000; i++) x += Math.sqrt(i + x);
+  }
+  return x;
+}
+
+/**
+ * Where V8 places a function's definition, 1-based: the line of its name and the
+ * column of the `(` that opens its parameter list, read from the source text.
+ */
+function definitionOf(file, name) {
+  const src = fs.readFileSync(file, 'utf8');
+  const at = src.indexOf(`function ${name}(`);
+  assert.ok(at >= 0, `function ${name} is defined in ${file}`);
+  const paren = at + `function ${name}`.length;
+  const before = src.slice(0, paren);
+  const line = before.split('\n').length;
+  const column = paren - before.lastIndexOf('\n');
+  return { line, column };
+}
+
+/** Asserts the invariants every ProfilerTrace must hold, and returns it. */
+function assertValidTrace(trace) {
+  assert.deepEqual(Object.keys(trace).slice(0, 4), ['resources', 'frames', 'stacks', 'samples']);
+  const { resources, frames, stacks, samples } = trace;
+  const inRange = (id, list, what) =>
+    assert.ok(Number.isInteger(id) && id >= 0 && id < list.length, `${what} ${id} is in range (${list.length})`);
+
+  assert.equal(new Set(resources).size, resources.length, 'resources are deduplicated');
+  resources.forEach((r) => assert.equal(typeof r, 'string'));
+
+  const frameKeys = new Set();
+  for (const f of frames) {
+    assert.equal(typeof f.name, 'string');
+    if (f.resourceId !== undefined) inRange(f.resourceId, resources, 'resourceId');
+    for (const k of ['line', 'column']) {
+      if (f[k] !== undefined) assert.ok(Number.isInteger(f[k]) && f[k] >= 1, `${k} is 1-based`);
+    }
+    frameKeys.add(JSON.stringify([f.name, f.resourceId, f.line, f.column]));
+  }
+  assert.equal(frameKeys.size, frames.length, 'frames are deduplicated');
+
+  const stackKeys = new Set();
+  stacks.forEach((s, i) => {
+    inRange(s.frameId, frames, 'frameId');
+    if (s.parentId !== undefined) {
+      inRange(s.parentId, stacks, 'parentId');
+      // Parents come before children, so the parent links cannot form a cycle: a tree.
+      assert.ok(s.parentId < i, `stack ${i}'s parent ${s.parentId} comes before it`);
+    }
+    stackKeys.add(`${s.frameId}/${s.parentId}`);
+  });
+  assert.equal(stackKeys.size, stacks.length, 'stacks are deduplicated');
+
+  let last = -Infinity;
+  for (const s of samples) {
+    assert.equal(typeof s.timestamp, 'number');
+    assert.ok(s.timestamp >= last, 'timestamps never go backwards');
+    last = s.timestamp;
+    if (s.stackId !== undefined) inRange(s.stackId, stacks, 'stackId');
+    if (s.marker !== undefined) assert.ok(['gc', 'idle', 'other'].includes(s.marker), `marker ${s.marker}`);
+  }
+  return trace;
+}
+
+/** The frames of a sample's stack, innermost first. */
+function stackFrames(trace, sample) {
+  const out = [];
+  for (let id = sample.stackId; id !== undefined; id = trace.stacks[id].parentId) {
+    out.push(trace.frames[trace.stacks[id].frameId]);
+  }
+  return out;
+}
+
+/** Samples whose stack contains a frame named `name`. */
+function samplesIn(trace, name) {
+  return trace.samples.filter((s) => stackFrames(trace, s).some((f) => f.name === name));
+}
+
+module.exports = { spin, definitionOf, assertValidTrace, stackFrames, samplesIn };

@@ -1,0 +1,215 @@
+'use strict';
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const zlib = require('node:zlib');
+const { pathToFileURL } = require('node:url');
+const { performance } = require('node:perf_hooks');
+const inspector = require('node:inspector');
+const v8 = require('node:v8');
+const vm = require('node:vm');
+const { Profiler, fromCpuProfile } = require('..');
+const { spin, definitionOf, assertValidTrace, stackFrames, samplesIn } = require('./helpers');
+
+function selfprofBusyLoop(ms) {
+  return spin(ms);
+}
+
+function beforeStopBusy(ms) {
+  return spin(ms);
+}
+
+function afterStopBusy(ms) {
+  return spin(ms);
+}
+
+function gcStorm(ms) {
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc');
+  const end = performance.now() + ms;
+  while (performance.now() < end) gc();
+}
+
+test('a busy function appears with its file and exact definition position', async (t) => {
+  const before = performance.now();
+  const profiler = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
+  assert.ok(profiler instanceof EventTarget);
+  assert.equal(profiler.stopped, false);
+  selfprofBusyLoop(300);
+  const trace = assertValidTrace(await profiler.stop());
+  const after = performance.now();
+  assert.equal(profiler.stopped, true);
+
+  const busy = trace.frames.filter((f) => f.name === 'selfprofBusyLoop');
+  assert.equal(busy.length, 1, 'one deduplicated frame for the busy function');
+  const [frame] = busy;
+  assert.equal(trace.resources[frame.resourceId], pathToFileURL(__filename).href);
+  const want = definitionOf(__filename, 'selfprofBusyLoop');
+  assert.deepEqual({ line: frame.line, column: frame.column }, want);
+
+  const inBusy = samplesIn(trace, 'selfprofBusyLoop');
+  // 300 ms at 2 ms: expect ~150; V8 needs a few ms to start and the box may be loaded.
+  assert.ok(inBusy.length >= 50, `samples in the busy function: ${inBusy.length}`);
+  t.diagnostic(`${trace.samples.length} samples, ${inBusy.length} in selfprofBusyLoop, ${trace.stacks.length} stacks`);
+
+  for (const s of trace.samples) {
+    assert.ok(s.timestamp >= before && s.timestamp <= after, `${s.timestamp} in [${before}, ${after}]`);
+  }
+  // Parent links run from callee to caller: spin's parent is the busy function.
+  for (const s of inBusy) {
+    const names = stackFrames(trace, s).map((f) => f.name);
+    const i = names.indexOf('spin');
+    if (i >= 0) assert.equal(names[i + 1], 'selfprofBusyLoop', names.join(' < '));
+  }
+});
+
+test('sampleInterval reports the interval used: a whole number of ms, at least the request', async () => {
+  const cases = [
+    [0, 1],
+    [0.2, 1],
+    [1, 1],
+    [2.5, 3],
+    [10, 10],
+    [16.7, 17],
+  ];
+  for (const [requested, used] of cases) {
+    const p = new Profiler({ sampleInterval: requested, maxBufferSize: 10 });
+    assert.equal(p.sampleInterval, used, `requested ${requested}`);
+    await p.stop();
+  }
+});
+
+test('samples are spaced by about the sample interval', async (t) => {
+  const p = new Profiler({ sampleInterval: 10, maxBufferSize: 1000 });
+  selfprofBusyLoop(400);
+  const trace = await p.stop();
+  const gaps = trace.samples.slice(1).map((s, i) => s.timestamp - trace.samples[i].timestamp).sort((a, b) => a - b);
+  const median = gaps[gaps.length >> 1];
+  t.diagnostic(`10 ms interval: ${trace.samples.length} samples, median gap ${median.toFixed(2)} ms`);
+  assert.ok(median > 7.5 && median < 12.5, `median gap ${median}`);
+});
+
+test('stop() on a stopped profiler rejects with InvalidStateError', async () => {
+  const p = new Profiler({ sampleInterval: 10, maxBufferSize: 100 });
+  const first = p.stop();
+  await assert.rejects(p.stop(), (err) => {
+    assert.ok(err instanceof DOMException);
+    assert.equal(err.name, 'InvalidStateError');
+    return true;
+  });
+  assertValidTrace(await first);
+  await assert.rejects(p.stop(), { name: 'InvalidStateError' });
+});
+
+test('bad options throw TypeError or RangeError naming the option', () => {
+  const bad = [
+    [undefined, TypeError, /options must be an object/],
+    [null, TypeError, /options must be an object/],
+    [10, TypeError, /options must be an object/],
+    [{}, TypeError, /maxBufferSize is required/],
+    [{ maxBufferSize: 10 }, TypeError, /sampleInterval is required/],
+    [{ sampleInterval: 10 }, TypeError, /maxBufferSize is required/],
+    [{ sampleInterval: '10', maxBufferSize: 10 }, TypeError, /sampleInterval must be a finite number, got "10"/],
+    [{ sampleInterval: NaN, maxBufferSize: 10 }, TypeError, /sampleInterval must be a finite number/],
+    [{ sampleInterval: Infinity, maxBufferSize: 10 }, TypeError, /sampleInterval must be a finite number/],
+    [{ sampleInterval: 10, maxBufferSize: {} }, TypeError, /maxBufferSize must be a finite number/],
+    [{ sampleInterval: -1, maxBufferSize: 10 }, RangeError, /sampleInterval must not be negative, got -1/],
+    [{ sampleInterval: 10, maxBufferSize: -5 }, RangeError, /maxBufferSize must be between 0 and 4294967295/],
+    [{ sampleInterval: 10, maxBufferSize: 2 ** 32 }, RangeError, /maxBufferSize/],
+  ];
+  for (const [options, type, message] of bad) {
+    assert.throws(() => new Profiler(options), (err) => {
+      assert.equal(err.constructor, type, `${JSON.stringify(options)}: ${err}`);
+      assert.match(err.message, message);
+      return true;
+    });
+  }
+});
+
+test('bad stop() options reject and leave the profiler running', async () => {
+  const p = new Profiler({ sampleInterval: 10, maxBufferSize: 100 });
+  await assert.rejects(p.stop({ format: 'xml' }), { name: 'TypeError', message: /format must be 'json' or 'json-gzip', got "xml"/ });
+  await assert.rejects(p.stop('json'), { name: 'TypeError' });
+  assert.equal(p.stopped, false);
+  assertValidTrace(await p.stop());
+});
+
+test("stop({ format: 'json-gzip' }) resolves to gzip'd trace JSON", async () => {
+  const p = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
+  selfprofBusyLoop(100);
+  const gz = await p.stop({ format: 'json-gzip' });
+  assert.ok(Buffer.isBuffer(gz));
+  const trace = assertValidTrace(JSON.parse(zlib.gunzipSync(gz)));
+  assert.ok(samplesIn(trace, 'selfprofBusyLoop').length > 0);
+});
+
+test('json-gzip and object forms of one real V8 profile are equal', async () => {
+  const session = new inspector.Session();
+  session.connect();
+  const post = (m, p) => new Promise((res, rej) => session.post(m, p, (e, r) => (e ? rej(e) : res(r))));
+  await post('Profiler.enable');
+  await post('Profiler.setSamplingInterval', { interval: 1000 });
+  await post('Profiler.start');
+  selfprofBusyLoop(100);
+  await new Promise((r) => setTimeout(r, 20));
+  const { profile } = await post('Profiler.stop');
+  session.disconnect();
+
+  const object = assertValidTrace(await fromCpuProfile(profile));
+  const gz = await fromCpuProfile(profile, { format: 'json-gzip' });
+  assert.deepEqual(JSON.parse(zlib.gunzipSync(gz)), object);
+  assert.ok(samplesIn(object, 'selfprofBusyLoop').length > 0);
+  // Timestamps count from the profile's start.
+  assert.ok(object.samples[0].timestamp >= 0 && object.samples.at(-1).timestamp <= (profile.endTime - profile.startTime) / 1000);
+  await assert.rejects(fromCpuProfile({ nodes: 'no' }), TypeError);
+  await assert.rejects(fromCpuProfile({ ...profile, timeDeltas: [] }), /samples but 0 timeDeltas/);
+});
+
+test('samples taken after stop() are not included', async () => {
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
+  beforeStopBusy(100);
+  const pending = p.stop();
+  const stoppedAt = performance.now();
+  afterStopBusy(100);
+  const trace = assertValidTrace(await pending);
+  assert.ok(samplesIn(trace, 'beforeStopBusy').length > 0);
+  assert.equal(samplesIn(trace, 'afterStopBusy').length, 0);
+  assert.ok(trace.frames.every((f) => f.name !== 'afterStopBusy'));
+  assert.ok(trace.samples.every((s) => s.timestamp <= stoppedAt));
+});
+
+test('maxBufferSize bounds the samples kept', async () => {
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 20 });
+  selfprofBusyLoop(100);
+  const trace = assertValidTrace(await p.stop());
+  assert.equal(trace.samples.length, 20);
+});
+
+test('idle and GC time become markers on samples without a stack', async (t) => {
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
+  await new Promise((r) => setTimeout(r, 100));
+  gcStorm(150);
+  const trace = assertValidTrace(await p.stop());
+  const count = (m) => trace.samples.filter((s) => s.marker === m).length;
+  t.diagnostic(`markers: idle ${count('idle')}, gc ${count('gc')}, other ${count('other')}`);
+  assert.ok(count('idle') > 10, 'idle samples while waiting on a timer');
+  assert.ok(count('gc') > 10, 'gc samples during forced collections');
+  for (const s of trace.samples.filter((s) => s.marker)) assert.equal(s.stackId, undefined);
+  // No V8 pseudo-node becomes a frame.
+  assert.ok(trace.frames.every((f) => !/^\((root|program|idle|garbage collector)\)$/.test(f.name)));
+});
+
+test('overlapping profilers each get their own valid trace', async () => {
+  const a = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
+  beforeStopBusy(60);
+  const b = new Profiler({ sampleInterval: 5, maxBufferSize: 10_000 });
+  const bStart = performance.now();
+  selfprofBusyLoop(100);
+  const ta = assertValidTrace(await a.stop());
+  afterStopBusy(60);
+  const tb = assertValidTrace(await b.stop());
+  assert.ok(samplesIn(ta, 'beforeStopBusy').length > 0);
+  assert.equal(samplesIn(tb, 'beforeStopBusy').length, 0, 'b started after beforeStopBusy ran');
+  assert.ok(samplesIn(tb, 'afterStopBusy').length > 0);
+  assert.equal(samplesIn(ta, 'afterStopBusy').length, 0);
+  assert.ok(tb.samples.every((s) => s.timestamp >= bStart - 1));
+});

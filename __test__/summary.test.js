@@ -1,0 +1,57 @@
+'use strict';
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { execFileSync } = require('node:child_process');
+const { topFunctions, formatTable } = require('../lib/summary');
+const { assertValidTrace } = require('./helpers');
+
+test('topFunctions counts self and total samples, recursion once per sample', () => {
+  const trace = {
+    resources: ['file:///a.js'],
+    frames: [
+      { name: 'main', resourceId: 0, line: 1, column: 14 },
+      { name: 'rec', resourceId: 0, line: 5, column: 13 },
+      { name: 'now' },
+    ],
+    stacks: [
+      { frameId: 0 },
+      { frameId: 1, parentId: 0 },
+      { frameId: 1, parentId: 1 },
+      { frameId: 2, parentId: 2 },
+    ],
+    samples: [
+      { timestamp: 1, stackId: 2 },
+      { timestamp: 2, stackId: 3 },
+      { timestamp: 3, stackId: 0 },
+      { timestamp: 4, marker: 'idle' },
+    ],
+  };
+  const rows = topFunctions(trace);
+  assert.deepEqual(
+    rows.map((r) => [r.name, r.location, r.self, r.total]),
+    [
+      ['main', 'file:///a.js:1:14', 1, 3],
+      ['rec', 'file:///a.js:5:13', 1, 2],
+      ['now', '(native)', 1, 1],
+    ],
+  );
+  assert.equal(rows[0].totalPercent, 100);
+  const table = formatTable(rows).split('\n');
+  assert.match(table[0], /self\s+self %\s+total %\s+function\s+location/);
+  assert.match(table[2], /^\s*1\s+33\.3\s+66\.7\s+rec\s+file:\/\/\/a\.js:5:13$/);
+});
+
+test('npm run demo writes a trace and prints the top functions', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-demo-'));
+  const out = execFileSync(process.execPath, [path.join(__dirname, '..', 'examples', 'demo.js'), dir], {
+    encoding: 'utf8',
+  });
+  const trace = assertValidTrace(JSON.parse(fs.readFileSync(path.join(dir, 'demo-trace.json'), 'utf8')));
+  assert.ok(trace.samples.length > 100);
+  assert.match(out, /served \d+ requests/);
+  assert.match(out, /countPrimes\s+examples\/workload\.js:\d+:\d+/);
+  fs.rmSync(dir, { recursive: true });
+});

@@ -1,0 +1,39 @@
+'use strict';
+// `npm run demo`: profiles a small bundled workload, writes the trace and prints
+// the functions that took the most samples.
+
+const fs = require('node:fs');
+const path = require('node:path');
+const { Profiler } = require('..');
+const { topFunctions, formatTable } = require('../lib/summary');
+const workload = require('./workload');
+
+async function main() {
+  const outDir = path.resolve(process.argv[2] || path.join(__dirname, '..', 'out'));
+  fs.mkdirSync(outDir, { recursive: true });
+
+  const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  const served = await workload.run({ durationMs: 1500 });
+  const trace = await profiler.stop();
+
+  const file = path.join(outDir, 'demo-trace.json');
+  fs.writeFileSync(file, JSON.stringify(trace));
+  const withStack = trace.samples.filter((s) => s.stackId !== undefined).length;
+  console.log(`served ${served} requests; profiled every ${profiler.sampleInterval} ms`);
+  console.log(
+    `trace: ${trace.samples.length} samples (${withStack} in JS), ${trace.stacks.length} stacks, ` +
+      `${trace.frames.length} frames, ${trace.resources.length} resources -> ${path.relative(process.cwd(), file)}`,
+  );
+  console.log();
+  console.log(formatTable(topFunctions(trace, { limit: 10 }).map((r) => ({ ...r, location: shorten(r.location) }))));
+}
+
+function shorten(location) {
+  const root = `file://${path.resolve(__dirname, '..')}/`;
+  return location.startsWith(root) ? location.slice(root.length) : location;
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exitCode = 1;
+});

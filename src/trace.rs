@@ -1,0 +1,271 @@
+//! The trace builder: turns V8 CPU profiles into the JS Self-Profiling API's
+//! `ProfilerTrace` ({ resources, frames, stacks, samples }), following the spec's
+//! processing model ("take a sample", "get a stack ID", "get a frame ID",
+//! "get an element ID").
+
+use crate::v8_profile::{CpuProfile, IndexedProfile, NodeKind, ProfileError};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::io::Write;
+
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+pub struct Trace {
+  pub resources: Vec<String>,
+  pub frames: Vec<Frame>,
+  pub stacks: Vec<Stack>,
+  pub samples: Vec<Sample>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Frame {
+  pub name: String,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub resource_id: Option<u32>,
+  /// 1-based line of the function's definition.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub line: Option<u32>,
+  /// 1-based column of the function's definition.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub column: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stack {
+  pub frame_id: u32,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub parent_id: Option<u32>,
+}
+
+/// Why a sample has no JS stack (the spec's markers extension, for Node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Marker {
+  /// V8 was collecting garbage.
+  Gc,
+  /// The event loop was waiting for work.
+  Idle,
+  /// VM or native work that V8 could not attribute to a JS function (V8's `(program)`).
+  Other,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sample {
+  /// Milliseconds since `performance.timeOrigin`.
+  pub timestamp: f64,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub stack_id: Option<u32>,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub marker: Option<Marker>,
+}
+
+/// Which of a profile's samples belong to a trace, and how to place them in time.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+  /// `performance.timeOrigin` on V8's clock, in microseconds.
+  pub origin_us: f64,
+  /// Samples before this time (ms since the time origin) are not the trace's.
+  pub from_ms: f64,
+  /// Samples after this time (ms since the time origin) are not the trace's:
+  /// the profiler had been stopped.
+  pub until_ms: f64,
+  /// The sample buffer size limit.
+  pub max_samples: usize,
+}
+
+impl Default for Window {
+  fn default() -> Self {
+    Window {
+      origin_us: 0.0,
+      from_ms: f64::NEG_INFINITY,
+      until_ms: f64::INFINITY,
+      max_samples: usize::MAX,
+    }
+  }
+}
+
+/// What adding a profile did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Added {
+  pub samples: usize,
+  /// Samples inside the window that did not fit in the sample buffer.
+  pub over_limit: usize,
+}
+
+/// Builds one trace from one or more V8 profiles, deduplicating resources, frames
+/// and stacks ("get an element ID") with hash maps instead of the spec's linear search.
+#[derive(Default)]
+pub struct TraceBuilder {
+  trace: Trace,
+  resource_ids: HashMap<String, u32>,
+  frame_ids: HashMap<Frame, u32>,
+  stack_ids: HashMap<Stack, u32>,
+}
+
+/// How a profile node resolves in the trace.
+#[derive(Clone, Copy)]
+struct Resolved {
+  stack_id: Option<u32>,
+  marker: Option<Marker>,
+}
+
+fn element_id<K: std::hash::Hash + Eq + Clone, V>(
+  ids: &mut HashMap<K, u32>,
+  list: &mut Vec<V>,
+  key: K,
+  make: impl FnOnce(K) -> V,
+) -> u32 {
+  if let Some(id) = ids.get(&key) {
+    return *id;
+  }
+  let id = list.len() as u32;
+  ids.insert(key.clone(), id);
+  list.push(make(key));
+  id
+}
+
+fn one_based(zero_based: i64) -> Option<u32> {
+  u32::try_from(zero_based).ok().and_then(|n| n.checked_add(1))
+}
+
+impl TraceBuilder {
+  pub fn new() -> Self {
+    Self::default()
+  }
+
+  pub fn samples_len(&self) -> usize {
+    self.trace.samples.len()
+  }
+
+  fn resource_id(&mut self, url: &str) -> u32 {
+    if let Some(id) = self.resource_ids.get(url) {
+      return *id;
+    }
+    element_id(&mut self.resource_ids, &mut self.trace.resources, url.to_owned(), |u| u)
+  }
+
+  fn frame_id(&mut self, frame: Frame) -> u32 {
+    element_id(&mut self.frame_ids, &mut self.trace.frames, frame, |f| f)
+  }
+
+  fn stack_id(&mut self, stack: Stack) -> u32 {
+    element_id(&mut self.stack_ids, &mut self.trace.stacks, stack, |s| s)
+  }
+
+  /// Resolves one node whose parent is already resolved.
+  fn resolve_node(&mut self, profile: &CpuProfile, node: usize, parent: Resolved) -> Resolved {
+    let cf = &profile.nodes[node].call_frame;
+    let marker = |m| Resolved {
+      stack_id: parent.stack_id,
+      marker: Some(m),
+    };
+    match cf.kind() {
+      NodeKind::Root => Resolved {
+        stack_id: None,
+        marker: None,
+      },
+      NodeKind::Gc => marker(Marker::Gc),
+      NodeKind::Idle => marker(Marker::Idle),
+      NodeKind::Program => marker(Marker::Other),
+      NodeKind::Function => {
+        // Builtins (no script) get a name-only frame, as the spec's "get a frame ID"
+        // sets resource, line and column only for frames with a script.
+        let resource_id = (!cf.url.is_empty()).then(|| self.resource_id(&cf.url));
+        let frame = Frame {
+          name: cf.function_name.clone(),
+          resource_id,
+          line: one_based(cf.line_number),
+          column: one_based(cf.column_number),
+        };
+        let frame_id = self.frame_id(frame);
+        Resolved {
+          stack_id: Some(self.stack_id(Stack {
+            frame_id,
+            parent_id: parent.stack_id,
+          })),
+          marker: None,
+        }
+      }
+    }
+  }
+
+  /// Resolves a node and its unresolved ancestors, outermost first, so that
+  /// parents enter `stacks` before their children. Iterative: JS stacks can be
+  /// deeper than a native stack would like to recurse.
+  fn resolve(&mut self, p: &IndexedProfile, memo: &mut [Option<Resolved>], node: usize) -> Resolved {
+    if let Some(r) = memo[node] {
+      return r;
+    }
+    let mut chain = vec![node];
+    let mut top = Resolved {
+      stack_id: None,
+      marker: None,
+    };
+    while let Some(parent) = p.parent[*chain.last().unwrap_or(&node)] {
+      if let Some(r) = memo[parent] {
+        top = r;
+        break;
+      }
+      chain.push(parent);
+    }
+    for &n in chain.iter().rev() {
+      top = self.resolve_node(p.profile, n, top);
+      memo[n] = Some(top);
+    }
+    top
+  }
+
+  /// Adds the samples of `profile` that fall in `window`, in timestamp order
+  /// (V8 occasionally reports a sample slightly out of order; the spec's
+  /// timestamps never go backwards).
+  pub fn add_profile(&mut self, profile: &CpuProfile, window: &Window) -> Result<Added, ProfileError> {
+    let indexed = profile.index()?;
+    let mut picked: Vec<(f64, usize)> = indexed
+      .samples_us()
+      .map(|(t_us, node)| ((t_us - window.origin_us) / 1000.0, node))
+      .filter(|(ms, _)| *ms >= window.from_ms && *ms <= window.until_ms)
+      .collect();
+    picked.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let room = window.max_samples.saturating_sub(self.trace.samples.len());
+    let over_limit = picked.len().saturating_sub(room);
+    picked.truncate(room);
+
+    let mut memo = vec![None; profile.nodes.len()];
+    for &(timestamp, node) in &picked {
+      let r = self.resolve(&indexed, &mut memo, node);
+      self.trace.samples.push(Sample {
+        timestamp,
+        stack_id: r.stack_id,
+        marker: r.marker,
+      });
+    }
+    Ok(Added {
+      samples: picked.len(),
+      over_limit,
+    })
+  }
+
+  pub fn finish(self) -> Trace {
+    self.trace
+  }
+}
+
+impl Trace {
+  pub fn to_json(&self) -> String {
+    // Serializing plain structs of strings and numbers cannot fail.
+    serde_json::to_string(self).unwrap_or_default()
+  }
+
+  /// The `json-gzip` format: the trace's JSON, gzip'd.
+  pub fn to_json_gzip(&self) -> std::io::Result<Vec<u8>> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    serde_json::to_writer(&mut gz, self)?;
+    gz.flush()?;
+    gz.finish()
+  }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,315 @@
+use super::*;
+use serde_json::json;
+use std::io::Read;
+
+/// A call frame as the inspector reports it (0-based positions).
+fn cf(name: &str, url: &str, line: i64, col: i64) -> serde_json::Value {
+  let script = if url.is_empty() { "0" } else { "42" };
+  json!({ "functionName": name, "scriptId": script, "url": url, "lineNumber": line, "columnNumber": col })
+}
+
+fn pseudo(name: &str) -> serde_json::Value {
+  cf(name, "", -1, -1)
+}
+
+/// A profile shaped like one from `Profiler.stop` on Node 20:
+///
+/// 1 (root)
+/// ├─ 2 main          file:///app.js 0:0
+/// │  ├─ 3 busy       file:///app.js 8:17
+/// │  │  └─ 4 now     (builtin)
+/// │  ├─ 5 helper     file:///lib.js 2:4
+/// │  └─ 9 unsampled  file:///lib.js 7:1
+/// ├─ 6 (garbage collector)
+/// ├─ 7 (idle)
+/// └─ 8 (program)
+fn profile(samples: &[u32], deltas: &[f64]) -> CpuProfile {
+  let v = json!({
+    "nodes": [
+      { "id": 1, "callFrame": pseudo("(root)"), "hitCount": 0, "children": [2, 6, 7, 8] },
+      { "id": 2, "callFrame": cf("main", "file:///app.js", 0, 0), "children": [3, 5, 9] },
+      { "id": 3, "callFrame": cf("busy", "file:///app.js", 8, 17), "children": [4] },
+      { "id": 4, "callFrame": cf("now", "", -1, -1) },
+      { "id": 5, "callFrame": cf("helper", "file:///lib.js", 2, 4) },
+      { "id": 6, "callFrame": pseudo("(garbage collector)") },
+      { "id": 7, "callFrame": pseudo("(idle)") },
+      { "id": 8, "callFrame": pseudo("(program)") },
+      { "id": 9, "callFrame": cf("unsampled", "file:///lib.js", 7, 1) }
+    ],
+    "startTime": 1_000_000.0,
+    "endTime": 2_000_000.0,
+    "samples": samples,
+    "timeDeltas": deltas,
+  });
+  CpuProfile::from_json(&v.to_string()).expect("fixture parses")
+}
+
+fn build(p: &CpuProfile, w: &Window) -> Trace {
+  let mut b = TraceBuilder::new();
+  b.add_profile(p, w).expect("valid profile");
+  b.finish()
+}
+
+/// The frames of a sample's stack, innermost first.
+fn stack_names(t: &Trace, s: &Sample) -> Vec<String> {
+  let mut out = vec![];
+  let mut at = s.stack_id;
+  while let Some(id) = at {
+    let st = t.stacks[id as usize];
+    out.push(t.frames[st.frame_id as usize].name.clone());
+    at = st.parent_id;
+  }
+  out
+}
+
+#[test]
+fn converts_per_spec_processing_model() {
+  let p = profile(
+    &[3, 4, 5, 6, 7, 8, 1, 3],
+    &[100.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0],
+  );
+  let w = Window {
+    origin_us: 900_000.0,
+    ..Window::default()
+  };
+  let t = build(&p, &w);
+
+  assert_eq!(t.resources, vec!["file:///app.js", "file:///lib.js"]);
+  // Frames in order of first use; positions 1-based; builtins name-only.
+  assert_eq!(
+    t.frames,
+    vec![
+      Frame {
+        name: "main".into(),
+        resource_id: Some(0),
+        line: Some(1),
+        column: Some(1)
+      },
+      Frame {
+        name: "busy".into(),
+        resource_id: Some(0),
+        line: Some(9),
+        column: Some(18)
+      },
+      Frame {
+        name: "now".into(),
+        resource_id: None,
+        line: None,
+        column: None
+      },
+      Frame {
+        name: "helper".into(),
+        resource_id: Some(1),
+        line: Some(3),
+        column: Some(5)
+      },
+    ]
+  );
+  assert_eq!(
+    t.stacks,
+    vec![
+      Stack {
+        frame_id: 0,
+        parent_id: None
+      },
+      Stack {
+        frame_id: 1,
+        parent_id: Some(0)
+      },
+      Stack {
+        frame_id: 2,
+        parent_id: Some(1)
+      },
+      Stack {
+        frame_id: 3,
+        parent_id: Some(0)
+      },
+    ]
+  );
+  let ts: Vec<f64> = t.samples.iter().map(|s| s.timestamp).collect();
+  assert_eq!(ts, vec![100.1, 101.1, 102.1, 103.1, 104.1, 105.1, 106.1, 107.1]);
+  let ids: Vec<Option<u32>> = t.samples.iter().map(|s| s.stack_id).collect();
+  assert_eq!(ids, vec![Some(1), Some(2), Some(3), None, None, None, None, Some(1)]);
+  let markers: Vec<Option<Marker>> = t.samples.iter().map(|s| s.marker).collect();
+  assert_eq!(
+    markers,
+    vec![
+      None,
+      None,
+      None,
+      Some(Marker::Gc),
+      Some(Marker::Idle),
+      Some(Marker::Other),
+      None,
+      None
+    ]
+  );
+  assert_eq!(stack_names(&t, &t.samples[1]), vec!["now", "busy", "main"]);
+}
+
+#[test]
+fn serializes_with_spec_field_names_and_no_nulls() {
+  let p = profile(&[4, 6], &[0.0, 10.0]);
+  let t = build(
+    &p,
+    &Window {
+      origin_us: 1_000_000.0,
+      ..Window::default()
+    },
+  );
+  let v: serde_json::Value = serde_json::from_str(&t.to_json()).unwrap();
+  assert_eq!(
+    v,
+    json!({
+      "resources": ["file:///app.js"],
+      "frames": [
+        { "name": "main", "resourceId": 0, "line": 1, "column": 1 },
+        { "name": "busy", "resourceId": 0, "line": 9, "column": 18 },
+        { "name": "now" }
+      ],
+      "stacks": [{ "frameId": 0 }, { "frameId": 1, "parentId": 0 }, { "frameId": 2, "parentId": 1 }],
+      "samples": [{ "timestamp": 0.0, "stackId": 2 }, { "timestamp": 0.01, "marker": "gc" }]
+    })
+  );
+}
+
+#[test]
+fn unsampled_nodes_are_not_in_the_trace() {
+  let t = build(&profile(&[5], &[1.0]), &Window::default());
+  assert!(t.frames.iter().all(|f| f.name != "unsampled" && f.name != "busy"));
+  assert_eq!(t.stacks.len(), 2);
+}
+
+#[test]
+fn identical_frames_under_one_parent_share_a_stack() {
+  // V8 can split one function into several nodes (e.g. by line ticks); the trace
+  // deduplicates them component-wise.
+  let v = json!({
+    "nodes": [
+      { "id": 1, "callFrame": pseudo("(root)"), "children": [2, 3] },
+      { "id": 2, "callFrame": cf("f", "file:///a.js", 1, 2) },
+      { "id": 3, "callFrame": cf("f", "file:///a.js", 1, 2) }
+    ],
+    "startTime": 0.0, "endTime": 10.0, "samples": [2, 3, 2], "timeDeltas": [1.0, 1.0, 1.0]
+  });
+  let t = build(&CpuProfile::from_json(&v.to_string()).unwrap(), &Window::default());
+  assert_eq!(t.frames.len(), 1);
+  assert_eq!(t.stacks.len(), 1);
+  assert!(t.samples.iter().all(|s| s.stack_id == Some(0)));
+}
+
+#[test]
+fn out_of_order_samples_are_sorted() {
+  let t = build(&profile(&[3, 5, 6], &[10.0, -4.0, 20.0]), &Window::default());
+  let ts: Vec<f64> = t.samples.iter().map(|s| s.timestamp).collect();
+  assert_eq!(ts, vec![1000.006, 1000.01, 1000.026]);
+  assert_eq!(stack_names(&t, &t.samples[0]), vec!["helper", "main"]);
+}
+
+#[test]
+fn window_drops_samples_outside_the_session() {
+  let p = profile(&[3, 3, 3, 3], &[1000.0, 1000.0, 1000.0, 1000.0]);
+  let w = Window {
+    origin_us: 1_000_000.0,
+    from_ms: 2.0,
+    until_ms: 3.0,
+    ..Window::default()
+  };
+  let t = build(&p, &w);
+  let ts: Vec<f64> = t.samples.iter().map(|s| s.timestamp).collect();
+  assert_eq!(ts, vec![2.0, 3.0]);
+}
+
+#[test]
+fn buffer_limit_keeps_the_first_samples_and_counts_the_rest() {
+  let p = profile(&[3, 5, 3, 5, 3], &[1.0; 5]);
+  let mut b = TraceBuilder::new();
+  let w = Window {
+    max_samples: 3,
+    ..Window::default()
+  };
+  assert_eq!(
+    b.add_profile(&p, &w).unwrap(),
+    Added {
+      samples: 3,
+      over_limit: 2
+    }
+  );
+  assert_eq!(
+    b.add_profile(&p, &w).unwrap(),
+    Added {
+      samples: 0,
+      over_limit: 5
+    }
+  );
+  assert_eq!(b.finish().samples.len(), 3);
+}
+
+#[test]
+fn later_profiles_extend_the_same_tables() {
+  let mut b = TraceBuilder::new();
+  b.add_profile(&profile(&[3], &[1.0]), &Window::default()).unwrap();
+  let before = (b.trace.frames.len(), b.trace.stacks.len());
+  b.add_profile(&profile(&[3, 5], &[5.0, 1.0]), &Window::default())
+    .unwrap();
+  let t = b.finish();
+  assert_eq!((t.frames.len(), t.stacks.len()), (before.0 + 1, before.1 + 1));
+  assert_eq!(t.samples[0].stack_id, t.samples[1].stack_id);
+}
+
+#[test]
+fn deep_stacks_do_not_recurse() {
+  let depth = 100_000u32;
+  let mut nodes = vec![json!({ "id": 0, "callFrame": pseudo("(root)"), "children": [1] })];
+  for i in 1..=depth {
+    let children: Vec<u32> = if i < depth { vec![i + 1] } else { vec![] };
+    nodes.push(json!({ "id": i, "callFrame": cf("r", "file:///deep.js", 0, 10), "children": children }));
+  }
+  let v = json!({ "nodes": nodes, "startTime": 0.0, "endTime": 1.0, "samples": [depth], "timeDeltas": [1.0] });
+  let t = build(&CpuProfile::from_json(&v.to_string()).unwrap(), &Window::default());
+  assert_eq!(t.frames.len(), 1);
+  assert_eq!(t.stacks.len(), depth as usize);
+  assert_eq!(t.samples[0].stack_id, Some(depth - 1));
+}
+
+#[test]
+fn malformed_profiles_are_errors_not_panics() {
+  let err = |v: serde_json::Value| {
+    let p = CpuProfile::from_json(&v.to_string()).unwrap();
+    TraceBuilder::new().add_profile(&p, &Window::default()).unwrap_err()
+  };
+  let root = json!({ "id": 1, "callFrame": pseudo("(root)"), "children": [2] });
+  let pseudo_root = json!({ "id": 1, "callFrame": pseudo("(root)") });
+  let f = |id: u32, children: Vec<u32>| json!({ "id": id, "callFrame": cf("f", "x", 0, 0), "children": children });
+  assert_eq!(
+    err(json!({ "nodes": [root], "startTime": 0, "endTime": 1, "samples": [1], "timeDeltas": [] })),
+    ProfileError::LengthMismatch { samples: 1, deltas: 0 }
+  );
+  assert_eq!(
+    err(json!({ "nodes": [root], "startTime": 0, "endTime": 1, "samples": [7], "timeDeltas": [1] })),
+    ProfileError::UnknownNode(2)
+  );
+  assert_eq!(
+    err(json!({ "nodes": [pseudo_root, f(2, vec![3]), f(3, vec![2])], "startTime": 0, "endTime": 1 })),
+    ProfileError::Cycle(2)
+  );
+  assert_eq!(
+    err(json!({ "nodes": [root, f(2, vec![]), f(2, vec![])], "startTime": 0, "endTime": 1 })),
+    ProfileError::DuplicateNode(2)
+  );
+  assert!(matches!(
+    CpuProfile::from_json("{\"nodes\": 3}"),
+    Err(ProfileError::Json(_))
+  ));
+  assert!(matches!(CpuProfile::from_json(""), Err(ProfileError::Json(_))));
+}
+
+#[test]
+fn json_gzip_round_trips() {
+  let t = build(&profile(&[3, 4, 6, 7], &[1.0; 4]), &Window::default());
+  let gz = t.to_json_gzip().unwrap();
+  assert_eq!(&gz[..2], &[0x1f, 0x8b], "gzip magic");
+  let mut json = String::new();
+  flate2::read::GzDecoder::new(&gz[..]).read_to_string(&mut json).unwrap();
+  assert_eq!(json, t.to_json());
+}
