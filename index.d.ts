@@ -45,6 +45,29 @@ export interface ProfilerSample {
   /** Index into `stacks`; absent when no JS was on the stack. */
   stackId?: number
   marker?: ProfilerMarker
+  /** Index into `contexts`: the labels in effect when the sample was taken. */
+  contextId?: number
+  /** Thread CPU time (ms) since the previous sample of the trace (or its start). */
+  cpuTime?: number
+}
+
+/** Labels as strings, e.g. `{ endpoint: 'GET /users/:id', span_id: '00f067aa0ba902b7' }`. */
+export type Labels = Readonly<Record<string, string>>
+
+export interface ProfilerContext {
+  labels: Labels
+}
+
+/** How the trace's samples were joined to selfprof's signal records. */
+export interface ProfilerTraceMetadata {
+  /** Samples joined to the signal that took them: labels and `cpuTime` known. */
+  matchedSamples: number
+  /** Samples V8 took without a signal, labeled because no context switch happened around them. */
+  betweenSignalsSamples: number
+  /** Samples with no signal and no certain context: no labels, never guessed. */
+  unmatchedSamples: number
+  /** Samples whose context was known but whose labels were no longer kept. */
+  labelsLostSamples?: number
 }
 
 export interface ProfilerTrace {
@@ -52,6 +75,10 @@ export interface ProfilerTrace {
   frames: ProfilerFrame[]
   stacks: ProfilerStack[]
   samples: ProfilerSample[]
+  /** The label sets samples reference (each referenced at least once). */
+  contexts: ProfilerContext[]
+  /** Present on traces from `Profiler`; absent on `fromCpuProfile` ones. */
+  metadata?: ProfilerTraceMetadata
 }
 
 /** A sampling profiling session; starts when constructed. */
@@ -70,3 +97,23 @@ export declare class Profiler extends EventTarget {
 export declare function fromCpuProfile(profile: object): Promise<ProfilerTrace>
 export declare function fromCpuProfile(profile: object, options: { format: 'json-gzip' }): Promise<Buffer>
 export declare function fromCpuProfile(profile: object, options?: ProfilerStopOptions): Promise<ProfilerTrace | Buffer>
+
+/** A label value: numbers, bigints and booleans are stored as strings. */
+export type LabelValue = string | number | bigint | boolean
+
+/**
+ * Runs `fn(...args)` with `labels` merged over the current labels; they follow every
+ * async continuation `fn` starts, and every sample taken meanwhile carries them.
+ * A `null`/`undefined` value removes a key. Returns what `fn` returns.
+ */
+export declare function withLabels<R, A extends unknown[]>(
+  labels: Record<string, LabelValue | null | undefined>,
+  fn: (...args: A) => R,
+  ...args: A
+): R
+
+/** Merges `labels` over the current ones for the rest of the current async context. */
+export declare function setLabels(labels: Record<string, LabelValue | null | undefined>): void
+
+/** The labels in effect (frozen). */
+export declare function getLabels(): Labels

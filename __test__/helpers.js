@@ -6,12 +6,17 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const { performance } = require('node:perf_hooks');
 
-/** Keeps the CPU busy in the caller's frame for `ms` milliseconds. */
+/**
+ * Keeps the CPU busy in the caller's frame for `ms` milliseconds. One flat loop: V8's
+ * Maglev (Node 22+) deoptimizes on every exit from an on-stack-replaced inner loop, and
+ * records a sample (without a signal) for each deoptimization.
+ */
 function spin(ms) {
   const end = performance.now() + ms;
   let x = 0;
-  while (performance.now() < end) {
-    for (let i = 0; i < 1000; i++) x += Math.sqrt(i + x);
+  let i = 0;
+  while ((i & 1023) !== 0 || performance.now() < end) {
+    x += Math.sqrt(i++ + x);
   }
   return x;
 }

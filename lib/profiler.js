@@ -6,6 +6,8 @@ const { performance } = require('node:perf_hooks');
 const native = require('../binding.js');
 const { timeOriginUs } = require('./clock');
 const { startRecording, stopRecording, abandonRecording } = require('./inspector');
+const labels = require('./labels');
+const { warnOnce } = require('./log');
 
 /**
  * Every sample interval is a multiple of this many milliseconds. V8 can sample
@@ -65,14 +67,40 @@ function supportedInterval(requestedMs) {
   return Math.max(1, Math.ceil(requestedMs / BASE_INTERVAL_MS - 1e-9)) * BASE_INTERVAL_MS;
 }
 
+/**
+ * Starts V8's recording and puts the SIGPROF handler in front of V8's (V8 installs its
+ * own as its sampler starts), so each sample's labels and CPU time land in the ring.
+ */
+function startLabeledRecording(intervalMs) {
+  const startedAs = labels.recordingStarted();
+  let session;
+  try {
+    session = startRecording(intervalMs * 1000);
+  } catch (err) {
+    labels.recordingStopped();
+    labels.recordingBuilt(startedAs);
+    throw err;
+  }
+  try {
+    native.installSignalHandler();
+  } catch (err) {
+    warnOnce('signal', `selfprof: samples will carry no labels: ${err.message}`);
+  }
+  return { session, startedAs, tid: native.threadId(), cpuStartNs: native.threadCpuNs() };
+}
+
 // A profiler dropped without stop() must not keep V8 sampling forever.
-const abandoned = new FinalizationRegistry(abandonRecording);
+const abandoned = new FinalizationRegistry((rec) => {
+  labels.recordingStopped();
+  labels.recordingBuilt(rec.startedAs);
+  abandonRecording(rec.session);
+});
 
 class Profiler extends EventTarget {
   #sampleInterval;
   #maxBufferSize;
   #startedAt;
-  #session;
+  #recording;
   #stopped = false;
 
   constructor(options) {
@@ -81,8 +109,8 @@ class Profiler extends EventTarget {
     this.#sampleInterval = supportedInterval(sampleInterval);
     this.#maxBufferSize = maxBufferSize;
     this.#startedAt = performance.now();
-    this.#session = startRecording(this.#sampleInterval * 1000);
-    abandoned.register(this, this.#session, this);
+    this.#recording = startLabeledRecording(this.#sampleInterval);
+    abandoned.register(this, this.#recording, this);
   }
 
   /** The sample interval in use, in ms: the requested one rounded up to a supported one. */
@@ -111,15 +139,23 @@ class Profiler extends EventTarget {
     this.#stopped = true;
     const untilMs = performance.now();
     abandoned.unregister(this);
-    const window = {
+    const rec = this.#recording;
+    const contexts = labels.labelsForTrace();
+    const build = {
       originUs: timeOriginUs(),
       fromMs: this.#startedAt,
       untilMs,
       maxSamples: this.#maxBufferSize,
       format,
+      labels: true,
+      tid: rec.tid,
+      cpuStartNs: rec.cpuStartNs,
+      contexts,
     };
-    return stopRecording(this.#session)
-      .then((profile) => native.buildTrace(JSON.stringify(profile), window))
+    labels.recordingStopped();
+    return stopRecording(rec.session)
+      .then((profile) => native.buildTrace(JSON.stringify(profile), build))
+      .finally(() => labels.recordingBuilt(rec.startedAs))
       .then((out) => (format === 'json' ? JSON.parse(out) : out));
   }
 }

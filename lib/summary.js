@@ -42,6 +42,34 @@ function location(trace, frame) {
   return frame.line === undefined ? resource : `${resource}:${frame.line}:${frame.column}`;
 }
 
+/**
+ * Samples per value of label `key` (JS samples only), most first: `{ value, samples,
+ * percent, top }` where `top` is the function with the most self samples under it.
+ */
+function samplesByLabel(trace, key) {
+  const groups = new Map();
+  let total = 0;
+  for (const s of trace.samples) {
+    if (s.stackId === undefined) continue;
+    total++;
+    const value = s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels[key];
+    const name = value ?? '(none)';
+    let g = groups.get(name);
+    if (!g) groups.set(name, (g = { value: name, samples: 0, self: new Map() }));
+    g.samples++;
+    const leaf = trace.frames[trace.stacks[s.stackId].frameId].name || '(anonymous)';
+    g.self.set(leaf, (g.self.get(leaf) ?? 0) + 1);
+  }
+  return [...groups.values()]
+    .map((g) => ({
+      value: g.value,
+      samples: g.samples,
+      percent: total ? (100 * g.samples) / total : 0,
+      top: [...g.self].sort((a, b) => b[1] - a[1])[0][0],
+    }))
+    .sort((a, b) => b.samples - a.samples);
+}
+
 /** A plain-text table of `topFunctions` rows. */
 function formatTable(rows) {
   const head = ['self', 'self %', 'total %', 'function', 'location'];
@@ -58,4 +86,4 @@ function formatTable(rows) {
   return [line(head), ...body.map(line)].join('\n');
 }
 
-module.exports = { topFunctions, formatTable };
+module.exports = { topFunctions, samplesByLabel, formatTable };

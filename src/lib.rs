@@ -1,14 +1,23 @@
 //! selfprof's native side. This file holds only the napi bindings; the work is in
 //! the modules it names.
 
+pub mod ring;
+pub mod signal;
 pub mod trace;
 pub mod v8_profile;
 
-use napi::bindgen_prelude::{AsyncTask, Buffer, Either};
+use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Uint32Array};
 use napi::{Env, Error, Result, Status, Task};
 use napi_derive::napi;
-use trace::{TraceBuilder, Window};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use trace::{LabelSet, Labeler, TraceBuilder, Window};
 use v8_profile::CpuProfile;
+
+fn invalid(e: impl std::fmt::Display) -> Error {
+  Error::new(Status::InvalidArg, e.to_string())
+}
 
 /// Where a trace's samples come from and which of them it keeps.
 #[napi(object)]
@@ -23,12 +32,69 @@ pub struct TraceOptions {
   pub max_samples: Option<u32>,
   /// `"json"` (default) or `"json-gzip"`.
   pub format: Option<String>,
+  /// Join samples to the SIGPROF ring for labels and CPU time.
+  pub labels: Option<bool>,
+  /// The thread the recording sampled (default: the calling thread).
+  pub tid: Option<i32>,
+  /// The thread's CPU time when the recording started.
+  pub cpu_start_ns: Option<f64>,
+  /// The label sets samples may reference, as `[[id, { key: value }], ...]` JSON.
+  pub contexts: Option<String>,
+}
+
+/// How to label a recording's samples.
+struct LabelSource {
+  tid: i32,
+  cpu_start_ns: Option<u64>,
+  contexts: Option<String>,
 }
 
 pub struct BuildTrace {
   profile_json: String,
   window: Window,
   gzip: bool,
+  labels: Option<LabelSource>,
+}
+
+/// Parses `[[id, { key: value, ... }], ...]`, the form JS sends label sets in.
+fn parse_label_sets(json: &str) -> Result<HashMap<u32, Arc<LabelSet>>> {
+  let raw: Vec<(u32, BTreeMap<String, String>)> =
+    serde_json::from_str(json).map_err(|e| invalid(format!("bad label sets: {e}")))?;
+  Ok(
+    raw
+      .into_iter()
+      .map(|(id, labels)| (id, Arc::new(labels.into_iter().collect())))
+      .collect(),
+  )
+}
+
+impl BuildTrace {
+  fn build(&self) -> Result<trace::Trace> {
+    let profile = CpuProfile::from_json(&self.profile_json).map_err(invalid)?;
+    let contexts = match self.labels.as_ref().and_then(|s| s.contexts.as_deref()) {
+      Some(json) => parse_label_sets(json)?,
+      None => HashMap::new(),
+    };
+    let lookup = |id| contexts.get(&id).cloned();
+    let mut builder = match &self.labels {
+      Some(src) => {
+        // Brackets a little wider than the window: a sample at the window's edge was
+        // bracketed by a signal that began just before it.
+        let to_ns = |ms: f64| ((self.window.origin_us + ms * 1000.0) * 1000.0).max(0.0) as u64;
+        let from_ns = to_ns(self.window.from_ms).saturating_sub(1_000_000);
+        let until_ns = to_ns(self.window.until_ms).saturating_add(1_000_000);
+        let write = signal::RING_WRITE.load(Ordering::Acquire);
+        TraceBuilder::with_labeler(Labeler {
+          entries: ring::snapshot(&signal::RING, write, src.tid, from_ns, until_ns),
+          lookup: &lookup,
+          cpu_start_ns: src.cpu_start_ns,
+        })
+      }
+      None => TraceBuilder::new(),
+    };
+    builder.add_profile(&profile, &self.window).map_err(invalid)?;
+    Ok(builder.finish())
+  }
 }
 
 impl Task for BuildTrace {
@@ -36,11 +102,7 @@ impl Task for BuildTrace {
   type JsValue = Either<String, Buffer>;
 
   fn compute(&mut self) -> Result<Self::Output> {
-    let invalid = |e: &dyn std::fmt::Display| Error::new(Status::InvalidArg, e.to_string());
-    let profile = CpuProfile::from_json(&self.profile_json).map_err(|e| invalid(&e))?;
-    let mut builder = TraceBuilder::new();
-    builder.add_profile(&profile, &self.window).map_err(|e| invalid(&e))?;
-    let trace = builder.finish();
+    let trace = self.build()?;
     if self.gzip {
       trace.to_json_gzip().map_err(|e| Error::from_reason(e.to_string()))
     } else {
@@ -61,17 +123,17 @@ impl Task for BuildTrace {
 
 /// Converts a V8 CPU profile (the JSON of `Profiler.stop`'s `profile`) into a
 /// JS Self-Profiling trace, off the main thread. Resolves to the trace's JSON
-/// text, or to gzip'd JSON bytes for `format: "json-gzip"`.
+/// text, or to gzip'd JSON bytes for `format: "json-gzip"`. With `labels`, samples
+/// are joined to the SIGPROF ring for labels and CPU time.
 #[napi(ts_return_type = "Promise<string | Buffer>")]
 pub fn build_trace(profile_json: String, options: TraceOptions) -> Result<AsyncTask<BuildTrace>> {
   let gzip = match options.format.as_deref() {
     None | Some("json") => false,
     Some("json-gzip") => true,
     Some(other) => {
-      return Err(Error::new(
-        Status::InvalidArg,
-        format!("unknown trace format {other:?}: expected \"json\" or \"json-gzip\""),
-      ))
+      return Err(invalid(format!(
+        "unknown trace format {other:?}: expected \"json\" or \"json-gzip\""
+      )))
     }
   };
   let defaults = Window::default();
@@ -81,9 +143,107 @@ pub fn build_trace(profile_json: String, options: TraceOptions) -> Result<AsyncT
     until_ms: options.until_ms.unwrap_or(defaults.until_ms),
     max_samples: options.max_samples.map_or(defaults.max_samples, |n| n as usize),
   };
+  let labels = options.labels.unwrap_or(false).then(|| LabelSource {
+    tid: options.tid.unwrap_or_else(signal::gettid),
+    cpu_start_ns: options.cpu_start_ns.map(|n| n as u64),
+    contexts: options.contexts,
+  });
   Ok(AsyncTask::new(BuildTrace {
     profile_json,
     window,
     gzip,
+    labels,
   }))
+}
+
+/// Puts selfprof's SIGPROF handler in front of V8's. Call after every V8 profiler start.
+/// Returns `"chained"`, `"already-installed"` or `"no-sampler"`.
+#[napi]
+pub fn install_signal_handler() -> Result<&'static str> {
+  match signal::install() {
+    Ok(signal::Install::Chained) => Ok("chained"),
+    Ok(signal::Install::AlreadyInstalled) => Ok("already-installed"),
+    Ok(signal::Install::NoSampler) => Ok("no-sampler"),
+    Err(e) => Err(Error::from_reason(format!("sigaction(SIGPROF) failed: {e}"))),
+  }
+}
+
+#[napi]
+pub fn signal_handler_installed() -> bool {
+  signal::installed()
+}
+
+/// SIGPROFs our handler has taken (= ring entries written).
+#[napi]
+pub fn signal_count() -> f64 {
+  signal::SIGNALS.load(Ordering::Relaxed) as f64
+}
+
+/// Claims the calling thread's context cell and returns a three-element view of it,
+/// `[context id, generation, sampled]` (see `signal::ThreadContext`). Where Node refuses
+/// external buffers the view is a copy: `readThreadContext` tells, and
+/// `setThreadContext` is the fallback.
+#[napi]
+pub fn register_thread() -> Result<Uint32Array> {
+  let index = signal::register_thread()
+    .ok_or_else(|| Error::from_reason(format!("more than {} threads are profiled", signal::MAX_THREADS)))?;
+  let cell = signal::context_cell(index).ok_or_else(|| Error::from_reason("thread slot out of range"))?;
+  // SAFETY: the cell is in static memory, so it outlives every view; the notify is a no-op.
+  Ok(unsafe { Uint32Array::with_external_data(cell, 3, |_, _| {}) })
+}
+
+#[napi]
+pub fn unregister_thread() {
+  signal::unregister_thread();
+}
+
+fn this_thread() -> Option<&'static signal::ThreadContext> {
+  let tid = signal::gettid();
+  signal::THREADS
+    .iter()
+    .find(|t| t.tid.load(Ordering::Acquire) == tid)
+    .map(|t| &**t)
+}
+
+/// The calling thread's published context id.
+#[napi]
+pub fn read_thread_context() -> u32 {
+  this_thread().map_or(0, |t| t.context())
+}
+
+/// Publishes the calling thread's context id with a call (fallback for the view).
+#[napi]
+pub fn set_thread_context(id: u32) {
+  if let Some(t) = this_thread() {
+    t.cell[0].store(id, Ordering::Relaxed);
+    t.cell[1].fetch_add(1, Ordering::Relaxed);
+  }
+}
+
+/// CLOCK_MONOTONIC in ns (V8's sample clock).
+#[napi]
+pub fn monotonic_ns() -> f64 {
+  signal::monotonic_ns() as f64
+}
+
+/// The calling thread's CPU time in ns.
+#[napi]
+pub fn thread_cpu_ns() -> f64 {
+  signal::thread_cpu_ns() as f64
+}
+
+/// The calling thread's id.
+#[napi]
+pub fn thread_id() -> i32 {
+  signal::gettid()
+}
+
+/// This thread's ring entries as `[before_ns, after_ns, ...]` (diagnostics and tests).
+#[napi]
+pub fn ring_brackets() -> Vec<f64> {
+  let write = signal::RING_WRITE.load(Ordering::Acquire);
+  ring::snapshot(&signal::RING, write, signal::gettid(), 0, u64::MAX)
+    .iter()
+    .flat_map(|e| [e.before_ns as f64, e.after_ns as f64])
+    .collect()
 }

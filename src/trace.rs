@@ -3,10 +3,18 @@
 //! processing model ("take a sample", "get a stack ID", "get a frame ID",
 //! "get an element ID").
 
+use crate::ring::{self, Entry};
 use crate::v8_profile::{CpuProfile, IndexedProfile, NodeKind, ProfileError};
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use std::collections::HashMap;
 use std::io::Write;
+use std::sync::Arc;
+
+/// A label set: `(key, value)` pairs, sorted by key.
+pub type LabelSet = Vec<(String, String)>;
+
+/// The context id of "no labels".
+pub const NO_CONTEXT: u32 = 0;
 
 #[derive(Debug, Default, Clone, PartialEq, Serialize)]
 pub struct Trace {
@@ -14,6 +22,41 @@ pub struct Trace {
   pub frames: Vec<Frame>,
   pub stacks: Vec<Stack>,
   pub samples: Vec<Sample>,
+  /// The label sets this trace's samples reference (`samples[i].contextId`).
+  pub contexts: Vec<Context>,
+  /// How samples were joined to the SIGPROF ring; absent when no ring was used.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub metadata: Option<Metadata>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Context {
+  #[serde(serialize_with = "labels_as_object")]
+  pub labels: Arc<LabelSet>,
+}
+
+fn labels_as_object<S: Serializer>(labels: &Arc<LabelSet>, s: S) -> Result<S::Ok, S::Error> {
+  s.collect_map(labels.iter().map(|(k, v)| (k, v)))
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+  /// Samples joined to a SIGPROF bracket (their labels and CPU time are known).
+  pub matched_samples: usize,
+  /// Samples V8 took without a signal (at start, on deoptimization) whose context is
+  /// certain: the signals around them saw the same context with no switch between.
+  /// They have labels but no `cpuTime`.
+  pub between_signals_samples: usize,
+  /// Samples with no bracket and no certain context: no labels, never guessed.
+  pub unmatched_samples: usize,
+  /// Samples whose context was known but whose labels were no longer kept.
+  #[serde(skip_serializing_if = "is_zero")]
+  pub labels_lost_samples: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+  *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -59,6 +102,12 @@ pub struct Sample {
   pub stack_id: Option<u32>,
   #[serde(skip_serializing_if = "Option::is_none")]
   pub marker: Option<Marker>,
+  /// Index into `contexts`: the labels in effect when the sample was taken.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub context_id: Option<u32>,
+  /// Thread CPU time (ms) since the previous sample of this trace (or its start).
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub cpu_time: Option<f64>,
 }
 
 /// Which of a profile's samples belong to a trace, and how to place them in time.
@@ -94,14 +143,29 @@ pub struct Added {
   pub over_limit: usize,
 }
 
+/// Looks up the labels of a context id.
+pub type LabelLookup<'a> = dyn Fn(u32) -> Option<Arc<LabelSet>> + 'a;
+
+/// Joins samples to SIGPROF ring entries for their labels and CPU time.
+pub struct Labeler<'a> {
+  /// This thread's ring entries, sorted by time.
+  pub entries: Vec<Entry>,
+  pub lookup: &'a LabelLookup<'a>,
+  /// Thread CPU time when the recording started.
+  pub cpu_start_ns: Option<u64>,
+}
+
 /// Builds one trace from one or more V8 profiles, deduplicating resources, frames
 /// and stacks ("get an element ID") with hash maps instead of the spec's linear search.
 #[derive(Default)]
-pub struct TraceBuilder {
+pub struct TraceBuilder<'a> {
   trace: Trace,
   resource_ids: HashMap<String, u32>,
   frame_ids: HashMap<Frame, u32>,
   stack_ids: HashMap<Stack, u32>,
+  context_ids: HashMap<u32, u32>,
+  labeler: Option<Labeler<'a>>,
+  prev_cpu_ns: Option<u64>,
 }
 
 /// How a profile node resolves in the trace.
@@ -130,9 +194,73 @@ fn one_based(zero_based: i64) -> Option<u32> {
   u32::try_from(zero_based).ok().and_then(|n| n.checked_add(1))
 }
 
-impl TraceBuilder {
+impl<'a> TraceBuilder<'a> {
   pub fn new() -> Self {
     Self::default()
+  }
+
+  /// A builder that labels samples from the SIGPROF ring.
+  pub fn with_labeler(labeler: Labeler<'a>) -> Self {
+    TraceBuilder {
+      prev_cpu_ns: labeler.cpu_start_ns,
+      labeler: Some(labeler),
+      trace: Trace {
+        metadata: Some(Metadata::default()),
+        ..Trace::default()
+      },
+      ..Self::default()
+    }
+  }
+
+  /// The trace's index for context `id`, if its labels are known.
+  fn context_id(&mut self, id: u32) -> Option<u32> {
+    if let Some(c) = self.context_ids.get(&id) {
+      return Some(*c);
+    }
+    let labels = self.labeler.as_ref().and_then(|l| (l.lookup)(id))?;
+    let index = self.trace.contexts.len() as u32;
+    self.trace.contexts.push(Context { labels });
+    self.context_ids.insert(id, index);
+    Some(index)
+  }
+
+  /// Sets a sample's context, counting samples whose labels are gone. Idle samples get
+  /// none: no request runs while the event loop waits, whatever ran last.
+  fn set_context(&mut self, sample: &mut Sample, id: u32) {
+    if id == NO_CONTEXT || sample.marker == Some(Marker::Idle) {
+      return;
+    }
+    sample.context_id = self.context_id(id);
+    if sample.context_id.is_none() {
+      if let Some(meta) = self.trace.metadata.as_mut() {
+        meta.labels_lost_samples += 1;
+      }
+    }
+  }
+
+  /// Labels and CPU time of a sample taken at `t_us`, if a ring bracket holds it.
+  fn annotate(&mut self, t_us: f64, sample: &mut Sample) {
+    let Some(labeler) = self.labeler.as_ref() else {
+      return;
+    };
+    let found = ring::find(&labeler.entries, t_us).copied();
+    let meta = self.trace.metadata.get_or_insert_with(Metadata::default);
+    let Some(entry) = found else {
+      match ring::context_between(&labeler.entries, t_us) {
+        Some(context) => {
+          meta.between_signals_samples += 1;
+          self.set_context(sample, context);
+        }
+        None => meta.unmatched_samples += 1,
+      }
+      return;
+    };
+    meta.matched_samples += 1;
+    if let Some(prev) = self.prev_cpu_ns {
+      sample.cpu_time = Some(entry.cpu_ns.saturating_sub(prev) as f64 / 1e6);
+    }
+    self.prev_cpu_ns = Some(entry.cpu_ns);
+    self.set_context(sample, entry.context);
   }
 
   pub fn samples_len(&self) -> usize {
@@ -222,10 +350,10 @@ impl TraceBuilder {
   /// timestamps never go backwards).
   pub fn add_profile(&mut self, profile: &CpuProfile, window: &Window) -> Result<Added, ProfileError> {
     let indexed = profile.index()?;
-    let mut picked: Vec<(f64, usize)> = indexed
+    let mut picked: Vec<(f64, usize, f64)> = indexed
       .samples_us()
-      .map(|(t_us, node)| ((t_us - window.origin_us) / 1000.0, node))
-      .filter(|(ms, _)| *ms >= window.from_ms && *ms <= window.until_ms)
+      .map(|(t_us, node)| ((t_us - window.origin_us) / 1000.0, node, t_us))
+      .filter(|(ms, _, _)| *ms >= window.from_ms && *ms <= window.until_ms)
       .collect();
     picked.sort_by(|a, b| a.0.total_cmp(&b.0));
     let room = window.max_samples.saturating_sub(self.trace.samples.len());
@@ -233,13 +361,17 @@ impl TraceBuilder {
     picked.truncate(room);
 
     let mut memo = vec![None; profile.nodes.len()];
-    for &(timestamp, node) in &picked {
+    for &(timestamp, node, t_us) in &picked {
       let r = self.resolve(&indexed, &mut memo, node);
-      self.trace.samples.push(Sample {
+      let mut sample = Sample {
         timestamp,
         stack_id: r.stack_id,
         marker: r.marker,
-      });
+        context_id: None,
+        cpu_time: None,
+      };
+      self.annotate(t_us, &mut sample);
+      self.trace.samples.push(sample);
     }
     Ok(Added {
       samples: picked.len(),

@@ -1,6 +1,8 @@
 use super::*;
+use crate::ring::Entry;
 use serde_json::json;
 use std::io::Read;
+use std::sync::Arc;
 
 /// A call frame as the inspector reports it (0-based positions).
 fn cf(name: &str, url: &str, line: i64, col: i64) -> serde_json::Value {
@@ -168,7 +170,8 @@ fn serializes_with_spec_field_names_and_no_nulls() {
         { "name": "now" }
       ],
       "stacks": [{ "frameId": 0 }, { "frameId": 1, "parentId": 0 }, { "frameId": 2, "parentId": 1 }],
-      "samples": [{ "timestamp": 0.0, "stackId": 2 }, { "timestamp": 0.01, "marker": "gc" }]
+      "samples": [{ "timestamp": 0.0, "stackId": 2 }, { "timestamp": 0.01, "marker": "gc" }],
+      "contexts": []
     })
   );
 }
@@ -312,4 +315,87 @@ fn json_gzip_round_trips() {
   let mut json = String::new();
   flate2::read::GzDecoder::new(&gz[..]).read_to_string(&mut json).unwrap();
   assert_eq!(json, t.to_json());
+}
+
+fn entry(before_us: u64, context: u32, cpu_us: u64) -> Entry {
+  Entry {
+    before_ns: before_us * 1000 - 300,
+    after_ns: before_us * 1000 + 4_700,
+    cpu_ns: cpu_us * 1000,
+    context,
+    generation: 0,
+    tid: 1,
+  }
+}
+
+#[test]
+fn labeler_joins_samples_to_brackets_for_labels_and_cpu_time() {
+  // Samples at 1001, 1002, 1003, 1004, 1005, 1006 ms on V8's clock (µs stamps); the
+  // last is idle.
+  let p = profile(&[3, 5, 3, 6, 3, 7], &[1000.0; 6]);
+  let labels = |id: u32| -> Option<Arc<LabelSet>> {
+    match id {
+      7 => Some(Arc::new(vec![("endpoint".into(), "GET /a".into())])),
+      9 => Some(Arc::new(vec![
+        ("endpoint".into(), "GET /b".into()),
+        ("span_id".into(), "00000000000000ff".into()),
+      ])),
+      _ => None,
+    }
+  };
+  let entries = vec![
+    entry(1_001_000, 7, 500),
+    entry(1_002_000, 9, 900),
+    entry(1_003_000, 7, 1_700),
+    // no bracket around 1_004_000
+    entry(1_005_000, 11, 2_000), // labels no longer kept
+    entry(1_006_000, 9, 2_100),
+  ];
+  let mut b = TraceBuilder::with_labeler(Labeler {
+    entries,
+    lookup: &labels,
+    cpu_start_ns: Some(100_000),
+  });
+  b.add_profile(
+    &p,
+    &Window {
+      origin_us: 1_000_000.0,
+      ..Window::default()
+    },
+  )
+  .unwrap();
+  let t = b.finish();
+  let ctx: Vec<Option<u32>> = t.samples.iter().map(|s| s.context_id).collect();
+  assert_eq!(
+    ctx,
+    vec![Some(0), Some(1), Some(0), None, None, None],
+    "idle samples carry no labels"
+  );
+  let cpu: Vec<Option<f64>> = t.samples.iter().map(|s| s.cpu_time).collect();
+  assert_eq!(cpu, vec![Some(0.4), Some(0.4), Some(0.8), None, Some(0.3), Some(0.1)]);
+  assert_eq!(
+    t.metadata,
+    Some(Metadata {
+      matched_samples: 5,
+      between_signals_samples: 0,
+      unmatched_samples: 1,
+      labels_lost_samples: 1
+    })
+  );
+  let v: serde_json::Value = serde_json::from_str(&t.to_json()).unwrap();
+  assert_eq!(
+    v["contexts"],
+    json!([
+      { "labels": { "endpoint": "GET /a" } },
+      { "labels": { "endpoint": "GET /b", "span_id": "00000000000000ff" } }
+    ])
+  );
+  assert_eq!(
+    v["samples"][1],
+    json!({ "timestamp": 2.0, "stackId": 2, "contextId": 1, "cpuTime": 0.4 })
+  );
+  assert_eq!(
+    v["metadata"],
+    json!({ "matchedSamples": 5, "betweenSignalsSamples": 0, "unmatchedSamples": 1, "labelsLostSamples": 1 })
+  );
 }

@@ -1,0 +1,362 @@
+'use strict';
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const { EventEmitter } = require('node:events');
+const { setTimeout: sleep } = require('node:timers/promises');
+const v8 = require('node:v8');
+const vm = require('node:vm');
+const { Profiler, withLabels, setLabels, getLabels } = require('..');
+const native = require('../binding.js');
+const { labelStats } = require('../lib/labels');
+const { spin, assertValidTrace, stackFrames, samplesIn } = require('./helpers');
+
+// One distinctly named busy function per endpoint.
+function usersHandlerWork(ms) {
+  return spin(ms);
+}
+function ordersHandlerWork(ms) {
+  return spin(ms);
+}
+function searchHandlerWork(ms) {
+  return spin(ms);
+}
+function healthHandlerWork(ms) {
+  return spin(ms);
+}
+const ENDPOINTS = [
+  ['GET /users/:id', usersHandlerWork],
+  ['POST /orders', ordersHandlerWork],
+  ['GET /search', searchHandlerWork],
+  ['GET /health', healthHandlerWork],
+];
+
+const spanId = (i) => (0x1000_0000_0000n + BigInt(i) * 7919n).toString(16).padStart(16, '0');
+
+/** The labels of a sample, or undefined. */
+function labelsOf(trace, sample) {
+  return sample.contextId === undefined ? undefined : trace.contexts[sample.contextId].labels;
+}
+
+test('≥ 200 concurrent labeled requests: samples carry their own request’s labels', async (t) => {
+  const requests = 240;
+  const endpointOfSpan = new Map();
+
+  async function handle(i) {
+    const [endpoint, work] = ENDPOINTS[i % ENDPOINTS.length];
+    const span_id = spanId(i);
+    endpointOfSpan.set(span_id, endpoint);
+    return withLabels({ endpoint, span_id }, async () => {
+      work(1);
+      await null;
+      work(1);
+      await new Promise((resolve) => setImmediate(resolve));
+      work(1);
+      await sleep(1);
+      work(1);
+      await new Promise((resolve) => process.nextTick(resolve));
+      work(1);
+      assert.deepEqual(getLabels(), { endpoint, span_id });
+    });
+  }
+  const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  await Promise.all(Array.from({ length: requests }, (_, i) => handle(i)));
+  const trace = assertValidTrace(await profiler.stop());
+
+  let inEndpoints = 0;
+  let rightEndpoint = 0;
+  let rightSpan = 0;
+  for (const [endpoint, work] of ENDPOINTS) {
+    for (const s of samplesIn(trace, work.name)) {
+      inEndpoints++;
+      const labels = labelsOf(trace, s);
+      if (labels?.endpoint === endpoint) rightEndpoint++;
+      if (labels && endpointOfSpan.get(labels.span_id) === endpoint) rightSpan++;
+    }
+  }
+  const js = trace.samples.filter((s) => s.stackId !== undefined);
+  const matched = js.filter((s) => s.cpuTime !== undefined).length;
+  const endpointRate = rightEndpoint / inEndpoints;
+  const matchRate = matched / js.length;
+  t.diagnostic(
+    `${requests} requests: ${inEndpoints} samples in endpoint functions, ` +
+      `${(100 * endpointRate).toFixed(2)}% labeled with their endpoint, ` +
+      `${(100 * (rightSpan / inEndpoints)).toFixed(2)}% with a span of that endpoint; ` +
+      `${matched}/${js.length} JS samples (${(100 * matchRate).toFixed(2)}%) matched to a bracket; ` +
+      `metadata ${JSON.stringify(trace.metadata)}; ${trace.contexts.length} contexts`,
+  );
+  assert.ok(inEndpoints >= 300, `enough samples in endpoint functions: ${inEndpoints}`);
+  assert.ok(endpointRate >= 0.99, `endpoint label rate ${endpointRate}`);
+  assert.ok(rightSpan / inEndpoints >= 0.99, `span label rate ${rightSpan / inEndpoints}`);
+  assert.ok(matchRate >= 0.95, `match rate ${matchRate}`);
+  const { matchedSamples, betweenSignalsSamples, unmatchedSamples } = trace.metadata;
+  assert.equal(matchedSamples + betweenSignalsSamples + unmatchedSamples, trace.samples.length);
+  // Only contexts that samples reference are in the trace, and every one is referenced.
+  const used = new Set(trace.samples.map((s) => s.contextId).filter((c) => c !== undefined));
+  assert.equal(used.size, trace.contexts.length);
+});
+
+// One busy function per kind of continuation.
+function afterAwait(ms) {
+  return spin(ms);
+}
+function inSetTimeout(ms) {
+  return spin(ms);
+}
+function inSetImmediate(ms) {
+  return spin(ms);
+}
+function inNextTick(ms) {
+  return spin(ms);
+}
+function inPromiseThen(ms) {
+  return spin(ms);
+}
+function inEmitterListener(ms) {
+  return spin(ms);
+}
+function inNestedInner(ms) {
+  return spin(ms);
+}
+function inNestedOuter(ms) {
+  return spin(ms);
+}
+function unlabeledWork(ms) {
+  return spin(ms);
+}
+
+test('labels survive await, timers, immediates, nextTick, promise chains and EventEmitter callbacks', async (t) => {
+  const seen = {};
+  const check = (kind, expected) => {
+    seen[kind] = getLabels();
+    assert.deepEqual(getLabels(), expected, kind);
+  };
+  const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  const ms = 25;
+
+  const runs = [
+    withLabels({ kind: 'await' }, async () => {
+      await sleep(2);
+      check('await', { kind: 'await' });
+      afterAwait(ms);
+    }),
+    withLabels({ kind: 'setTimeout' }, () =>
+      new Promise((resolve) =>
+        setTimeout(() => {
+          check('setTimeout', { kind: 'setTimeout' });
+          inSetTimeout(ms);
+          resolve();
+        }, 3),
+      ),
+    ),
+    withLabels({ kind: 'setImmediate' }, () =>
+      new Promise((resolve) =>
+        setImmediate(() => {
+          check('setImmediate', { kind: 'setImmediate' });
+          inSetImmediate(ms);
+          resolve();
+        }),
+      ),
+    ),
+    withLabels({ kind: 'nextTick' }, () =>
+      new Promise((resolve) =>
+        process.nextTick(() => {
+          check('nextTick', { kind: 'nextTick' });
+          inNextTick(ms);
+          resolve();
+        }),
+      ),
+    ),
+    withLabels({ kind: 'then' }, () =>
+      sleep(4)
+        .then(() => 1)
+        .then(() => {
+          check('then', { kind: 'then' });
+          inPromiseThen(ms);
+        }),
+    ),
+    withLabels({ kind: 'emitter' }, () => {
+      const emitter = new EventEmitter();
+      const done = new Promise((resolve) =>
+        emitter.on('request', () => {
+          check('emitter', { kind: 'emitter' });
+          inEmitterListener(ms);
+          resolve();
+        }),
+      );
+      setTimeout(() => emitter.emit('request'), 5);
+      return done;
+    }),
+    withLabels({ kind: 'outer', tenant: 'acme' }, async () => {
+      await sleep(6);
+      await withLabels({ kind: 'inner', region: 'eu' }, async () => {
+        await null;
+        check('nested inner', { kind: 'inner', region: 'eu', tenant: 'acme' });
+        inNestedInner(ms);
+      });
+      check('nested outer', { kind: 'outer', tenant: 'acme' });
+      inNestedOuter(ms);
+    }),
+  ];
+  unlabeledWork(ms);
+  assert.deepEqual(getLabels(), {}, 'no labels outside withLabels');
+  await Promise.all(runs);
+  const trace = assertValidTrace(await profiler.stop());
+
+  const expectations = [
+    [afterAwait, { kind: 'await' }],
+    [inSetTimeout, { kind: 'setTimeout' }],
+    [inSetImmediate, { kind: 'setImmediate' }],
+    [inNextTick, { kind: 'nextTick' }],
+    [inPromiseThen, { kind: 'then' }],
+    [inEmitterListener, { kind: 'emitter' }],
+    [inNestedInner, { kind: 'inner', region: 'eu', tenant: 'acme' }],
+    [inNestedOuter, { kind: 'outer', tenant: 'acme' }],
+  ];
+  const rates = [];
+  for (const [fn, labels] of expectations) {
+    const samples = samplesIn(trace, fn.name);
+    const right = samples.filter((s) => JSON.stringify(labelsOf(trace, s)) === JSON.stringify(labels)).length;
+    rates.push(`${fn.name} ${right}/${samples.length}`);
+    assert.ok(samples.length >= 5, `${fn.name}: ${samples.length} samples`);
+    assert.ok(right / samples.length >= 0.95, `${fn.name}: ${right}/${samples.length} labeled ${JSON.stringify(labels)}`);
+  }
+  const unlabeled = samplesIn(trace, 'unlabeledWork');
+  assert.ok(unlabeled.length >= 5);
+  assert.equal(unlabeled.filter((s) => s.contextId !== undefined).length, 0, 'unlabeled work has no labels');
+  t.diagnostic(`right labels per continuation: ${rates.join(', ')}; unlabeled 0/${unlabeled.length}`);
+});
+
+test('setLabels merges into the current async context; null removes a key', async () => {
+  await withLabels({ endpoint: 'GET /a', span_id: '1' }, async () => {
+    setLabels({ user: 42, span_id: null });
+    assert.deepEqual(getLabels(), { endpoint: 'GET /a', user: '42' });
+    await null;
+    assert.deepEqual(getLabels(), { endpoint: 'GET /a', user: '42' });
+    assert.ok(Object.isFrozen(getLabels()));
+  });
+  assert.deepEqual(getLabels(), {});
+  assert.equal(
+    withLabels({ a: 1n, b: true }, (x, y) => `${x}${y}${JSON.stringify(getLabels())}`, 'x', 'y'),
+    'xy{"a":"1","b":"true"}',
+  );
+});
+
+test('bad labels throw TypeError or RangeError', () => {
+  const cases = [
+    [() => withLabels(null, () => {}), TypeError, /labels must be an object/],
+    [() => withLabels(['a'], () => {}), TypeError, /labels must be an object/],
+    [() => withLabels({ a: 1 }), TypeError, /fn must be a function, got undefined/],
+    [() => withLabels({ a: {} }, () => {}), TypeError, /label "a" must be a string, number, bigint or boolean, got object/],
+    [() => withLabels({ a: Symbol('s') }, () => {}), TypeError, /got symbol/],
+    [() => setLabels({ f() {} }), TypeError, /label "f"/],
+    [() => withLabels({ a: 'x'.repeat(5000) }, () => {}), RangeError, /at most 4096/],
+    [() => withLabels({ ['k'.repeat(300)]: 'v' }, () => {}), RangeError, /keys must be 1 to 256/],
+    [() => withLabels({ '': 'v' }, () => {}), RangeError, /keys must be 1 to 256/],
+    [() => withLabels(Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`k${i}`, i])), () => {}), RangeError, /at most 64 labels/],
+  ];
+  for (const [fn, type, message] of cases) {
+    assert.throws(fn, (err) => err.constructor === type && message.test(err.message));
+  }
+  assert.deepEqual(getLabels(), {}, 'a failed withLabels leaves no labels behind');
+});
+
+test('cpuTime adds up to the CPU the thread spent', async (t) => {
+  const profiler = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
+  const startCpu = process.cpuUsage();
+  withLabels({ endpoint: 'cpu' }, () => spin(300));
+  const trace = await profiler.stop();
+  const used = process.cpuUsage(startCpu);
+  const sampledCpu = trace.samples.reduce((sum, s) => sum + (s.cpuTime ?? 0), 0);
+  const processCpu = (used.user + used.system) / 1000;
+  t.diagnostic(`sum of cpuTime ${sampledCpu.toFixed(1)} ms; process CPU ${processCpu.toFixed(1)} ms`);
+  // The samples cover the thread's CPU up to the last sample (≤ one interval short of the
+  // profiler's life); the process also counts V8's sampler and other threads.
+  assert.ok(sampledCpu >= 250 && sampledCpu <= processCpu + 5, `${sampledCpu} vs ${processCpu}`);
+  assert.ok(trace.samples.every((s) => s.cpuTime === undefined || s.cpuTime >= 0));
+});
+
+function gcNow() {
+  v8.setFlagsFromString('--expose-gc');
+  vm.runInNewContext('gc')();
+}
+
+
+test('100 start/stop cycles with labels active: no crash, no leaked label sets', async (t) => {
+  const before = labelStats();
+  let contexts = 0;
+  for (let i = 0; i < 100; i++) {
+    await withLabels({ endpoint: 'loop', span_id: spanId(i) }, async () => {
+      const p = new Profiler({ sampleInterval: 1, maxBufferSize: 1000 });
+      withLabels({ step: String(i) }, () => spin(3));
+      await null;
+      const trace = assertValidTrace(await p.stop());
+      for (const c of trace.contexts) assert.equal(c.labels.span_id, spanId(i));
+      contexts += trace.contexts.length;
+    });
+  }
+  const after = labelStats();
+  t.diagnostic(
+    `${contexts} labeled contexts in 100 traces; label sets kept/unbuilt recordings: ` +
+      `before ${before.saved}/${before.unbuilt}, after ${after.saved}/${after.unbuilt}`,
+  );
+  assert.ok(contexts >= 100, 'every trace has its request’s labels');
+  assert.deepEqual(after, { saved: 0, unbuilt: 0, dropped: 0 });
+  assert.equal(native.signalHandlerInstalled(), false, 'V8 took the chain down with its sampler');
+});
+
+test('labels of requests that finished before stop() are still in the trace', async (t) => {
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
+  for (let i = 0; i < 20; i++) {
+    await withLabels({ endpoint: 'done-early', span_id: spanId(i) }, async () => {
+      await null;
+      usersHandlerWork(5);
+    });
+  }
+  // Many more requests that are too short to be sampled: their labels are not kept.
+  await Promise.all(Array.from({ length: 2000 }, (_, i) => withLabels({ endpoint: 'tiny', span_id: spanId(i) }, async () => {
+    await null;
+  })));
+  // The requests' stores are garbage now; their labels must survive until the build.
+  for (let i = 0; i < 3; i++) {
+    gcNow();
+    await sleep(5);
+  }
+  const kept = labelStats().saved;
+  const trace = await p.stop();
+  const samples = samplesIn(trace, 'usersHandlerWork');
+  const labeled = samples.filter((s) => labelsOf(trace, s)?.endpoint === 'done-early').length;
+  t.diagnostic(`${kept} sampled label sets kept; ${labeled}/${samples.length} samples of finished requests labeled`);
+  assert.ok(kept >= 20 && kept < 200, `only sampled label sets are kept: ${kept} of 2020`);
+  assert.ok(labeled / samples.length >= 0.99, `${labeled}/${samples.length}`);
+  assert.equal(labelStats().saved, 0, 'dropped once the trace was built');
+});
+
+function longRequestWork(ms) {
+  return spin(ms);
+}
+
+test('a long request sampled by two overlapping recordings keeps its labels in both', async (t) => {
+  const first = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
+  let step;
+  let resume;
+  const request = withLabels({ endpoint: 'GET /long-poll' }, async () => {
+    longRequestWork(20); // sampled by the first recording only
+    await new Promise((r) => (step = r));
+    longRequestWork(20); // sampled by both
+    await new Promise((r) => (resume = r)); // parked: alive, but no longer current
+  });
+  const second = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
+  step();
+  await sleep(1);
+  const firstTrace = await first.stop(); // built: what only it needed may go
+  withLabels({ endpoint: 'GET /other' }, () => spin(5));
+  const secondTrace = await second.stop();
+  resume();
+  await request;
+  for (const [name, trace] of [['first', firstTrace], ['second', secondTrace]]) {
+    const samples = samplesIn(trace, 'longRequestWork');
+    const labeled = samples.filter((s) => labelsOf(trace, s)?.endpoint === 'GET /long-poll').length;
+    t.diagnostic(`${name}: ${labeled}/${samples.length} labeled`);
+    assert.ok(samples.length >= 5 && labeled / samples.length >= 0.95, `${name}: ${labeled}/${samples.length}`);
+  }
+});

@@ -1,0 +1,306 @@
+//! Everything that runs inside the SIGPROF handler, and the state it touches.
+//!
+//! ASYNC-SIGNAL-SAFETY: `handle_sigprof` and every function it calls run in signal
+//! context, interrupting arbitrary code on the JS thread (possibly inside malloc, a lock,
+//! or V8's GC). They therefore only: read `clock_gettime`/`gettid` (async-signal-safe
+//! system calls), load and store atomics in statically allocated memory, and call the
+//! handler V8 installed. They never allocate, lock, panic (no indexing that can fail, no
+//! unwrap, no formatting), touch thread-locals (glibc may allocate them lazily), or call
+//! napi. Keep it that way: anything else belongs in another file.
+//!
+//! The chain: V8 installs its SIGPROF handler when its sampler starts and puts its
+//! predecessor back when its last sampler stops. After every profiler start we install
+//! `handle_sigprof` in front of V8's handler (`install`); it reads the clock, calls
+//! V8's handler (which takes the sample and stamps it with V8's clock), reads the clock
+//! again, and writes `{ before, after, context, generation, cpu }` into the ring. Because V8's stop
+//! puts back the handler that preceded V8's, ours drops out of the chain with V8's, and
+//! the handler we chain to is re-read at every install, never kept from an older chain.
+
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+/// Ring capacity in entries (a power of two). At a 1 ms interval this holds a little
+/// over a minute of samples; older entries are overwritten.
+pub const RING_CAPACITY: usize = 1 << 16;
+/// How many threads (isolates) can publish a label context at once.
+pub const MAX_THREADS: usize = 64;
+
+/// What the handler records for one SIGPROF.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+  /// CLOCK_MONOTONIC before and after V8's handler ran.
+  pub before_ns: u64,
+  pub after_ns: u64,
+  /// The thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
+  pub cpu_ns: u64,
+  /// The context id the thread had published.
+  pub context: u32,
+  /// How many context switches the thread had published.
+  pub generation: u32,
+  pub tid: i32,
+}
+
+/// A ring slot. Every field is an atomic so that a reader racing with the handler sees
+/// either a whole record or a torn one it can detect (`seq`), never UB.
+pub struct Slot {
+  /// 0 while being written; `index + 1` once the record at ring position `index` is whole.
+  pub seq: AtomicU64,
+  pub before_ns: AtomicU64,
+  pub after_ns: AtomicU64,
+  pub cpu_ns: AtomicU64,
+  pub context: AtomicU32,
+  pub generation: AtomicU32,
+  pub tid: AtomicI32,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+pub const EMPTY_SLOT: Slot = Slot {
+  seq: AtomicU64::new(0),
+  before_ns: AtomicU64::new(0),
+  after_ns: AtomicU64::new(0),
+  cpu_ns: AtomicU64::new(0),
+  context: AtomicU32::new(0),
+  generation: AtomicU32::new(0),
+  tid: AtomicI32::new(0),
+};
+
+impl Slot {
+  /// Writes ring record `index`, seqlock-style: `seq` is 0 while the fields change and
+  /// `index + 1` once they are whole.
+  #[inline(always)]
+  pub fn write(&self, index: u64, r: &Record) {
+    self.seq.store(0, Ordering::Relaxed);
+    std::sync::atomic::fence(Ordering::Release);
+    self.before_ns.store(r.before_ns, Ordering::Relaxed);
+    self.after_ns.store(r.after_ns, Ordering::Relaxed);
+    self.cpu_ns.store(r.cpu_ns, Ordering::Relaxed);
+    self.context.store(r.context, Ordering::Relaxed);
+    self.generation.store(r.generation, Ordering::Relaxed);
+    self.tid.store(r.tid, Ordering::Relaxed);
+    self.seq.store(index + 1, Ordering::Release);
+  }
+}
+
+/// The ring: preallocated (zeroed .bss), written by handlers, read by `ring.rs`.
+pub static RING: [Slot; RING_CAPACITY] = [EMPTY_SLOT; RING_CAPACITY];
+/// Total entries ever claimed; `index & (RING_CAPACITY - 1)` is the slot.
+pub static RING_WRITE: CachePadded<AtomicU64> = CachePadded::new(AtomicU64::new(0));
+
+/// A thread that publishes its current label context: `tid` (0 = free) and the cell its
+/// JS reads and writes through a three-element Uint32Array view: `[context id,
+/// generation, sampled]`. JS writes the id and bumps the generation (a count of context
+/// switches) on every switch; the handler stores the id it recorded in `sampled`, and JS
+/// keeps that context's labels and zeroes it at its next switch.
+#[repr(C)]
+pub struct ThreadContext {
+  pub cell: [AtomicU32; 3],
+  pub tid: AtomicI32,
+}
+
+impl ThreadContext {
+  pub fn context(&self) -> u32 {
+    self.cell[0].load(Ordering::Relaxed)
+  }
+  pub fn generation(&self) -> u32 {
+    self.cell[1].load(Ordering::Relaxed)
+  }
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY_THREAD: CachePadded<ThreadContext> = CachePadded::new(ThreadContext {
+  cell: [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)],
+  tid: AtomicI32::new(0),
+});
+
+pub static THREADS: [CachePadded<ThreadContext>; MAX_THREADS] = [EMPTY_THREAD; MAX_THREADS];
+
+/// The handler we chain to (V8's), as `sa_sigaction`, and its `sa_flags`.
+static NEXT_ACTION: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
+static NEXT_FLAGS: AtomicI32 = AtomicI32::new(0);
+/// SIGPROFs handled, for tests and stats.
+pub static SIGNALS: AtomicU64 = AtomicU64::new(0);
+
+#[inline(always)]
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+  let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+  // SAFETY: clock_gettime writes into `ts` and is async-signal-safe.
+  if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+    return 0;
+  }
+  (ts.tv_sec as u64)
+    .wrapping_mul(1_000_000_000)
+    .wrapping_add(ts.tv_nsec as u64)
+}
+
+/// CLOCK_MONOTONIC in ns: V8's TimeTicks clock on Linux.
+pub fn monotonic_ns() -> u64 {
+  clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// The calling thread's CPU time in ns.
+pub fn thread_cpu_ns() -> u64 {
+  clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+pub fn gettid() -> i32 {
+  // SAFETY: gettid has no arguments and cannot fail.
+  unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// The context id and generation the thread `tid` has published (zeros if none), and
+/// tells JS the id was sampled.
+#[inline(always)]
+fn context_of(tid: i32) -> (u32, u32) {
+  for t in THREADS.iter() {
+    if t.tid.load(Ordering::Relaxed) == tid {
+      // JS writes the id, then bumps the generation: a signal between the two records
+      // the new id under the old generation, which only makes the record look older.
+      let generation = t.generation();
+      let context = t.context();
+      if context != 0 {
+        t.cell[2].store(context, Ordering::Relaxed);
+      }
+      return (context, generation);
+    }
+  }
+  (0, 0)
+}
+
+#[inline(always)]
+fn call_next(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
+  let action = NEXT_ACTION.load(Ordering::Acquire);
+  if action == libc::SIG_DFL || action == libc::SIG_IGN || action == our_action() {
+    return;
+  }
+  if NEXT_FLAGS.load(Ordering::Relaxed) & libc::SA_SIGINFO != 0 {
+    // SAFETY: `action` was read from sigaction() as the installed SA_SIGINFO handler.
+    let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = unsafe { std::mem::transmute(action) };
+    f(sig, info, uctx);
+  } else {
+    // SAFETY: `action` was read from sigaction() as the installed plain handler.
+    let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(action) };
+    f(sig);
+  }
+}
+
+/// The SIGPROF handler. See the module comment: async-signal-safe only.
+extern "C" fn handle_sigprof(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
+  // SAFETY: __errno_location returns this thread's errno, always valid.
+  let errno = unsafe { *libc::__errno_location() };
+  let before_ns = monotonic_ns();
+  call_next(sig, info, uctx);
+  let after_ns = monotonic_ns();
+  let tid = gettid();
+  let (context, generation) = context_of(tid);
+  let record = Record {
+    before_ns,
+    after_ns,
+    cpu_ns: thread_cpu_ns(),
+    context,
+    generation,
+    tid,
+  };
+  let index = RING_WRITE.fetch_add(1, Ordering::Relaxed);
+  RING[(index as usize) & (RING_CAPACITY - 1)].write(index, &record);
+  SIGNALS.fetch_add(1, Ordering::Relaxed);
+  // SAFETY: restores the errno the interrupted code may be about to read.
+  unsafe { *libc::__errno_location() = errno };
+}
+
+#[inline(always)]
+fn our_action() -> usize {
+  handle_sigprof as *const () as usize
+}
+
+/// What `install` found and did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Install {
+  /// Installed in front of the handler that was there.
+  Chained,
+  /// Ours was already the installed handler; nothing changed.
+  AlreadyInstalled,
+  /// No SIGPROF handler is installed (V8's sampler is not running): nothing to chain.
+  NoSampler,
+}
+
+fn current_action() -> std::io::Result<libc::sigaction> {
+  // SAFETY: a zeroed sigaction is a valid out-parameter; a null new action only reads.
+  unsafe {
+    let mut cur: libc::sigaction = std::mem::zeroed();
+    if libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut cur) != 0 {
+      return Err(std::io::Error::last_os_error());
+    }
+    Ok(cur)
+  }
+}
+
+/// Puts our handler in front of the installed SIGPROF handler. Call right after V8's
+/// profiler starts (V8 installs its handler as its sampler starts).
+pub fn install() -> std::io::Result<Install> {
+  let cur = current_action()?;
+  if cur.sa_sigaction == our_action() {
+    return Ok(Install::AlreadyInstalled);
+  }
+  if cur.sa_sigaction == libc::SIG_DFL || cur.sa_sigaction == libc::SIG_IGN {
+    return Ok(Install::NoSampler);
+  }
+  // Publish the next handler before ours can run.
+  NEXT_FLAGS.store(cur.sa_flags, Ordering::Relaxed);
+  NEXT_ACTION.store(cur.sa_sigaction, Ordering::Release);
+  // SAFETY: installs a handler with a valid function pointer and V8's signal mask.
+  unsafe {
+    let mut ours: libc::sigaction = std::mem::zeroed();
+    ours.sa_sigaction = our_action();
+    ours.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+    ours.sa_mask = cur.sa_mask;
+    if libc::sigaction(libc::SIGPROF, &ours, std::ptr::null_mut()) != 0 {
+      return Err(std::io::Error::last_os_error());
+    }
+  }
+  Ok(Install::Chained)
+}
+
+/// Whether our handler is the installed one.
+pub fn installed() -> bool {
+  current_action()
+    .map(|a| a.sa_sigaction == our_action())
+    .unwrap_or(false)
+}
+
+/// Claims the thread-context slot for the calling thread (or finds the one it has).
+/// Returns its index, or None when all `MAX_THREADS` are taken.
+pub fn register_thread() -> Option<usize> {
+  let tid = gettid();
+  if let Some(i) = THREADS.iter().position(|t| t.tid.load(Ordering::Acquire) == tid) {
+    return Some(i);
+  }
+  for (i, t) in THREADS.iter().enumerate() {
+    if t
+      .tid
+      .compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed)
+      .is_ok()
+    {
+      for c in t.cell.iter() {
+        c.store(0, Ordering::Relaxed);
+      }
+      return Some(i);
+    }
+  }
+  None
+}
+
+/// Releases the calling thread's slot (a worker going away).
+pub fn unregister_thread() {
+  let tid = gettid();
+  for t in THREADS.iter() {
+    if t.tid.load(Ordering::Acquire) == tid {
+      t.cell[0].store(0, Ordering::Relaxed);
+      t.tid.store(0, Ordering::Release);
+    }
+  }
+}
+
+/// Pointer to a thread slot's three-element cell, for the JS typed-array view.
+pub fn context_cell(index: usize) -> Option<*mut u32> {
+  THREADS.get(index).map(|t| t.cell[0].as_ptr())
+}
