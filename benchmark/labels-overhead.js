@@ -1,0 +1,349 @@
+'use strict';
+// Service-like workloads, every profiling mode side by side in one run:
+// - http: an HTTP server (4 endpoints, JSON in and out, two awaits on "I/O") in a child
+//   process, driven over loopback by a keep-alive client in another process;
+// - inproc: 64 concurrent in-process "requests" with five async hops and little work
+//   each, the worst case for per-switch costs.
+// Each request is labeled with its endpoint and span id where the mode labels.
+//
+//   node benchmark/labels-overhead.js [--workload http|inproc] [--seconds 3] [--rounds 5]
+//                                     [--interval 10] [--node path]
+//
+// Each (mode, round) runs in fresh processes; rounds shuffle the mode order, and each
+// mode's requests/s is reported as the median over rounds of its ratio to the
+// no-profiler run of the same round.
+
+const { spawnSync } = require('node:child_process');
+const path = require('node:path');
+
+const MODES = {
+  none: 'no profiler',
+  inspector: 'bare inspector profiler',
+  selfprof: 'selfprof, no labels',
+  'selfprof-labels': 'selfprof with labels',
+  datadog: '@datadog/pprof with contexts',
+};
+
+function arg(name, fallback) {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : fallback;
+}
+
+// --- profiling modes ----------------------------------------------------------------
+
+const ENDPOINTS = ['GET /users/:id', 'POST /orders', 'GET /search', 'GET /health'];
+
+/** Starts `mode`; returns { label(i, endpoint, fn), stop() }. */
+async function startMode(mode, intervalMs) {
+  const { AsyncLocalStorage, createHook } = require('node:async_hooks');
+  const selfprof = require('..');
+  let label = (i, endpoint, fn) => fn();
+  let stop = async () => {};
+  if (mode === 'inspector') {
+    const inspector = require('node:inspector');
+    const session = new inspector.Session();
+    session.connect();
+    const post = (m, p) => new Promise((res, rej) => session.post(m, p, (e, r) => (e ? rej(e) : res(r))));
+    await post('Profiler.enable');
+    await post('Profiler.setSamplingInterval', { interval: intervalMs * 1000 });
+    await post('Profiler.start');
+    stop = () => post('Profiler.stop');
+  } else if (mode === 'selfprof' || mode === 'selfprof-labels') {
+    const profiler = new selfprof.Profiler({ sampleInterval: intervalMs, maxBufferSize: 1e6 });
+    stop = () => profiler.stop();
+    if (mode === 'selfprof-labels') {
+      label = (i, endpoint, fn) => selfprof.withLabels({ endpoint, span_id: spanId(i) }, fn);
+    }
+  } else if (mode === 'datadog') {
+    const { time } = require('@datadog/pprof');
+    const useCPED = Number(process.versions.node.split('.')[0]) >= 24;
+    time.start({ intervalMicros: intervalMs * 1000, durationMillis: 3_600_000, withContexts: true, useCPED });
+    stop = async () => time.stop();
+    if (useCPED) {
+      // Node ≥ 24: contexts ride AsyncContextFrame, no hook (as dd-trace does there).
+      label = (i, endpoint, fn) => time.runWithContext({ endpoint, span_id: spanId(i) }, fn);
+    } else {
+      // Node < 24: set the context on every async switch, as dd-trace's hook does.
+      const als = new AsyncLocalStorage();
+      const hook = createHook({ before: () => time.setContext(als.getStore()) }).enable();
+      stop = async () => {
+        hook.disable();
+        time.stop();
+      };
+      label = (i, endpoint, fn) =>
+        als.run({ endpoint, span_id: spanId(i) }, () => {
+          time.setContext(als.getStore());
+          return fn();
+        });
+    }
+  }
+  return { label, stop };
+}
+
+// --- inproc workload: one process --------------------------------------------------
+
+async function inproc(mode, seconds, intervalMs) {
+  const { setImmediate: immediate } = require('node:timers/promises');
+  function makeOrder(i) {
+    return { id: i, items: Array.from({ length: 30 }, (_, k) => ({ sku: `sku-${(i + k) % 97}`, qty: (i * k) % 7 })) };
+  }
+  function score(order) {
+    let s = 0;
+    for (const it of order.items) s += Math.sqrt(it.qty + it.sku.length) * (it.qty % 3);
+    return s;
+  }
+  function render(order) {
+    return order.items.map((it) => `<li>${it.sku} x${it.qty}</li>`).join('');
+  }
+  async function handle(i) {
+    const body = JSON.stringify(makeOrder(i));
+    await immediate();
+    const order = JSON.parse(body);
+    await null;
+    const s = score(order);
+    await new Promise((resolve) => process.nextTick(resolve));
+    const html = render(order);
+    await Promise.resolve();
+    return html.length + s;
+  }
+
+  const { label, stop } = await startMode(mode, intervalMs);
+  let served = 0;
+  let next = 0;
+  let measuring = false;
+  let running = true;
+  async function worker() {
+    while (running) {
+      const i = next++;
+      await label(i, ENDPOINTS[i % 4], () => handle(i));
+      if (measuring) served++;
+    }
+  }
+  const workers = Array.from({ length: 64 }, worker);
+  await new Promise((r) => setTimeout(r, 500)); // warm-up
+  measuring = true;
+  const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  const cpu = process.cpuUsage(cpu0);
+  const rps = served / ((performance.now() - t0) / 1000);
+  const perCpuSecond = served / ((cpu.user + cpu.system) / 1e6);
+  running = false;
+  await Promise.all(workers);
+  await stop();
+  return { rps, perCpuSecond };
+}
+
+// --- http workload: server and client processes ------------------------------------
+
+async function server(mode, intervalMs) {
+  const http = require('node:http');
+  const { setImmediate: immediate } = require('node:timers/promises');
+  const { label, stop } = await startMode(mode, intervalMs);
+  const users = Array.from({ length: 500 }, (_, i) => ({ id: i, name: `user-${i}`, email: `u${i}@example.test`, tags: ['a', 'b', 'c'] }));
+  const routes = {
+    'GET /users/:id': async (req, id) => {
+      await immediate(); // the "database"
+      return users[id % users.length];
+    },
+    'POST /orders': async (req) => {
+      let body = '';
+      for await (const chunk of req) body += chunk;
+      const order = JSON.parse(body);
+      await immediate();
+      return { ok: true, total: order.items.reduce((s, it) => s + it.qty * it.price, 0) };
+    },
+    'GET /search': async (req, q) => {
+      await immediate();
+      return users.filter((u) => u.name.includes(String(q % 10))).slice(0, 20);
+    },
+    'GET /health': async () => ({ status: 'ok', uptime: process.uptime() }),
+  };
+  let requests = 0;
+  const srv = http.createServer((req, res) => {
+    const [, first, arg] = req.url.split('/');
+    const endpoint = req.method === 'POST' ? 'POST /orders' : first === 'users' ? 'GET /users/:id' : first === 'search' ? 'GET /search' : 'GET /health';
+    const i = requests++;
+    label(i, endpoint, async () => {
+      const result = await routes[endpoint](req, Number(arg) || 0);
+      const body = JSON.stringify(result);
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+      res.end(body);
+    }).catch((err) => {
+      res.statusCode = 500;
+      res.end(String(err));
+    });
+  });
+  srv.keepAliveTimeout = 60_000;
+  srv.listen(0, '127.0.0.1', () => process.stdout.write(`${srv.address().port}\n`));
+  let mark = null;
+  process.on('message', async (msg) => {
+    if (msg === 'mark') {
+      mark = { requests, cpu: process.cpuUsage() };
+    } else if (msg === 'stop') {
+      const cpu = process.cpuUsage(mark.cpu);
+      const served = requests - mark.requests;
+      await stop();
+      process.send({ perCpuSecond: served / ((cpu.user + cpu.system) / 1e6) }, () => {
+        srv.close();
+        process.exit(0);
+      });
+    }
+  });
+}
+
+async function client(port, seconds) {
+  const http = require('node:http');
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
+  const order = JSON.stringify({ items: Array.from({ length: 10 }, (_, k) => ({ sku: `s${k}`, qty: k, price: 3 })) });
+  const paths = [['GET', '/users/'], ['POST', '/orders'], ['GET', '/search/'], ['GET', '/health']];
+  let done = 0;
+  let failed = 0;
+  let measuring = false;
+  let running = true;
+  function one(i) {
+    const [method, path] = paths[i % 4];
+    return new Promise((resolve) => {
+      const req = http.request({ host: '127.0.0.1', port, method, path: path.endsWith('/') ? path + i : path, agent }, (res) => {
+        res.resume();
+        res.on('end', () => {
+          if (res.statusCode !== 200) failed++;
+          else if (measuring) done++;
+          resolve();
+        });
+      });
+      req.on('error', () => {
+        failed++;
+        resolve();
+      });
+      if (method === 'POST') req.end(order);
+      else req.end();
+    });
+  }
+  let n = 0;
+  const loops = Array.from({ length: 32 }, async () => {
+    while (running) await one(n++);
+  });
+  await new Promise((r) => setTimeout(r, 500));
+  measuring = true;
+  const t0 = performance.now();
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  const rps = done / ((performance.now() - t0) / 1000);
+  running = false;
+  await Promise.all(loops);
+  agent.destroy();
+  if (failed) throw new Error(`${failed} requests failed`);
+  return rps;
+}
+
+// With two or more cores, the server and the client each get a core of their own (when
+// taskset is there), so that neither's scheduling noise lands on the other.
+const pinned = (cpu, argv) =>
+  require('node:os').availableParallelism() >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0
+    ? ['taskset', ['-c', String(cpu), ...argv]]
+    : [argv[0], argv.slice(1)];
+
+function runHttp(node, mode, seconds, interval) {
+  const { spawn } = require('node:child_process');
+  return new Promise((resolve, reject) => {
+    const srv = spawn(...pinned(1, [node, __filename, '--server', mode, '--interval', String(interval)]), {
+      cwd: path.join(__dirname, '..'),
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+    });
+    srv.on('error', reject);
+    srv.stdout.once('data', (port) => {
+      const cl = spawn(...pinned(0, [node, __filename, '--client', String(Number(port)), '--seconds', String(seconds)]), {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      let out = '';
+      cl.stdout.on('data', (d) => (out += d));
+      setTimeout(() => srv.send('mark'), 500); // the client's warm-up
+      cl.on('exit', (code) => {
+        if (code !== 0) return reject(new Error(`client failed (${code})`));
+        const { rps } = JSON.parse(out.trim());
+        srv.once('message', ({ perCpuSecond }) => resolve({ rps, perCpuSecond }));
+        srv.send('stop');
+      });
+    });
+  });
+}
+
+function runInproc(node, mode, seconds, interval) {
+  const run = spawnSync(node, [__filename, '--inproc', mode, '--seconds', String(seconds), '--interval', String(interval)], {
+    cwd: path.join(__dirname, '..'),
+    encoding: 'utf8',
+  });
+  if (run.status !== 0) throw new Error(`${mode} failed:\n${run.stderr}`);
+  return JSON.parse(run.stdout.trim().split('\n').pop());
+}
+
+function spanId(i) {
+  return (0x1000_0000n + BigInt(i)).toString(16).padStart(16, '0');
+}
+
+// --- parent: orchestrate -------------------------------------------------------------
+
+function shuffle(list) {
+  const a = [...list];
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [a[i], a[j]] = [a[j], a[i]];
+  }
+  return a;
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+async function parent() {
+  const workload = arg('workload', 'http');
+  const seconds = Number(arg('seconds', 3));
+  const rounds = Number(arg('rounds', 5));
+  const interval = Number(arg('interval', 10));
+  const node = arg('node', process.execPath);
+  const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim();
+  const run = workload === 'http' ? runHttp : runInproc;
+  console.log(`labels overhead (${workload}): node ${version}, ${interval} ms interval, ${rounds} rounds × ${seconds} s per mode`);
+  const results = Object.fromEntries(Object.keys(MODES).map((m) => [m, { rps: [], ratio: [], cpuRatio: [] }]));
+  for (let round = 0; round < rounds; round++) {
+    const got = {};
+    for (const mode of shuffle(Object.keys(MODES))) got[mode] = await run(node, mode, seconds, interval);
+    for (const mode of Object.keys(MODES)) {
+      results[mode].rps.push(got[mode].rps);
+      results[mode].ratio.push(got[mode].rps / got.none.rps);
+      results[mode].cpuRatio.push(got[mode].perCpuSecond / got.none.perCpuSecond);
+    }
+    process.stderr.write(`round ${round + 1}/${rounds} done\n`);
+  }
+  const range = (xs) => `${median(xs).toFixed(3)} [${Math.min(...xs).toFixed(3)}, ${Math.max(...xs).toFixed(3)}]`;
+  console.log('\nmode                          req/s (median)  req/s × none [min, max]   req per CPU-s × none [min, max]');
+  for (const [mode, title] of Object.entries(MODES)) {
+    const r = results[mode];
+    console.log(`${title.padEnd(30)}${median(r.rps).toFixed(0).padStart(14)}  ${range(r.ratio).padEnd(26)}${range(r.cpuRatio)}`);
+  }
+  const summary = (key) => {
+    const labels = median(results['selfprof-labels'][key]);
+    const dd = median(results.datadog[key]);
+    return `${labels.toFixed(3)}× no profiler, ${(labels / dd).toFixed(3)}× @datadog/pprof with contexts`;
+  };
+  console.log(`\nselfprof with labels, throughput:     ${summary('ratio')}`);
+  console.log(`selfprof with labels, CPU efficiency: ${summary('cpuRatio')}`);
+  console.log('(targets: ≥ 0.97× no profiler and ≥ 1× @datadog/pprof)');
+}
+
+const out = (result) => process.stdout.write(JSON.stringify(typeof result === 'number' ? { rps: result } : result) + '\n');
+const fail = (err) => {
+  console.error(err);
+  process.exit(1);
+};
+if (process.argv.includes('--inproc')) {
+  inproc(arg('inproc'), Number(arg('seconds')), Number(arg('interval'))).then(out, fail);
+} else if (process.argv.includes('--server')) {
+  server(arg('server'), Number(arg('interval'))).catch(fail);
+} else if (process.argv.includes('--client')) {
+  client(Number(arg('client')), Number(arg('seconds'))).then(out, fail);
+} else {
+  parent().catch(fail);
+}
