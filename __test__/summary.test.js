@@ -5,7 +5,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
-const { topFunctions, formatTable } = require('../lib/summary');
+const { topFunctions, samplesByLabel, formatTable } = require('../lib/summary');
 const { assertValidTrace } = require('./helpers');
 
 test('topFunctions counts self and total samples, recursion once per sample', () => {
@@ -44,6 +44,27 @@ test('topFunctions counts self and total samples, recursion once per sample', ()
   assert.match(table[2], /^\s*1\s+33\.3\s+66\.7\s+rec\s+file:\/\/\/a\.js:5:13$/);
 });
 
+test('samplesByLabel groups JS samples by a label value', () => {
+  const trace = {
+    resources: [],
+    frames: [{ name: 'a' }, { name: 'b' }],
+    stacks: [{ frameId: 0 }, { frameId: 1 }],
+    samples: [
+      { timestamp: 1, stackId: 0, contextId: 0 },
+      { timestamp: 2, stackId: 1, contextId: 0 },
+      { timestamp: 3, stackId: 1, contextId: 0 },
+      { timestamp: 4, stackId: 0, contextId: 1 },
+      { timestamp: 5, stackId: 0 },
+      { timestamp: 6, marker: 'idle', contextId: 1 },
+    ],
+    contexts: [{ labels: { endpoint: 'GET /a' } }, { labels: { span_id: '1' } }],
+  };
+  assert.deepEqual(samplesByLabel(trace, 'endpoint'), [
+    { value: 'GET /a', samples: 3, percent: 60, top: 'b' },
+    { value: '(none)', samples: 2, percent: 40, top: 'a' },
+  ]);
+});
+
 test('npm run demo writes a trace and prints the top functions', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-demo-'));
   const out = execFileSync(process.execPath, [path.join(__dirname, '..', 'examples', 'demo.js'), dir], {
@@ -53,5 +74,7 @@ test('npm run demo writes a trace and prints the top functions', () => {
   assert.ok(trace.samples.length > 100);
   assert.match(out, /served \d+ requests/);
   assert.match(out, /countPrimes\s+examples\/workload\.js:\d+:\d+/);
+  assert.match(out, /GET \/primes\s+\d+\s+[\d.]+%\s+mostly in countPrimes/);
+  assert.ok(trace.contexts.length > 0 && trace.metadata.matchedSamples > 0);
   fs.rmSync(dir, { recursive: true });
 });

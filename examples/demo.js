@@ -5,7 +5,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { Profiler } = require('..');
-const { topFunctions, formatTable } = require('../lib/summary');
+const { topFunctions, samplesByLabel, formatTable } = require('../lib/summary');
 const workload = require('./workload');
 
 async function main() {
@@ -26,6 +26,11 @@ async function main() {
   );
   console.log();
   console.log(formatTable(topFunctions(trace, { limit: 10 }).map((r) => ({ ...r, location: shorten(r.location) }))));
+  console.log();
+  console.log('JS samples by endpoint label:');
+  for (const g of samplesByLabel(trace, 'endpoint')) {
+    console.log(`  ${g.value.padEnd(20)} ${String(g.samples).padStart(6)}  ${g.percent.toFixed(1).padStart(5)}%  mostly in ${g.top}`);
+  }
 }
 
 function shorten(location) {

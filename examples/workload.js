@@ -3,6 +3,9 @@
 // search for primes and sort, interleaved with awaits like real handlers.
 
 const { setImmediate: tick } = require('node:timers/promises');
+const { withLabels } = require('..');
+
+const ENDPOINTS = ['GET /invoices/:id', 'POST /orders', 'GET /primes'];
 
 function parseOrder(i) {
   const body = JSON.stringify({ id: i, items: Array.from({ length: 200 }, (_, k) => ({ sku: `sku-${k}`, qty: k % 7 })) });
@@ -34,17 +37,20 @@ function rankItems(order) {
   return order.items.map((it) => ({ ...it, score: Math.sin(it.qty) * it.sku.length })).sort((a, b) => a.score - b.score);
 }
 
+// Each endpoint does a different mix of the work, so the profile differs per endpoint.
 async function handleRequest(i) {
-  const order = parseOrder(i);
-  await tick();
-  const html = renderInvoice(order);
-  await tick();
-  const primes = countPrimes(20_000 + (i % 5) * 1000);
-  const ranked = rankItems(order);
-  return html.length + primes + ranked.length;
+  const endpoint = ENDPOINTS[i % ENDPOINTS.length];
+  return withLabels({ endpoint, request_id: i }, async () => {
+    const order = parseOrder(i);
+    await tick();
+    if (endpoint === 'GET /invoices/:id') return renderInvoice(order).length;
+    if (endpoint === 'POST /orders') return rankItems(order).length;
+    await tick();
+    return countPrimes(20_000 + (i % 5) * 1000);
+  });
 }
 
-/** Serves requests, 8 at a time, for `durationMs`; resolves to the number served. */
+/** Serves labeled requests, 8 at a time, for `durationMs`; resolves to the number served. */
 async function run({ durationMs = 1000, concurrency = 8 } = {}) {
   const end = Date.now() + durationMs;
   let served = 0;
@@ -55,4 +61,4 @@ async function run({ durationMs = 1000, concurrency = 8 } = {}) {
   return served;
 }
 
-module.exports = { run, handleRequest };
+module.exports = { run, handleRequest, ENDPOINTS };
