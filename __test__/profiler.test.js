@@ -200,16 +200,16 @@ test('idle and GC time become markers on samples without a stack', async (t) => 
 
 test('overlapping profilers each get their own valid trace', async () => {
   const a = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
-  beforeStopBusy(60);
+  beforeStopBusy(100);
+  const bConstructed = performance.now();
   const b = new Profiler({ sampleInterval: 5, maxBufferSize: 10_000 });
-  const bStart = performance.now();
   selfprofBusyLoop(100);
   const ta = assertValidTrace(await a.stop());
-  afterStopBusy(60);
+  afterStopBusy(100);
   const tb = assertValidTrace(await b.stop());
   assert.ok(samplesIn(ta, 'beforeStopBusy').length > 0);
   assert.equal(samplesIn(tb, 'beforeStopBusy').length, 0, 'b started after beforeStopBusy ran');
   assert.ok(samplesIn(tb, 'afterStopBusy').length > 0);
   assert.equal(samplesIn(ta, 'afterStopBusy').length, 0);
-  assert.ok(tb.samples.every((s) => s.timestamp >= bStart - 1));
+  assert.ok(tb.samples.every((s) => s.timestamp >= bConstructed));
 });
