@@ -192,11 +192,6 @@ pub fn register_thread() -> Result<Uint32Array> {
   Ok(unsafe { Uint32Array::with_external_data(cell, 3, |_, _| {}) })
 }
 
-#[napi]
-pub fn unregister_thread() {
-  signal::unregister_thread();
-}
-
 fn this_thread() -> Option<&'static signal::ThreadContext> {
   let tid = signal::gettid();
   signal::THREADS
@@ -220,12 +215,6 @@ pub fn set_thread_context(id: u32) {
   }
 }
 
-/// CLOCK_MONOTONIC in ns (V8's sample clock).
-#[napi]
-pub fn monotonic_ns() -> f64 {
-  signal::monotonic_ns() as f64
-}
-
 /// The calling thread's CPU time in ns.
 #[napi]
 pub fn thread_cpu_ns() -> f64 {
@@ -236,14 +225,4 @@ pub fn thread_cpu_ns() -> f64 {
 #[napi]
 pub fn thread_id() -> i32 {
   signal::gettid()
-}
-
-/// This thread's ring entries as `[before_ns, after_ns, ...]` (diagnostics and tests).
-#[napi]
-pub fn ring_brackets() -> Vec<f64> {
-  let write = signal::RING_WRITE.load(Ordering::Acquire);
-  ring::snapshot(&signal::RING, write, signal::gettid(), 0, u64::MAX)
-    .iter()
-    .flat_map(|e| [e.before_ns as f64, e.after_ns as f64])
-    .collect()
 }

@@ -133,7 +133,7 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 }
 
 /// CLOCK_MONOTONIC in ns: V8's TimeTicks clock on Linux.
-pub fn monotonic_ns() -> u64 {
+fn monotonic_ns() -> u64 {
   clock_ns(libc::CLOCK_MONOTONIC)
 }
 
@@ -287,17 +287,6 @@ pub fn register_thread() -> Option<usize> {
     }
   }
   None
-}
-
-/// Releases the calling thread's slot (a worker going away).
-pub fn unregister_thread() {
-  let tid = gettid();
-  for t in THREADS.iter() {
-    if t.tid.load(Ordering::Acquire) == tid {
-      t.cell[0].store(0, Ordering::Relaxed);
-      t.tid.store(0, Ordering::Release);
-    }
-  }
 }
 
 /// Pointer to a thread slot's three-element cell, for the JS typed-array view.
