@@ -5,13 +5,13 @@
 const { performance } = require('node:perf_hooks');
 const native = require('../binding.js');
 const { timeOriginUs } = require('./clock');
-const { startRecording, stopRecording, abandonRecording } = require('./inspector');
+const { group } = require('./group');
 const labels = require('./labels');
-const { warnOnce } = require('./log');
 
 /**
- * Every sample interval is a multiple of this many milliseconds. V8 can sample
- * faster, but below 1 ms the signal cost dominates the program being measured.
+ * Every sample interval is a multiple of this many milliseconds, so that all profilers
+ * share one sampler at the GCD of their intervals (see group.js). V8 can sample faster,
+ * but below 1 ms the signal cost dominates the program being measured.
  */
 const BASE_INTERVAL_MS = 1;
 const MAX_BUFFER_SIZE = 2 ** 32 - 1; // WebIDL unsigned long
@@ -67,41 +67,25 @@ function supportedInterval(requestedMs) {
   return Math.max(1, Math.ceil(requestedMs / BASE_INTERVAL_MS - 1e-9)) * BASE_INTERVAL_MS;
 }
 
-/**
- * Starts V8's recording and puts the SIGPROF handler in front of V8's (V8 installs its
- * own as its sampler starts), so each sample's labels and CPU time land in the ring.
- */
-function startLabeledRecording(intervalMs) {
-  const startedAs = labels.recordingStarted();
-  let session;
-  try {
-    session = startRecording(intervalMs * 1000);
-  } catch (err) {
+// A profiler dropped without stop() must not keep its place in the group. (Until it
+// is full, the group holds only its member record, never the Profiler itself.)
+const abandoned = new FinalizationRegistry((member) => {
+  if (member.state === 'recording') {
+    group.leave(member);
     labels.recordingStopped();
-    labels.recordingBuilt(startedAs);
-    throw err;
   }
-  try {
-    native.installSignalHandler();
-  } catch (err) {
-    warnOnce('signal', `selfprof: samples will carry no labels: ${err.message}`);
-  }
-  return { session, startedAs, tid: native.threadId(), cpuStartNs: native.threadCpuNs() };
-}
-
-// A profiler dropped without stop() must not keep V8 sampling forever.
-const abandoned = new FinalizationRegistry((rec) => {
-  labels.recordingStopped();
-  labels.recordingBuilt(rec.startedAs);
-  abandonRecording(rec.session);
+  member.state = 'abandoned';
+  member.recordings = [];
+  labels.recordingBuilt(member.startedAs);
 });
 
 class Profiler extends EventTarget {
   #sampleInterval;
   #maxBufferSize;
   #startedAt;
-  #recording;
+  #member;
   #stopped = false;
+  #onsamplebufferfull = null;
 
   constructor(options) {
     super();
@@ -109,8 +93,25 @@ class Profiler extends EventTarget {
     this.#sampleInterval = supportedInterval(sampleInterval);
     this.#maxBufferSize = maxBufferSize;
     this.#startedAt = performance.now();
-    this.#recording = startLabeledRecording(this.#sampleInterval);
-    abandoned.register(this, this.#recording, this);
+    const self = new WeakRef(this);
+    const member = {
+      intervalMs: this.#sampleInterval,
+      maxSamples: maxBufferSize,
+      state: 'recording', // 'full' | 'stopped' | 'abandoned'
+      onFull: () => self.deref()?.#bufferFull(),
+      startedAs: labels.recordingStarted(),
+      tid: native.threadId(),
+      cpuStartNs: native.threadCpuNs(),
+    };
+    try {
+      group.join(member);
+    } catch (err) {
+      labels.recordingStopped();
+      labels.recordingBuilt(member.startedAs);
+      throw err;
+    }
+    this.#member = member;
+    abandoned.register(this, member, this);
   }
 
   /** The sample interval in use, in ms: the requested one rounded up to a supported one. */
@@ -122,12 +123,34 @@ class Profiler extends EventTarget {
     return this.#stopped;
   }
 
+  get onsamplebufferfull() {
+    return this.#onsamplebufferfull;
+  }
+
+  set onsamplebufferfull(handler) {
+    if (this.#onsamplebufferfull) this.removeEventListener('samplebufferfull', this.#onsamplebufferfull);
+    this.#onsamplebufferfull = typeof handler === 'function' ? handler : null;
+    if (this.#onsamplebufferfull) this.addEventListener('samplebufferfull', this.#onsamplebufferfull);
+  }
+
+  // The sample buffer is full: the session moves to stopped (stop() still resolves to
+  // the trace, once) and `samplebufferfull` fires.
+  #bufferFull() {
+    if (this.#member.state !== 'recording') return;
+    this.#member.state = 'full';
+    this.#member.fullAt = performance.now();
+    this.#stopped = true;
+    labels.recordingStopped();
+    this.dispatchEvent(new Event('samplebufferfull'));
+  }
+
   /**
    * Stops profiling and resolves to the trace: a ProfilerTrace object, or with
    * `{ format: 'json-gzip' }` its JSON gzip'd in a Buffer.
    */
   stop(options) {
-    if (this.#stopped) {
+    const member = this.#member;
+    if (member.state !== 'recording' && member.state !== 'full') {
       return Promise.reject(new DOMException('The profiler has already been stopped', 'InvalidStateError'));
     }
     let format;
@@ -136,11 +159,14 @@ class Profiler extends EventTarget {
     } catch (err) {
       return Promise.reject(err);
     }
+    const untilMs = member.state === 'full' ? member.fullAt : performance.now();
+    if (member.state === 'recording') {
+      group.leave(member);
+      labels.recordingStopped();
+    }
+    member.state = 'stopped';
     this.#stopped = true;
-    const untilMs = performance.now();
     abandoned.unregister(this);
-    const rec = this.#recording;
-    const contexts = labels.labelsForTrace();
     const build = {
       originUs: timeOriginUs(),
       fromMs: this.#startedAt,
@@ -148,14 +174,15 @@ class Profiler extends EventTarget {
       maxSamples: this.#maxBufferSize,
       format,
       labels: true,
-      tid: rec.tid,
-      cpuStartNs: rec.cpuStartNs,
-      contexts,
+      tid: member.tid,
+      cpuStartNs: member.cpuStartNs,
+      contexts: labels.labelsForTrace(),
     };
-    labels.recordingStopped();
-    return stopRecording(rec.session)
-      .then((profile) => native.buildTrace(JSON.stringify(profile), build))
-      .finally(() => labels.recordingBuilt(rec.startedAs))
+    const chunks = member.recordings;
+    member.recordings = [];
+    return native
+      .buildTrace(chunks, build)
+      .finally(() => labels.recordingBuilt(member.startedAs))
       .then((out) => (format === 'json' ? JSON.parse(out) : out));
   }
 }
@@ -172,7 +199,7 @@ async function fromCpuProfile(profile, options) {
   if (profile === null || typeof profile !== 'object' || typeof profile.startTime !== 'number') {
     throw new TypeError('fromCpuProfile: profile must be a V8 CPU profile object with nodes, startTime, samples and timeDeltas');
   }
-  const out = await native.buildTrace(JSON.stringify(profile), { originUs: profile.startTime, format });
+  const out = await native.buildTrace([{ profile: JSON.stringify(profile) }], { originUs: profile.startTime, format });
   return format === 'json' ? JSON.parse(out) : out;
 }
 

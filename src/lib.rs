@@ -49,8 +49,16 @@ struct LabelSource {
   contexts: Option<String>,
 }
 
+/// One V8 recording of a trace: the JSON of `Profiler.stop`'s `profile`, and the
+/// stride to take its samples at (the profiler's interval / the sampler's).
+#[napi(object)]
+pub struct TraceChunk {
+  pub profile: String,
+  pub stride: Option<u32>,
+}
+
 pub struct BuildTrace {
-  profile_json: String,
+  chunks: Vec<(String, usize)>,
   window: Window,
   gzip: bool,
   labels: Option<LabelSource>,
@@ -70,7 +78,6 @@ fn parse_label_sets(json: &str) -> Result<HashMap<u32, Arc<LabelSet>>> {
 
 impl BuildTrace {
   fn build(&self) -> Result<trace::Trace> {
-    let profile = CpuProfile::from_json(&self.profile_json).map_err(invalid)?;
     let contexts = match self.labels.as_ref().and_then(|s| s.contexts.as_deref()) {
       Some(json) => parse_label_sets(json)?,
       None => HashMap::new(),
@@ -92,7 +99,14 @@ impl BuildTrace {
       }
       None => TraceBuilder::new(),
     };
-    builder.add_profile(&profile, &self.window).map_err(invalid)?;
+    for (json, stride) in &self.chunks {
+      let profile = CpuProfile::from_json(json).map_err(invalid)?;
+      let window = Window {
+        stride: *stride,
+        ..self.window
+      };
+      builder.add_profile(&profile, &window).map_err(invalid)?;
+    }
     Ok(builder.finish())
   }
 }
@@ -121,12 +135,12 @@ impl Task for BuildTrace {
   }
 }
 
-/// Converts a V8 CPU profile (the JSON of `Profiler.stop`'s `profile`) into a
+/// Converts V8 CPU profiles (the recordings of one profiler, in time order) into a
 /// JS Self-Profiling trace, off the main thread. Resolves to the trace's JSON
 /// text, or to gzip'd JSON bytes for `format: "json-gzip"`. With `labels`, samples
 /// are joined to the SIGPROF ring for labels and CPU time.
 #[napi(ts_return_type = "Promise<string | Buffer>")]
-pub fn build_trace(profile_json: String, options: TraceOptions) -> Result<AsyncTask<BuildTrace>> {
+pub fn build_trace(chunks: Vec<TraceChunk>, options: TraceOptions) -> Result<AsyncTask<BuildTrace>> {
   let gzip = match options.format.as_deref() {
     None | Some("json") => false,
     Some("json-gzip") => true,
@@ -142,14 +156,19 @@ pub fn build_trace(profile_json: String, options: TraceOptions) -> Result<AsyncT
     from_ms: options.from_ms.unwrap_or(defaults.from_ms),
     until_ms: options.until_ms.unwrap_or(defaults.until_ms),
     max_samples: options.max_samples.map_or(defaults.max_samples, |n| n as usize),
+    stride: 1,
   };
+  let chunks = chunks
+    .into_iter()
+    .map(|c| (c.profile, c.stride.unwrap_or(1).max(1) as usize))
+    .collect();
   let labels = options.labels.unwrap_or(false).then(|| LabelSource {
     tid: options.tid.unwrap_or_else(signal::gettid),
     cpu_start_ns: options.cpu_start_ns.map(|n| n as u64),
     contexts: options.contexts,
   });
   Ok(AsyncTask::new(BuildTrace {
-    profile_json,
+    chunks,
     window,
     gzip,
     labels,

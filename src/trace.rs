@@ -122,6 +122,9 @@ pub struct Window {
   pub until_ms: f64,
   /// The sample buffer size limit.
   pub max_samples: usize,
+  /// Keep every `stride`-th of the profile's samples (in time order, from its first):
+  /// a profiler whose interval is `stride` times the sampler's.
+  pub stride: usize,
 }
 
 impl Default for Window {
@@ -131,6 +134,7 @@ impl Default for Window {
       from_ms: f64::NEG_INFINITY,
       until_ms: f64::INFINITY,
       max_samples: usize::MAX,
+      stride: 1,
     }
   }
 }
@@ -350,12 +354,17 @@ impl<'a> TraceBuilder<'a> {
   /// timestamps never go backwards).
   pub fn add_profile(&mut self, profile: &CpuProfile, window: &Window) -> Result<Added, ProfileError> {
     let indexed = profile.index()?;
-    let mut picked: Vec<(f64, usize, f64)> = indexed
+    let mut all: Vec<(f64, usize, f64)> = indexed
       .samples_us()
       .map(|(t_us, node)| ((t_us - window.origin_us) / 1000.0, node, t_us))
+      .collect();
+    all.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let stride = window.stride.max(1);
+    let mut picked: Vec<(f64, usize, f64)> = all
+      .into_iter()
+      .step_by(stride)
       .filter(|(ms, _, _)| *ms >= window.from_ms && *ms <= window.until_ms)
       .collect();
-    picked.sort_by(|a, b| a.0.total_cmp(&b.0));
     let room = window.max_samples.saturating_sub(self.trace.samples.len());
     let over_limit = picked.len().saturating_sub(room);
     picked.truncate(room);

@@ -1,0 +1,117 @@
+'use strict';
+// Many profilers, one sampler: the ProfilerGroup.
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const { setTimeout: sleep } = require('node:timers/promises');
+const { performance } = require('node:perf_hooks');
+const { Profiler } = require('..');
+const { group } = require('../lib/group');
+const { spin, assertValidTrace } = require('./helpers');
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+const gaps = (trace) => trace.samples.slice(1).map((s, i) => s.timestamp - trace.samples[i].timestamp);
+
+test('three overlapping profilers at 1, 5 and 10 ms share one sampler', async (t) => {
+  const p1 = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  spin(50);
+  const p5 = new Profiler({ sampleInterval: 5, maxBufferSize: 100_000 });
+  const bothFrom = performance.now();
+  spin(50);
+  const p10 = new Profiler({ sampleInterval: 10, maxBufferSize: 100_000 });
+  assert.equal(group.size, 3);
+  assert.equal(group.interval, 1, 'the sampler runs at the GCD');
+  spin(400);
+  const t10 = assertValidTrace(await p10.stop());
+  const bothUntil = performance.now();
+  assert.equal(group.interval, 1);
+  spin(50);
+  const t1 = assertValidTrace(await p1.stop());
+  assert.equal(group.interval, 5, 'the sampler moves to the new GCD');
+  spin(50);
+  const t5 = assertValidTrace(await p5.stop());
+  assert.equal(group.size, 0);
+
+  const medians = [t1, t5, t10].map((tr) => median(gaps(tr)));
+  t.diagnostic(
+    `samples ${t1.samples.length}/${t5.samples.length}/${t10.samples.length}; ` +
+      `median spacing ${medians.map((m) => m.toFixed(2)).join(' / ')} ms`,
+  );
+  [1, 5, 10].forEach((interval, i) => {
+    assert.ok(Math.abs(medians[i] - interval) <= 0.25 * interval, `${interval} ms profiler: median ${medians[i]}`);
+  });
+  const fiveMs = new Set(t5.samples.map((s) => s.timestamp));
+  const tenWhileBoth = t10.samples.filter((s) => s.timestamp >= bothFrom && s.timestamp <= bothUntil);
+  assert.ok(tenWhileBoth.length >= 30, `${tenWhileBoth.length} samples of the 10 ms profiler`);
+  const missing = tenWhileBoth.filter((s) => !fiveMs.has(s.timestamp));
+  assert.equal(missing.length, 0, `10 ms samples not among the 5 ms ones: ${missing.length}`);
+});
+
+test('samplebufferfull fires once, the profiler stops, stop() still resolves', async () => {
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 25 });
+  let fired = 0;
+  let firedAt;
+  let stoppedWhenFired;
+  p.addEventListener('samplebufferfull', (e) => {
+    fired++;
+    firedAt = performance.now();
+    stoppedWhenFired = p.stopped;
+    assert.ok(e instanceof Event);
+  });
+  let viaAttribute = 0;
+  p.onsamplebufferfull = () => viaAttribute++;
+  const started = performance.now();
+  while (fired === 0 && performance.now() - started < 2000) {
+    spin(5);
+    await sleep(0);
+  }
+  spin(50);
+  await sleep(20);
+  assert.equal(fired, 1, 'fired exactly once');
+  assert.equal(viaAttribute, 1, 'onsamplebufferfull too');
+  assert.equal(stoppedWhenFired, true);
+  assert.equal(p.stopped, true);
+  assert.ok(firedAt - started < 25 + 200, `full after ${firedAt - started} ms`);
+  const trace = assertValidTrace(await p.stop());
+  assert.ok(trace.samples.length <= 25 && trace.samples.length >= 20, `${trace.samples.length} samples`);
+  assert.ok(trace.samples.every((s) => s.timestamp <= firedAt), 'nothing sampled after it filled');
+  await assert.rejects(p.stop(), { name: 'InvalidStateError' });
+  assert.equal(group.size, 0, 'a full profiler leaves the group');
+});
+
+test('a full profiler leaves the others sampling', async () => {
+  const small = new Profiler({ sampleInterval: 1, maxBufferSize: 10 });
+  const big = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
+  let full = false;
+  small.onsamplebufferfull = () => (full = true);
+  const started = performance.now();
+  while (!full && performance.now() - started < 2000) {
+    spin(5);
+    await sleep(0);
+  }
+  assert.ok(full);
+  assert.equal(group.interval, 2, 'the sampler moved to the remaining interval');
+  spin(100);
+  const tb = assertValidTrace(await big.stop());
+  const ts = assertValidTrace(await small.stop());
+  assert.ok(ts.samples.length <= 10);
+  assert.ok(tb.samples.length >= 50, `${tb.samples.length}`);
+});
+
+test('1000 profilers, some concurrent, in a loop: no crash, bounded memory', async (t) => {
+  const rss = () => process.memoryUsage().rss / 2 ** 20;
+  const warm = [];
+  for (let i = 0; i < 20; i++) warm.push(new Profiler({ sampleInterval: 1 + (i % 7), maxBufferSize: 50 }));
+  await Promise.all(warm.map((p) => p.stop()));
+  const before = rss();
+  let samples = 0;
+  for (let i = 0; i < 250; i++) {
+    const batch = [1, 2, 3, 5].map((ms) => new Profiler({ sampleInterval: ms, maxBufferSize: 100 }));
+    spin(1);
+    const traces = await Promise.all(batch.map((p, k) => (k % 2 ? p.stop() : p.stop({ format: 'json-gzip' }))));
+    samples += traces.filter((tr) => !Buffer.isBuffer(tr)).reduce((n, tr) => n + tr.samples.length, 0);
+  }
+  const after = rss();
+  t.diagnostic(`RSS ${before.toFixed(0)} MiB before, ${after.toFixed(0)} MiB after 1000 profilers (${samples} samples in half of them)`);
+  assert.equal(group.size, 0);
+  assert.ok(after - before < 64, `RSS grew ${(after - before).toFixed(0)} MiB (bound: 64)`);
+});

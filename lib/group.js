@@ -1,0 +1,166 @@
+'use strict';
+// The ProfilerGroup: one V8 CPU profiler per isolate (this module is loaded once per
+// isolate), shared by every Profiler, as Blink's design does it.
+//
+// The sampler runs at the GCD of the members' intervals (all whole milliseconds), and
+// each member takes every (interval / GCD)-th sample. When a member joins or leaves, the
+// group takes what V8 has recorded so far (an inspector session on this thread answers
+// at once), hands that recording to every member that was in it, and restarts V8 at the
+// new GCD. A member's trace is built from the recordings it was handed.
+
+const native = require('../binding.js');
+const { warnOnce } = require('./log');
+
+let inspector;
+function loadInspector() {
+  if (inspector === undefined) {
+    try {
+      inspector = require('node:inspector');
+    } catch (err) {
+      inspector = null;
+      loadInspector.error = err;
+    }
+  }
+  if (inspector === null) {
+    throw new DOMException(
+      `selfprof needs Node's inspector, which this Node cannot provide: ${loadInspector.error.message}`,
+      'NotSupportedError',
+    );
+  }
+  return inspector;
+}
+
+// A session connected on this thread dispatches each command synchronously.
+function post(session, method, params) {
+  let failure;
+  let result;
+  session.post(method, params, (err, res) => {
+    failure = err;
+    result = res;
+  });
+  if (failure) throw failure;
+  return result;
+}
+
+const gcd = (a, b) => (b === 0 ? a : gcd(b, a % b));
+
+/**
+ * A member: `{ intervalMs, maxSamples, onFull }`, given by the group: `recordings`
+ * ([{ profile, stride }] in time order), `samples` (an estimate of samples taken so far).
+ */
+class ProfilerGroup {
+  #members = new Set();
+  #session = null;
+  #common = 0; // the sampler's interval (ms) while recording, 0 when not
+  #signalsAtStart = 0;
+  #timer = null;
+
+  /** Adds a member; V8 samples for it from now on. */
+  join(member) {
+    member.recordings = [];
+    member.samples = 0;
+    this.#collect();
+    this.#members.add(member);
+    this.#start();
+  }
+
+  /** Removes a member; its `recordings` are complete. */
+  leave(member) {
+    if (!this.#members.has(member)) return;
+    this.#collect();
+    this.#members.delete(member);
+    if (this.#members.size > 0) this.#start();
+    else this.#shutdown();
+  }
+
+  get size() {
+    return this.#members.size;
+  }
+
+  /** The sampler's interval in ms (0 when not sampling). */
+  get interval() {
+    return this.#common;
+  }
+
+  #start() {
+    const common = [...this.#members].reduce((g, m) => gcd(g, m.intervalMs), 0);
+    if (this.#session === null) {
+      const session = new (loadInspector().Session)();
+      session.connect();
+      try {
+        post(session, 'Profiler.enable');
+      } catch (err) {
+        session.disconnect();
+        throw err;
+      }
+      this.#session = session;
+    }
+    post(this.#session, 'Profiler.setSamplingInterval', { interval: common * 1000 });
+    post(this.#session, 'Profiler.start');
+    // V8 installs its SIGPROF handler as its sampler starts: chain ours in front.
+    try {
+      native.installSignalHandler();
+    } catch (err) {
+      warnOnce('signal', `selfprof: samples will carry no labels: ${err.message}`);
+    }
+    this.#common = common;
+    this.#signalsAtStart = native.signalCount();
+    this.#schedule();
+  }
+
+  /** Hands what V8 recorded since the last start to every member. */
+  #collect() {
+    if (this.#common === 0) return;
+    const { profile } = post(this.#session, 'Profiler.stop');
+    const json = JSON.stringify(profile);
+    for (const m of this.#members) {
+      const stride = m.intervalMs / this.#common;
+      m.recordings.push({ profile: json, stride });
+      m.samples += Math.ceil(profile.samples.length / stride);
+    }
+    this.#common = 0;
+  }
+
+  #shutdown() {
+    clearTimeout(this.#timer);
+    this.#timer = null;
+    try {
+      post(this.#session, 'Profiler.disable');
+    } catch {
+      // Disconnecting disables it too.
+    }
+    this.#session.disconnect();
+    this.#session = null;
+  }
+
+  /**
+   * Checks, when the first member could next reach its limit, whether it has; V8 keeps
+   * sampling meanwhile, and the signal handler's count says how many samples it took.
+   */
+  #schedule() {
+    clearTimeout(this.#timer);
+    let soonest = Infinity;
+    const signals = native.signalCount() - this.#signalsAtStart;
+    for (const m of this.#members) {
+      const stride = m.intervalMs / this.#common;
+      const left = m.maxSamples - m.samples - Math.floor(signals / stride);
+      soonest = Math.min(soonest, Math.max(0, left) * m.intervalMs);
+    }
+    if (soonest === Infinity) return;
+    this.#timer = setTimeout(() => this.#check(), Math.max(1, soonest));
+    this.#timer.unref();
+  }
+
+  #check() {
+    const signals = native.signalCount() - this.#signalsAtStart;
+    const full = [...this.#members].filter((m) => {
+      const stride = m.intervalMs / this.#common;
+      return m.samples + Math.floor(signals / stride) >= m.maxSamples;
+    });
+    for (const m of full) this.leave(m);
+    for (const m of full) m.onFull();
+    if (this.#members.size > 0 && full.length === 0) this.#schedule();
+  }
+}
+
+module.exports = { group: new ProfilerGroup() };
