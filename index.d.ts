@@ -84,14 +84,27 @@ export interface ProfilerTrace {
 /** A sampling profiling session; starts when constructed. */
 export declare class Profiler extends EventTarget {
   constructor(options: ProfilerInitOptions)
-  /** The sample interval in use, in ms. */
+  /** The sample interval in use, in ms: the request rounded up to a multiple of the base interval. */
   readonly sampleInterval: number
+  /** True once stop() was called or the sample buffer filled. */
   readonly stopped: boolean
-  /** Rejects with an `InvalidStateError` DOMException if already stopped. */
+  /** Fired once when `maxBufferSize` samples were taken; the profiler is then stopped. */
+  onsamplebufferfull: ((this: Profiler, ev: Event) => unknown) | null
+  /**
+   * Rejects with an `InvalidStateError` DOMException if already stopped (by an earlier
+   * stop(); after `samplebufferfull` the first stop() still resolves to the trace).
+   */
   stop(): Promise<ProfilerTrace>
   stop(options: { format: 'json-gzip' }): Promise<Buffer>
   stop(options?: ProfilerStopOptions): Promise<ProfilerTrace | Buffer>
 }
+
+/**
+ * Sets the base interval in ms (default 1; a whole number of µs, 0.01 to 1000): every
+ * profiler's sampleInterval is rounded up to a multiple of it. Throws an
+ * `InvalidStateError` DOMException while profilers run.
+ */
+export declare function setBaseInterval(ms: number): void
 
 /** Converts a V8 CPU profile (`.cpuprofile`) into a trace; timestamps count from its start. */
 export declare function fromCpuProfile(profile: object): Promise<ProfilerTrace>

@@ -1,5 +1,5 @@
 'use strict';
-const { Profiler, fromCpuProfile } = require('./lib/profiler');
+const { Profiler, fromCpuProfile, setBaseInterval } = require('./lib/profiler');
 const { withLabels, setLabels, getLabels } = require('./lib/labels');
 
-module.exports = { Profiler, fromCpuProfile, withLabels, setLabels, getLabels };
+module.exports = { Profiler, fromCpuProfile, setBaseInterval, withLabels, setLabels, getLabels };

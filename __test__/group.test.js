@@ -115,3 +115,53 @@ test('1000 profilers, some concurrent, in a loop: no crash, bounded memory', asy
   assert.equal(group.size, 0);
   assert.ok(after - before < 64, `RSS grew ${(after - before).toFixed(0)} MiB (bound: 64)`);
 });
+
+test('the base interval is configurable while no profiler runs', async () => {
+  const { setBaseInterval } = require('..');
+  assert.throws(() => setBaseInterval('1'), TypeError);
+  assert.throws(() => setBaseInterval(0), RangeError);
+  assert.throws(() => setBaseInterval(0.0005), RangeError);
+  setBaseInterval(0.25);
+  try {
+    const p = new Profiler({ sampleInterval: 0.6, maxBufferSize: 10_000 });
+    assert.equal(p.sampleInterval, 0.75, 'rounded up to a multiple of 0.25 ms');
+    assert.throws(() => setBaseInterval(1), { name: 'InvalidStateError' });
+    spin(100);
+    const trace = assertValidTrace(await p.stop());
+    const m = median(gaps(trace));
+    assert.ok(m > 0.5 && m < 1.2, `median spacing ${m} ms at 0.75 ms`);
+  } finally {
+    setBaseInterval(1);
+  }
+  const p = new Profiler({ sampleInterval: 0.6, maxBufferSize: 10 });
+  assert.equal(p.sampleInterval, 1);
+  await p.stop();
+});
+
+test('profilers start and stop from labeled callbacks, timers, and in any order', async () => {
+  const { withLabels } = require('..');
+  const started = [];
+  await withLabels({ endpoint: 'GET /a' }, async () => {
+    started.push(new Profiler({ sampleInterval: 4, maxBufferSize: 1000 }));
+    await new Promise((r) =>
+      setTimeout(() => {
+        started.push(new Profiler({ sampleInterval: 6, maxBufferSize: 1000 }));
+        r();
+      }, 2),
+    );
+  });
+  await new Promise((r) => setImmediate(() => r(started.push(new Profiler({ sampleInterval: 1, maxBufferSize: 1000 })))));
+  assert.equal(group.size, 3);
+  assert.equal(group.interval, 1);
+  spin(60);
+  // Stop in an order unlike the start order, one from a timer and one from a labeled callback.
+  const t6 = await new Promise((r) => setTimeout(() => r(started[1].stop()), 1));
+  const t4 = await withLabels({ endpoint: 'GET /b' }, () => started[0].stop());
+  assert.equal(group.interval, 1);
+  spin(20);
+  const t1 = await started[2].stop();
+  assert.equal(group.size, 0);
+  assert.equal(group.interval, 0, 'the last stop stopped the sampler');
+  for (const tr of [t6, t4, t1]) assertValidTrace(tr);
+  assert.ok(t1.samples.length > t4.samples.length && t4.samples.length > t6.samples.length / 2);
+});

@@ -2,8 +2,9 @@
 // The ProfilerGroup: one V8 CPU profiler per isolate (this module is loaded once per
 // isolate), shared by every Profiler, as Blink's design does it.
 //
-// The sampler runs at the GCD of the members' intervals (all whole milliseconds), and
-// each member takes every (interval / GCD)-th sample. When a member joins or leaves, the
+// Every interval is a whole multiple of the base interval (1 ms by default), so the
+// sampler can run at the GCD of the members' intervals, and each member takes every
+// (interval / GCD)-th sample. When a member joins or leaves, the
 // group takes what V8 has recorded so far (an inspector session on this thread answers
 // at once), hands that recording to every member that was in it, and restarts V8 at the
 // new GCD. A member's trace is built from the recordings it was handed.
@@ -45,20 +46,27 @@ function post(session, method, params) {
 const gcd = (a, b) => (b === 0 ? a : gcd(b, a % b));
 
 /**
- * A member: `{ intervalMs, maxSamples, onFull }`, given by the group: `recordings`
- * ([{ profile, stride }] in time order), `samples` (an estimate of samples taken so far).
+ * A member: `{ intervalUs, maxSamples, onFull }`, given by the group: `recordings`
+ * ([{ profile, stride }] in time order), `samples` (its samples in them, estimated from
+ * the signal handler's count) and `since` (the signal count it was last counted from).
  */
 class ProfilerGroup {
   #members = new Set();
   #session = null;
-  #common = 0; // the sampler's interval (ms) while recording, 0 when not
-  #signalsAtStart = 0;
+  #baseUs = 1000;
+  #common = 0; // the sampler's interval (µs) while recording, 0 when not
   #timer = null;
 
   /** Adds a member; V8 samples for it from now on. */
   join(member) {
     member.recordings = [];
     member.samples = 0;
+    member.since = native.signalCount();
+    if (this.#common !== 0 && gcd(this.#common, member.intervalUs) === this.#common) {
+      this.#members.add(member);
+      this.#schedule();
+      return;
+    }
     this.#collect();
     this.#members.add(member);
     this.#start();
@@ -79,11 +87,35 @@ class ProfilerGroup {
 
   /** The sampler's interval in ms (0 when not sampling). */
   get interval() {
-    return this.#common;
+    return this.#common / 1000;
+  }
+
+  /** The base interval (ms): every profiler's interval is a multiple of it. */
+  get baseInterval() {
+    return this.#baseUs / 1000;
+  }
+
+  set baseInterval(ms) {
+    if (typeof ms !== 'number' || !Number.isFinite(ms)) {
+      throw new TypeError(`setBaseInterval: the base interval must be a finite number of ms, got ${ms}`);
+    }
+    const us = Math.round(ms * 1000);
+    if (us < 10 || us > 1_000_000 || Math.abs(us - ms * 1000) > 1e-6) {
+      throw new RangeError(`setBaseInterval: the base interval must be a whole number of µs from 0.01 to 1000 ms, got ${ms}`);
+    }
+    if (this.#members.size > 0) {
+      throw new DOMException('The base interval cannot change while profilers run', 'InvalidStateError');
+    }
+    this.#baseUs = us;
+  }
+
+  /** The interval (µs) used for a requested one (ms): the next multiple of the base. */
+  intervalFor(requestedMs) {
+    return Math.max(1, Math.ceil((requestedMs * 1000) / this.#baseUs - 1e-9)) * this.#baseUs;
   }
 
   #start() {
-    const common = [...this.#members].reduce((g, m) => gcd(g, m.intervalMs), 0);
+    const common = [...this.#members].reduce((g, m) => gcd(g, m.intervalUs), 0);
     if (this.#session === null) {
       const session = new (loadInspector().Session)();
       session.connect();
@@ -95,7 +127,7 @@ class ProfilerGroup {
       }
       this.#session = session;
     }
-    post(this.#session, 'Profiler.setSamplingInterval', { interval: common * 1000 });
+    post(this.#session, 'Profiler.setSamplingInterval', { interval: common });
     post(this.#session, 'Profiler.start');
     // V8 installs its SIGPROF handler as its sampler starts: chain ours in front.
     try {
@@ -104,8 +136,12 @@ class ProfilerGroup {
       warnOnce('signal', `selfprof: samples will carry no labels: ${err.message}`);
     }
     this.#common = common;
-    this.#signalsAtStart = native.signalCount();
     this.#schedule();
+  }
+
+  /** Samples `m` has taken (estimated): its recordings' and the running one's. */
+  #samplesOf(m, signals) {
+    return m.samples + Math.floor((signals - m.since) / (m.intervalUs / this.#common));
   }
 
   /** Hands what V8 recorded since the last start to every member. */
@@ -113,10 +149,11 @@ class ProfilerGroup {
     if (this.#common === 0) return;
     const { profile } = post(this.#session, 'Profiler.stop');
     const json = JSON.stringify(profile);
+    const signals = native.signalCount();
     for (const m of this.#members) {
-      const stride = m.intervalMs / this.#common;
-      m.recordings.push({ profile: json, stride });
-      m.samples += Math.ceil(profile.samples.length / stride);
+      m.recordings.push({ profile: json, stride: m.intervalUs / this.#common });
+      m.samples = this.#samplesOf(m, signals);
+      m.since = signals;
     }
     this.#common = 0;
   }
@@ -140,11 +177,10 @@ class ProfilerGroup {
   #schedule() {
     clearTimeout(this.#timer);
     let soonest = Infinity;
-    const signals = native.signalCount() - this.#signalsAtStart;
+    const signals = native.signalCount();
     for (const m of this.#members) {
-      const stride = m.intervalMs / this.#common;
-      const left = m.maxSamples - m.samples - Math.floor(signals / stride);
-      soonest = Math.min(soonest, Math.max(0, left) * m.intervalMs);
+      const left = m.maxSamples - this.#samplesOf(m, signals);
+      soonest = Math.min(soonest, (Math.max(0, left) * m.intervalUs) / 1000);
     }
     if (soonest === Infinity) return;
     this.#timer = setTimeout(() => this.#check(), Math.max(1, soonest));
@@ -152,11 +188,8 @@ class ProfilerGroup {
   }
 
   #check() {
-    const signals = native.signalCount() - this.#signalsAtStart;
-    const full = [...this.#members].filter((m) => {
-      const stride = m.intervalMs / this.#common;
-      return m.samples + Math.floor(signals / stride) >= m.maxSamples;
-    });
+    const signals = native.signalCount();
+    const full = [...this.#members].filter((m) => this.#samplesOf(m, signals) >= m.maxSamples);
     for (const m of full) this.leave(m);
     for (const m of full) m.onFull();
     if (this.#members.size > 0 && full.length === 0) this.#schedule();

@@ -8,12 +8,6 @@ const { timeOriginUs } = require('./clock');
 const { group } = require('./group');
 const labels = require('./labels');
 
-/**
- * Every sample interval is a multiple of this many milliseconds, so that all profilers
- * share one sampler at the GCD of their intervals (see group.js). V8 can sample faster,
- * but below 1 ms the signal cost dominates the program being measured.
- */
-const BASE_INTERVAL_MS = 1;
 const MAX_BUFFER_SIZE = 2 ** 32 - 1; // WebIDL unsigned long
 const FORMATS = ['json', 'json-gzip'];
 
@@ -62,11 +56,6 @@ function validateStopOptions(options) {
   return format;
 }
 
-/** The interval used for a requested one: the next multiple of the base interval. */
-function supportedInterval(requestedMs) {
-  return Math.max(1, Math.ceil(requestedMs / BASE_INTERVAL_MS - 1e-9)) * BASE_INTERVAL_MS;
-}
-
 // A profiler dropped without stop() must not keep its place in the group. (Until it
 // is full, the group holds only its member record, never the Profiler itself.)
 const abandoned = new FinalizationRegistry((member) => {
@@ -90,12 +79,13 @@ class Profiler extends EventTarget {
   constructor(options) {
     super();
     const { sampleInterval, maxBufferSize } = validateInitOptions(options);
-    this.#sampleInterval = supportedInterval(sampleInterval);
+    const intervalUs = group.intervalFor(sampleInterval);
+    this.#sampleInterval = intervalUs / 1000;
     this.#maxBufferSize = maxBufferSize;
     this.#startedAt = performance.now();
     const self = new WeakRef(this);
     const member = {
-      intervalMs: this.#sampleInterval,
+      intervalUs,
       maxSamples: maxBufferSize,
       state: 'recording', // 'full' | 'stopped' | 'abandoned'
       onFull: () => self.deref()?.#bufferFull(),
@@ -203,4 +193,12 @@ async function fromCpuProfile(profile, options) {
   return format === 'json' ? JSON.parse(out) : out;
 }
 
-module.exports = { Profiler, fromCpuProfile, BASE_INTERVAL_MS };
+/**
+ * Sets the base interval (ms, default 1): every profiler's sampleInterval is rounded up
+ * to a multiple of it. Only while no profiler runs.
+ */
+function setBaseInterval(ms) {
+  group.baseInterval = ms;
+}
+
+module.exports = { Profiler, fromCpuProfile, setBaseInterval };
