@@ -8,10 +8,13 @@ export interface ProfilerInitOptions {
   maxBufferSize: number
 }
 
-export type ProfilerTraceFormat = 'json' | 'json-gzip'
+export type ProfilerTraceFormat = 'json' | 'json-gzip' | 'pprof'
 
 export interface ProfilerStopOptions {
-  /** `'json'` (default): resolve to the trace object; `'json-gzip'`: to its JSON, gzip'd. */
+  /**
+   * `'json'` (default): resolve to the trace object; `'json-gzip'`: to its JSON, gzip'd;
+   * `'pprof'`: to a gzip'd pprof profile (sample/count, wall/nanoseconds, cpu/nanoseconds).
+   */
   format?: ProfilerTraceFormat
 }
 
@@ -95,7 +98,7 @@ export declare class Profiler extends EventTarget {
    * stop(); after `samplebufferfull` the first stop() still resolves to the trace).
    */
   stop(): Promise<ProfilerTrace>
-  stop(options: { format: 'json-gzip' }): Promise<Buffer>
+  stop(options: { format: 'json-gzip' | 'pprof' }): Promise<Buffer>
   stop(options?: ProfilerStopOptions): Promise<ProfilerTrace | Buffer>
 }
 

@@ -127,7 +127,7 @@ test('bad options throw TypeError or RangeError naming the option', () => {
 
 test('bad stop() options reject and leave the profiler running', async () => {
   const p = new Profiler({ sampleInterval: 10, maxBufferSize: 100 });
-  await assert.rejects(p.stop({ format: 'xml' }), { name: 'TypeError', message: /format must be 'json' or 'json-gzip', got "xml"/ });
+  await assert.rejects(p.stop({ format: 'xml' }), { name: 'TypeError', message: /format must be 'json', 'json-gzip' or 'pprof', got "xml"/ });
   await assert.rejects(p.stop('json'), { name: 'TypeError' });
   assert.equal(p.stopped, false);
   assertValidTrace(await p.stop());

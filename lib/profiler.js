@@ -9,7 +9,7 @@ const { group } = require('./group');
 const labels = require('./labels');
 
 const MAX_BUFFER_SIZE = 2 ** 32 - 1; // WebIDL unsigned long
-const FORMATS = ['json', 'json-gzip'];
+const FORMATS = ['json', 'json-gzip', 'pprof'];
 
 function describe(value) {
   if (typeof value === 'string') return JSON.stringify(value);
@@ -47,11 +47,11 @@ function validateInitOptions(options) {
 function validateStopOptions(options) {
   if (options === undefined) return 'json';
   if (options === null || typeof options !== 'object') {
-    throw new TypeError(`Profiler.stop: options must be an object like { format: 'json-gzip' }, got ${describe(options)}`);
+    throw new TypeError(`Profiler.stop: options must be an object like { format: 'pprof' }, got ${describe(options)}`);
   }
   const format = options.format ?? 'json';
   if (!FORMATS.includes(format)) {
-    throw new TypeError(`Profiler.stop: options.format must be 'json' or 'json-gzip', got ${describe(format)}`);
+    throw new TypeError(`Profiler.stop: options.format must be 'json', 'json-gzip' or 'pprof', got ${describe(format)}`);
   }
   return format;
 }
@@ -135,8 +135,8 @@ class Profiler extends EventTarget {
   }
 
   /**
-   * Stops profiling and resolves to the trace: a ProfilerTrace object, or with
-   * `{ format: 'json-gzip' }` its JSON gzip'd in a Buffer.
+   * Stops profiling and resolves to the trace: a ProfilerTrace object, or a Buffer with
+   * `{ format: 'json-gzip' }` (its JSON, gzip'd) or `{ format: 'pprof' }` (gzip'd pprof).
    */
   stop(options) {
     const member = this.#member;
@@ -167,6 +167,8 @@ class Profiler extends EventTarget {
       tid: member.tid,
       cpuStartNs: member.cpuStartNs,
       contexts: labels.labelsForTrace(),
+      timeOriginUnixMs: performance.timeOrigin,
+      periodNs: this.#sampleInterval * 1e6,
     };
     const chunks = member.recordings;
     member.recordings = [];

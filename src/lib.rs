@@ -1,6 +1,7 @@
 //! selfprof's native side. This file holds only the napi bindings; the work is in
 //! the modules it names.
 
+pub mod pprof;
 pub mod ring;
 pub mod signal;
 pub mod trace;
@@ -30,8 +31,11 @@ pub struct TraceOptions {
   pub until_ms: Option<f64>,
   /// The sample buffer size limit.
   pub max_samples: Option<u32>,
-  /// `"json"` (default) or `"json-gzip"`.
+  /// `"json"` (default), `"json-gzip"` or `"pprof"` (gzip'd profile.proto).
   pub format: Option<String>,
+  /// For `"pprof"`: `performance.timeOrigin` (Unix ms) and the sampling interval (ns).
+  pub time_origin_unix_ms: Option<f64>,
+  pub period_ns: Option<f64>,
   /// Join samples to the SIGPROF ring for labels and CPU time.
   pub labels: Option<bool>,
   /// The thread the recording sampled (default: the calling thread).
@@ -57,10 +61,17 @@ pub struct TraceChunk {
   pub stride: Option<u32>,
 }
 
+#[derive(Clone, Copy)]
+enum Format {
+  Json,
+  JsonGzip,
+  Pprof(pprof::Timing),
+}
+
 pub struct BuildTrace {
   chunks: Vec<(String, usize)>,
   window: Window,
-  gzip: bool,
+  format: Format,
   labels: Option<LabelSource>,
 }
 
@@ -117,36 +128,42 @@ impl Task for BuildTrace {
 
   fn compute(&mut self) -> Result<Self::Output> {
     let trace = self.build()?;
-    if self.gzip {
-      trace.to_json_gzip().map_err(|e| Error::from_reason(e.to_string()))
-    } else {
-      Ok(trace.to_json().into_bytes())
+    let io = |e: std::io::Error| Error::from_reason(e.to_string());
+    match &self.format {
+      Format::Json => Ok(trace.to_json().into_bytes()),
+      Format::JsonGzip => trace.to_json_gzip().map_err(io),
+      Format::Pprof(timing) => pprof::encode_gzip(&trace, timing).map_err(io),
     }
   }
 
   fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
-    if self.gzip {
-      Ok(Either::B(output.into()))
-    } else {
-      String::from_utf8(output)
+    match self.format {
+      Format::Json => String::from_utf8(output)
         .map(Either::A)
-        .map_err(|e| Error::from_reason(e.to_string()))
+        .map_err(|e| Error::from_reason(e.to_string())),
+      _ => Ok(Either::B(output.into())),
     }
   }
 }
 
 /// Converts V8 CPU profiles (the recordings of one profiler, in time order) into a
 /// JS Self-Profiling trace, off the main thread. Resolves to the trace's JSON
-/// text, or to gzip'd JSON bytes for `format: "json-gzip"`. With `labels`, samples
+/// text, or to bytes: gzip'd JSON for `format: "json-gzip"`, gzip'd pprof for "pprof". With `labels`, samples
 /// are joined to the SIGPROF ring for labels and CPU time.
 #[napi(ts_return_type = "Promise<string | Buffer>")]
 pub fn build_trace(chunks: Vec<TraceChunk>, options: TraceOptions) -> Result<AsyncTask<BuildTrace>> {
-  let gzip = match options.format.as_deref() {
-    None | Some("json") => false,
-    Some("json-gzip") => true,
+  let format = match options.format.as_deref() {
+    None | Some("json") => Format::Json,
+    Some("json-gzip") => Format::JsonGzip,
+    Some("pprof") => Format::Pprof(pprof::Timing {
+      time_origin_unix_ms: options.time_origin_unix_ms.unwrap_or(0.0),
+      start_ms: options.from_ms.unwrap_or(0.0),
+      end_ms: options.until_ms.unwrap_or(0.0),
+      period_ns: options.period_ns.unwrap_or(0.0) as i64,
+    }),
     Some(other) => {
       return Err(invalid(format!(
-        "unknown trace format {other:?}: expected \"json\" or \"json-gzip\""
+        "unknown trace format {other:?}: expected \"json\", \"json-gzip\" or \"pprof\""
       )))
     }
   };
@@ -170,7 +187,7 @@ pub fn build_trace(chunks: Vec<TraceChunk>, options: TraceOptions) -> Result<Asy
   Ok(AsyncTask::new(BuildTrace {
     chunks,
     window,
-    gzip,
+    format,
     labels,
   }))
 }

@@ -403,12 +403,30 @@ fn labeler_joins_samples_to_brackets_for_labels_and_cpu_time() {
 #[test]
 fn stride_keeps_every_nth_sample_from_the_first() {
   let p = profile(&[3, 5, 3, 5, 3, 5, 3], &[1000.0; 7]);
-  let t = build(&p, &Window { stride: 3, ..Window::default() });
+  let t = build(
+    &p,
+    &Window {
+      stride: 3,
+      ..Window::default()
+    },
+  );
   let ts: Vec<f64> = t.samples.iter().map(|s| s.timestamp).collect();
   assert_eq!(ts, vec![1001.0, 1004.0, 1007.0]);
   // Two strides over one profile: the coarser one's samples are a subset.
-  let fine = build(&p, &Window { stride: 2, ..Window::default() });
-  let coarse = build(&p, &Window { stride: 4, ..Window::default() });
+  let fine = build(
+    &p,
+    &Window {
+      stride: 2,
+      ..Window::default()
+    },
+  );
+  let coarse = build(
+    &p,
+    &Window {
+      stride: 4,
+      ..Window::default()
+    },
+  );
   let fine_ts: Vec<f64> = fine.samples.iter().map(|s| s.timestamp).collect();
   assert!(coarse.samples.iter().all(|s| fine_ts.contains(&s.timestamp)));
 }

@@ -1,0 +1,75 @@
+'use strict';
+// stop({ format: 'pprof' }) read back by an independent decoder (pprof-format).
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const zlib = require('node:zlib');
+const { pathToFileURL } = require('node:url');
+const { setTimeout: sleep } = require('node:timers/promises');
+const { Profile } = require('pprof-format');
+const { Profiler, withLabels } = require('..');
+const { spin } = require('./helpers');
+
+function pprofCheckoutWork(ms) {
+  return spin(ms);
+}
+
+/** A decoded profile with helpers to read it. */
+function decode(buffer) {
+  assert.ok(Buffer.isBuffer(buffer));
+  const p = Profile.decode(zlib.gunzipSync(buffer));
+  const str = (i) => p.stringTable.strings[Number(i)];
+  const fn = new Map(p.function.map((f) => [Number(f.id), f]));
+  const loc = new Map(p.location.map((l) => [Number(l.id), l]));
+  const frames = (s) => s.locationId.map((id) => fn.get(Number(loc.get(Number(id)).line[0].functionId)));
+  const labels = (s) => Object.fromEntries(s.label.map((l) => [str(l.key), str(l.str)]));
+  return { p, str, frames, labels };
+}
+
+test('pprof: sample types, functions with file and position, labels, plausible totals', async (t) => {
+  const startedAt = Date.now();
+  const profiler = new Profiler({ sampleInterval: 10, maxBufferSize: 10_000 });
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: 8 }, (_, i) =>
+      withLabels({ endpoint: i % 2 ? 'POST /checkout' : 'GET /cart', span_id: (0xabc0n + BigInt(i)).toString(16).padStart(16, '0') }, async () => {
+        for (let k = 0; k < 5; k++) {
+          pprofCheckoutWork(10);
+          await sleep(2);
+        }
+      }),
+    ),
+  );
+  const buffer = await profiler.stop({ format: 'pprof' });
+  const elapsedMs = performance.now() - t0;
+  const { p, str, frames, labels } = decode(buffer);
+
+  assert.deepEqual(p.sampleType.map((v) => [str(v.type), str(v.unit)]), [
+    ['sample', 'count'],
+    ['wall', 'nanoseconds'],
+    ['cpu', 'nanoseconds'],
+  ]);
+  assert.deepEqual([str(p.periodType.type), str(p.periodType.unit)], ['wall', 'nanoseconds']);
+  assert.equal(Number(p.period), 10_000_000);
+  const timeMs = Number(p.timeNanos) / 1e6;
+  assert.ok(timeMs >= startedAt - 5 && timeMs <= startedAt + 50, `timeNanos ${timeMs} vs ${startedAt}`);
+  const durationMs = Number(p.durationNanos) / 1e6;
+  assert.ok(Math.abs(durationMs - elapsedMs) < 20, `duration ${durationMs} ms vs ${elapsedMs} ms`);
+
+  const wallMs = p.sample.reduce((n, s) => n + Number(s.value[1]), 0) / 1e6;
+  const cpuMs = p.sample.reduce((n, s) => n + Number(s.value[2]), 0) / 1e6;
+  t.diagnostic(`${p.sample.length} samples; wall ${wallMs.toFixed(1)} ms of ${durationMs.toFixed(1)} ms; cpu ${cpuMs.toFixed(1)} ms`);
+  assert.ok(Math.abs(wallMs - durationMs) <= 0.1 * durationMs, 'sum of wall ≈ duration ±10%');
+  assert.ok(cpuMs >= 300 && cpuMs <= durationMs * 1.1, 'cpu covers the 400 ms of busy work');
+
+  const busy = p.sample.filter((s) => frames(s).some((f) => str(f.name) === 'pprofCheckoutWork'));
+  assert.ok(busy.length >= 20, `${busy.length} samples in the busy function`);
+  const f = frames(busy[0]).find((fr) => str(fr.name) === 'pprofCheckoutWork');
+  assert.equal(str(f.filename), pathToFileURL(__filename).href);
+  const src = require('node:fs').readFileSync(__filename, 'utf8');
+  assert.equal(Number(f.startLine), src.slice(0, src.indexOf('function pprofCheckoutWork(')).split('\n').length);
+  for (const s of busy) {
+    const l = labels(s);
+    assert.ok(['GET /cart', 'POST /checkout'].includes(l.endpoint), JSON.stringify(l));
+    assert.match(l.span_id, /^[0-9a-f]{16}$/);
+  }
+});

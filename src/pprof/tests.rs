@@ -1,0 +1,151 @@
+use super::*;
+use crate::trace::{Context, Frame, Sample as TraceSample, Stack, Trace};
+use std::io::Read;
+use std::sync::Arc;
+
+fn trace() -> Trace {
+  let s = |timestamp: f64, stack_id: Option<u32>, marker, context_id, cpu_time| TraceSample {
+    timestamp,
+    stack_id,
+    marker,
+    context_id,
+    cpu_time,
+  };
+  Trace {
+    resources: vec!["file:///app.js".into()],
+    frames: vec![
+      Frame {
+        name: "main".into(),
+        resource_id: Some(0),
+        line: Some(1),
+        column: Some(14),
+      },
+      Frame {
+        name: "".into(),
+        resource_id: Some(0),
+        line: Some(5),
+        column: Some(3),
+      },
+      Frame {
+        name: "now".into(),
+        resource_id: None,
+        line: None,
+        column: None,
+      },
+    ],
+    stacks: vec![
+      Stack {
+        frame_id: 0,
+        parent_id: None,
+      },
+      Stack {
+        frame_id: 1,
+        parent_id: Some(0),
+      },
+      Stack {
+        frame_id: 2,
+        parent_id: Some(1),
+      },
+    ],
+    samples: vec![
+      s(11.0, Some(2), None, Some(0), Some(0.9)),
+      s(21.0, Some(1), None, Some(1), Some(1.0)),
+      s(31.0, None, Some(Marker::Idle), None, None),
+      s(41.0, None, Some(Marker::Gc), Some(0), Some(2.5)),
+      s(50.0, None, None, None, None),
+    ],
+    contexts: vec![
+      Context {
+        labels: Arc::new(vec![
+          ("endpoint".into(), "GET /a".into()),
+          ("span_id".into(), "00000000000000ff".into()),
+        ]),
+      },
+      Context {
+        labels: Arc::new(vec![("endpoint".into(), "POST /b".into())]),
+      },
+    ],
+    metadata: None,
+  }
+}
+
+const TIMING: Timing = Timing {
+  time_origin_unix_ms: 1_700_000_000_000.25,
+  start_ms: 1.0,
+  end_ms: 51.0,
+  period_ns: 10_000_000,
+};
+
+#[test]
+fn encodes_samples_stacks_labels_and_times() {
+  let p = profile(&trace(), &TIMING);
+  let st = |i: i64| p.string_table[i as usize].as_str();
+  assert_eq!(st(0), "");
+  let types: Vec<(&str, &str)> = p.sample_type.iter().map(|v| (st(v.r#type), st(v.unit))).collect();
+  assert_eq!(
+    types,
+    vec![("sample", "count"), ("wall", "nanoseconds"), ("cpu", "nanoseconds")]
+  );
+  let pt = p.period_type.as_ref().unwrap();
+  assert_eq!(
+    (st(pt.r#type), st(pt.unit), p.period),
+    ("wall", "nanoseconds", 10_000_000)
+  );
+  assert_eq!(p.time_nanos, 1_700_000_000_001_250_000);
+  assert_eq!(p.duration_nanos, 50_000_000);
+
+  // Locations leaf first; function names and files.
+  let name_of = |loc: u64| {
+    let f = &p.function[(p.location[(loc - 1) as usize].line[0].function_id - 1) as usize];
+    (st(f.name).to_owned(), st(f.filename).to_owned())
+  };
+  let stack = |i: usize| {
+    p.sample[i]
+      .location_id
+      .iter()
+      .map(|l| name_of(*l).0)
+      .collect::<Vec<_>>()
+  };
+  assert_eq!(stack(0), vec!["now", "(anonymous)", "main"]);
+  assert_eq!(name_of(1), ("main".into(), "file:///app.js".into()));
+  assert_eq!(p.location[0].line[0].line, 1);
+  assert_eq!(p.location[0].line[0].column, 14);
+  assert_eq!(stack(2), vec!["(idle)"]);
+  assert_eq!(stack(3), vec!["(garbage collector)"]);
+  assert_eq!(stack(4), vec!["(root)"]);
+
+  // Values: count, wall since the previous sample, cpu.
+  let values: Vec<Vec<i64>> = p.sample.iter().map(|s| s.value.clone()).collect();
+  assert_eq!(
+    values,
+    vec![
+      vec![1, 10_000_000, 900_000],
+      vec![1, 10_000_000, 1_000_000],
+      vec![1, 10_000_000, 0],
+      vec![1, 10_000_000, 2_500_000],
+      vec![1, 9_000_000, 0],
+    ]
+  );
+  let wall: i64 = p.sample.iter().map(|s| s.value[1]).sum();
+  assert_eq!(wall, 49_000_000, "wall time covers the recording up to its last sample");
+
+  let labels = |i: usize| {
+    p.sample[i]
+      .label
+      .iter()
+      .map(|l| (st(l.key), st(l.str)))
+      .collect::<Vec<_>>()
+  };
+  assert_eq!(labels(0), vec![("endpoint", "GET /a"), ("span_id", "00000000000000ff")]);
+  assert_eq!(labels(1), vec![("endpoint", "POST /b")]);
+  assert!(labels(2).is_empty());
+}
+
+#[test]
+fn gzip_round_trips_through_prost() {
+  let gz = encode_gzip(&trace(), &TIMING).unwrap();
+  assert_eq!(&gz[..2], &[0x1f, 0x8b]);
+  let mut raw = Vec::new();
+  flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut raw).unwrap();
+  assert_eq!(Profile::decode(&raw[..]).unwrap(), profile(&trace(), &TIMING));
+}
