@@ -165,3 +165,14 @@ test('profilers start and stop from labeled callbacks, timers, and in any order'
   for (const tr of [t6, t4, t1]) assertValidTrace(tr);
   assert.ok(t1.samples.length > t4.samples.length && t4.samples.length > t6.samples.length / 2);
 });
+
+test('a huge maxBufferSize schedules no busy checks', async () => {
+  const p = new Profiler({ sampleInterval: 10, maxBufferSize: 2 ** 32 - 1 });
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w.name);
+  process.on('warning', onWarning);
+  await sleep(50);
+  process.off('warning', onWarning);
+  await p.stop();
+  assert.deepEqual(warnings, [], 'no TimeoutOverflowWarning');
+});

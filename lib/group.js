@@ -183,7 +183,8 @@ class ProfilerGroup {
       soonest = Math.min(soonest, (Math.max(0, left) * m.intervalUs) / 1000);
     }
     if (soonest === Infinity) return;
-    this.#timer = setTimeout(() => this.#check(), Math.max(1, soonest));
+    // setTimeout takes at most 2^31 - 1 ms (and turns more into 1 ms): check again then.
+    this.#timer = setTimeout(() => this.#check(), Math.min(Math.max(1, soonest), 2 ** 31 - 1));
     this.#timer.unref();
   }
 
