@@ -133,3 +133,62 @@ export declare function setLabels(labels: Record<string, LabelValue | null | und
 
 /** The labels in effect (frozen). */
 export declare function getLabels(): Labels
+
+export interface DatadogExporterOptions extends ExporterTuning {
+  type: 'datadog'
+  /** The agent, e.g. `http://localhost:8126`; profiles go to `{url}/profiling/v1/input`. */
+  url: string
+  apiKey?: string
+}
+
+export interface PyroscopeExporterOptions extends ExporterTuning {
+  type: 'pyroscope'
+  /** The server; profiles go to `{url}/ingest`. */
+  url: string
+  appName?: string
+  authToken?: string
+  basicAuthUser?: string
+  basicAuthPassword?: string
+  /** Sent as `X-Scope-OrgID`. */
+  tenantId?: string
+}
+
+export interface FileExporterOptions extends ExporterTuning {
+  type: 'file'
+  /** Profiles are written as `<dir>/<service>-<ISO time>.pb.gz`. */
+  dir: string
+}
+
+export interface ExporterTuning {
+  /** Per upload (default 10000). */
+  timeoutMs?: number
+  /** Retries on network errors, 5xx and 429 (default 3), with backoff from `backoffMs` (500). */
+  retries?: number
+  backoffMs?: number
+  /** Profiles waiting at most; past it the oldest is dropped (default 4). */
+  queueSize?: number
+}
+
+export interface StartOptions {
+  /** Default: $SELFPROF_SERVICE or 'node'. */
+  service?: string
+  env?: string
+  version?: string
+  tags?: Record<string, string>
+  /** ms between samples (default 1000/99, rounded up to the base interval). */
+  sampleInterval?: number
+  /** ms per exported profile (default 60000). */
+  period?: number
+  collectCpuTime?: boolean
+  exporters?: Array<DatadogExporterOptions | PyroscopeExporterOptions | FileExporterOptions>
+}
+
+export interface ProfilingSession {
+  /** Ships the current period now; waits for the uploads up to `timeoutMs`. */
+  flush(timeoutMs?: number): Promise<void>
+  /** Stops profiling; the last partial period is shipped. */
+  stop(timeoutMs?: number): Promise<void>
+}
+
+/** Service mode: continuous profiling, a pprof profile to each exporter every period. */
+export declare function start(options?: StartOptions): ProfilingSession

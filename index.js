@@ -1,5 +1,6 @@
 'use strict';
 const { Profiler, fromCpuProfile, setBaseInterval } = require('./lib/profiler');
 const { withLabels, setLabels, getLabels } = require('./lib/labels');
+const { start } = require('./lib/service');
 
-module.exports = { Profiler, fromCpuProfile, setBaseInterval, withLabels, setLabels, getLabels };
+module.exports = { Profiler, fromCpuProfile, setBaseInterval, withLabels, setLabels, getLabels, start };

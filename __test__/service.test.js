@@ -1,0 +1,223 @@
+'use strict';
+// Service mode against real HTTP receivers on 127.0.0.1 playing Datadog's agent and
+// Pyroscope; uploads decoded with an independent pprof decoder (pprof-format).
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const zlib = require('node:zlib');
+const { spawn } = require('node:child_process');
+const { setTimeout: sleep } = require('node:timers/promises');
+const { Profile } = require('pprof-format');
+const { start, withLabels } = require('..');
+const { spin } = require('./helpers');
+
+/** A receiver: records every request; `respond(req, n)` picks { status, delayMs }. */
+async function receiver(respond = () => ({ status: 200 })) {
+  const requests = [];
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', async () => {
+      const record = { method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(chunks) };
+      requests.push(record);
+      const { status = 200, delayMs = 0 } = respond(record, requests.length) ?? {};
+      if (delayMs) await sleep(delayMs);
+      res.writeHead(status).end();
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${server.address().port}`;
+  return { url, requests, close: () => new Promise((r) => server.close(r)), server };
+}
+
+async function formOf(record) {
+  return new Response(record.body, { headers: { 'content-type': record.headers['content-type'] } }).formData();
+}
+
+function decodePprof(bytes) {
+  const p = Profile.decode(zlib.gunzipSync(Buffer.from(bytes)));
+  const str = (i) => p.stringTable.strings[Number(i)];
+  const fn = new Map(p.function.map((f) => [Number(f.id), f]));
+  const loc = new Map(p.location.map((l) => [Number(l.id), l]));
+  const names = (s) => s.locationId.map((id) => str(fn.get(Number(loc.get(Number(id)).line[0].functionId)).name));
+  const labels = (s) => Object.fromEntries(s.label.map((l) => [str(l.key), str(l.str)]));
+  const sum = (k) => p.sample.reduce((n, s) => n + Number(s.value[k]), 0);
+  return { p, str, names, labels, sum };
+}
+
+function serviceCheckoutWork(ms) {
+  return spin(ms);
+}
+
+/** Labeled busy requests for `ms`. */
+async function workload(ms) {
+  const end = performance.now() + ms;
+  let i = 0;
+  while (performance.now() < end) {
+    await withLabels({ endpoint: i % 2 ? 'POST /checkout' : 'GET /cart', span_id: (0xf00n + BigInt(i++)).toString(16).padStart(16, '0') }, async () => {
+      serviceCheckoutWork(4);
+      await sleep(1);
+    });
+  }
+}
+
+test('Datadog agent: multipart event + wall.pprof every period, decodable, labeled, totals ≈ period', async (t) => {
+  const agent = await receiver();
+  const session = start({
+    service: 'checkout',
+    env: 'test',
+    version: '1.2.3',
+    tags: { team: 'payments' },
+    period: 500,
+    exporters: [{ type: 'datadog', url: agent.url }],
+  });
+  await workload(1300);
+  await session.stop();
+  await agent.close();
+
+  assert.ok(agent.requests.length >= 3, `${agent.requests.length} uploads`);
+  const full = [];
+  for (const r of agent.requests) {
+    assert.equal(r.method, 'POST');
+    assert.equal(r.url, '/profiling/v1/input');
+    const form = await formOf(r);
+    const event = JSON.parse(await form.get('event').text());
+    assert.deepEqual(event.attachments, ['wall.pprof']);
+    assert.equal(event.family, 'node');
+    assert.equal(event.version, '4');
+    for (const tag of ['service:checkout', 'env:test', 'version:1.2.3', 'team:payments', 'runtime:nodejs']) {
+      assert.ok(event.tags_profiler.split(',').includes(tag), `${tag} in ${event.tags_profiler}`);
+    }
+    const periodMs = Date.parse(event.end) - Date.parse(event.start);
+    const { p, str, names, labels, sum } = decodePprof(await form.get('wall.pprof').arrayBuffer());
+    assert.deepEqual(p.sampleType.map((v) => str(v.type)), ['sample', 'wall', 'cpu']);
+    const wallMs = sum(1) / 1e6;
+    if (periodMs >= 450 && periodMs <= 600) full.push({ periodMs, wallMs });
+    const busy = p.sample.filter((s) => names(s).includes('serviceCheckoutWork'));
+    assert.ok(busy.length > 0, 'the busy function is in every profile');
+    const labeled = busy.filter((s) => labels(s).endpoint !== undefined);
+    assert.ok(labeled.length >= 0.9 * busy.length, `${labeled.length}/${busy.length} labeled`);
+    for (const s of labeled) assert.match(labels(s).endpoint, /^(GET \/cart|POST \/checkout)$/);
+  }
+  t.diagnostic(`${agent.requests.length} uploads; full periods wall/period: ${full.map((f) => `${f.wallMs.toFixed(0)}/${f.periodMs}`).join(', ')}`);
+  assert.ok(full.length >= 2, 'at least two full periods');
+  for (const f of full) assert.ok(Math.abs(f.wallMs - f.periodMs) <= 0.1 * f.periodMs, `wall ${f.wallMs} vs period ${f.periodMs}`);
+});
+
+test('Pyroscope: /ingest with name{tags}, from/until, profile field, auth and tenant headers', async () => {
+  const pyro = await receiver();
+  const session = start({
+    service: 'cart',
+    env: 'test',
+    period: 400,
+    exporters: [{ type: 'pyroscope', url: pyro.url, authToken: 'secret-token', tenantId: 'team-a' }],
+  });
+  await workload(500);
+  await session.stop();
+  await pyro.close();
+  assert.ok(pyro.requests.length >= 1);
+  const r = pyro.requests[0];
+  const u = new URL(r.url, pyro.url);
+  assert.equal(u.pathname, '/ingest');
+  assert.equal(u.searchParams.get('name'), 'cart{service_name=cart,env=test}');
+  assert.equal(u.searchParams.get('spyName'), 'selfprof');
+  assert.ok(Number(u.searchParams.get('until')) >= Number(u.searchParams.get('from')));
+  assert.equal(r.headers.authorization, 'Bearer secret-token');
+  assert.equal(r.headers['x-scope-orgid'], 'team-a');
+  const { p, names, labels } = decodePprof(await (await formOf(r)).get('profile').arrayBuffer());
+  const busy = p.sample.filter((s) => names(s).includes('serviceCheckoutWork'));
+  assert.ok(busy.length > 0);
+  assert.match(labels(busy[0]).span_id, /^[0-9a-f]{16}$/, 'span_id as 16 hex digits');
+});
+
+test('receiver down, 500s, 429 and slow answers: the app runs on, uploads recover', async (t) => {
+  let mode = 'fail';
+  const flaky = await receiver((_, n) => {
+    if (mode === 'fail') return n % 2 ? { status: 500 } : { status: 429 };
+    if (mode === 'slow') return { status: 200, delayMs: 400 };
+    return { status: 200 };
+  });
+  const down = await receiver();
+  const downUrl = down.url;
+  await down.close(); // nothing listens there any more
+  const session = start({
+    service: 'flaky',
+    period: 150,
+    exporters: [
+      { type: 'datadog', url: flaky.url, retries: 2, backoffMs: 20, timeoutMs: 200, queueSize: 2 },
+      { type: 'datadog', url: downUrl, retries: 1, backoffMs: 10, timeoutMs: 200, queueSize: 2 },
+    ],
+  });
+  const [flakyExporter, downExporter] = session.exporters;
+  const rssBefore = process.memoryUsage().rss;
+  await workload(700); // 500/429 with retries
+  mode = 'slow';
+  await workload(500); // answers after the 200 ms timeout
+  mode = 'ok';
+  await workload(600);
+  await session.stop(3000);
+  await flaky.close();
+  const rssGrowth = (process.memoryUsage().rss - rssBefore) / 2 ** 20;
+  t.diagnostic(
+    `flaky: ${flaky.requests.length} requests, sent ${flakyExporter.sent}, failed ${flakyExporter.failed}, dropped ${flakyExporter.dropped}; ` +
+      `down: sent ${downExporter.sent}, failed ${downExporter.failed}, dropped ${downExporter.dropped}; RSS +${rssGrowth.toFixed(1)} MiB`,
+  );
+  assert.ok(flakyExporter.failed + flakyExporter.dropped > 0, 'some uploads were given up while failing');
+  assert.ok(flakyExporter.sent >= 1, 'uploads succeed once the receiver recovers');
+  assert.equal(downExporter.sent, 0);
+  assert.ok(downExporter.failed + downExporter.dropped >= 3);
+  assert.ok(rssGrowth < 64, 'memory stays bounded');
+});
+
+test('process exit flushes the final profile (SIGTERM and natural exit)', async () => {
+  const agent = await receiver();
+  const script = `
+    const { start, withLabels } = require(${JSON.stringify(path.join(__dirname, '..'))});
+    start({ service: 'exiting', period: 60000, exporters: [{ type: 'datadog', url: process.argv[1] }] });
+    const end = Date.now() + 300;
+    withLabels({ endpoint: 'GET /bye' }, () => { while (Date.now() < end); });
+    if (process.argv[2] === 'sigterm') {
+      setInterval(() => {}, 1000); // a service: alive until told to stop
+      console.log('ready');
+    }
+  `;
+  for (const how of ['sigterm', 'natural']) {
+    const before = agent.requests.length;
+    const child = spawn(process.execPath, ['-e', script, agent.url, how], { stdio: ['ignore', 'pipe', 'inherit'] });
+    child.stdout.once('data', () => child.kill('SIGTERM'));
+    const [code, signal] = await new Promise((r) => child.on('exit', (c, s) => r([c, s])));
+    assert.equal(agent.requests.length, before + 1, `${how}: one final upload`);
+    if (how === 'sigterm') assert.equal(signal, 'SIGTERM', 'the signal still ends the process');
+    else assert.equal(code, 0);
+    const { p, labels } = decodePprof(await (await formOf(agent.requests.at(-1))).get('wall.pprof').arrayBuffer());
+    assert.ok(p.sample.some((s) => labels(s).endpoint === 'GET /bye'));
+  }
+  await agent.close();
+});
+
+test('file exporter and options validated with clear errors', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-files-'));
+  const session = start({ service: 'files', period: 200, exporters: [{ type: 'file', dir }] });
+  await workload(300);
+  await session.stop();
+  const files = fs.readdirSync(dir);
+  assert.ok(files.length >= 1 && files.every((f) => /^files-\d{4}-\d\d-\d\dT.*\.pb\.gz$/.test(f)), files.join());
+  assert.ok(decodePprof(fs.readFileSync(path.join(dir, files[0]))).p.sample.length > 0);
+  fs.rmSync(dir, { recursive: true });
+
+  const bad = [
+    [{ period: 'soon' }, TypeError, /period must be a finite number/],
+    [{ period: 10 }, RangeError, /period must be at least 100 ms/],
+    [{ service: '' }, TypeError, /service must be a non-empty string/],
+    [{ tags: { a: 1 } }, TypeError, /tag "a" must be a string/],
+    [{ collectCpuTime: 'yes' }, TypeError, /collectCpuTime must be a boolean/],
+    [{ exporters: [{ type: 'kafka' }] }, TypeError, /exporter type must be one of datadog, pyroscope, file/],
+    [{ exporters: [{ type: 'datadog', url: 'ftp://user:pw@x' }] }, TypeError, /needs an http\(s\) url/],
+  ];
+  for (const [options, type, message] of bad) {
+    assert.throws(() => start(options), (err) => err.constructor === type && message.test(err.message) && !/pw/.test(err.message));
+  }
+});
