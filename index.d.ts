@@ -16,6 +16,8 @@ export interface ProfilerStopOptions {
    * `'pprof'`: to a gzip'd pprof profile (sample/count, wall/nanoseconds, cpu/nanoseconds).
    */
   format?: ProfilerTraceFormat
+  /** With `'pprof'`: include the `cpu/nanoseconds` sample type (default true). */
+  cpuTime?: boolean
 }
 
 /** A script URL: `file:///…` for application files, `node:…` for Node's own. */

@@ -46,6 +46,9 @@ function validateInitOptions(options) {
 
 function validateStopOptions(options) {
   if (options === undefined) return 'json';
+  if (options !== null && typeof options === 'object' && options.cpuTime !== undefined && typeof options.cpuTime !== 'boolean') {
+    throw new TypeError(`Profiler.stop: options.cpuTime must be a boolean, got ${describe(options.cpuTime)}`);
+  }
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`Profiler.stop: options must be an object like { format: 'pprof' }, got ${describe(options)}`);
   }
@@ -169,6 +172,7 @@ class Profiler extends EventTarget {
       contexts: labels.labelsForTrace(),
       timeOriginUnixMs: performance.timeOrigin,
       periodNs: this.#sampleInterval * 1e6,
+      cpuTime: options?.cpuTime ?? true,
     };
     const chunks = member.recordings;
     member.recordings = [];

@@ -129,7 +129,7 @@ class Session {
     if (!finished) return Promise.resolve();
     const end = Date.now();
     return finished
-      .stop({ format: 'pprof' })
+      .stop({ format: 'pprof', cpuTime: this.#options.collectCpuTime })
       .then((pprof) => {
         for (const e of this.#exporters) e.push({ pprof, start, end });
       })

@@ -36,6 +36,8 @@ pub struct TraceOptions {
   /// For `"pprof"`: `performance.timeOrigin` (Unix ms) and the sampling interval (ns).
   pub time_origin_unix_ms: Option<f64>,
   pub period_ns: Option<f64>,
+  /// For `"pprof"`: write the cpu/nanoseconds sample type (default true).
+  pub cpu_time: Option<bool>,
   /// Join samples to the SIGPROF ring for labels and CPU time.
   pub labels: Option<bool>,
   /// The thread the recording sampled (default: the calling thread).
@@ -160,6 +162,7 @@ pub fn build_trace(chunks: Vec<TraceChunk>, options: TraceOptions) -> Result<Asy
       start_ms: options.from_ms.unwrap_or(0.0),
       end_ms: options.until_ms.unwrap_or(0.0),
       period_ns: options.period_ns.unwrap_or(0.0) as i64,
+      cpu: options.cpu_time.unwrap_or(true),
     }),
     Some(other) => {
       return Err(invalid(format!(

@@ -105,6 +105,8 @@ pub struct Timing {
   pub end_ms: f64,
   /// The sampling interval in ns.
   pub period_ns: i64,
+  /// Whether to write the `cpu/nanoseconds` sample type.
+  pub cpu: bool,
 }
 
 #[derive(Default)]
@@ -142,11 +144,13 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
     r#type: strings.id(t),
     unit: strings.id(u),
   };
-  let sample_type = vec![
+  let mut sample_type = vec![
     value_type(&mut strings, "sample", "count"),
     value_type(&mut strings, "wall", "nanoseconds"),
-    value_type(&mut strings, "cpu", "nanoseconds"),
   ];
+  if timing.cpu {
+    sample_type.push(value_type(&mut strings, "cpu", "nanoseconds"));
+  }
   let period_type = Some(value_type(&mut strings, "wall", "nanoseconds"));
 
   // One function and one location per frame, ids = frame index + 1; pseudo-frames after.
@@ -224,9 +228,13 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
       None if location_id.is_empty() => location_id.push(root),
       None => {}
     }
+    let mut value = vec![1, wall_ns];
+    if timing.cpu {
+      value.push(s.cpu_time.map_or(0, ms_to_ns));
+    }
     sample.push(Sample {
       location_id,
-      value: vec![1, wall_ns, s.cpu_time.map_or(0, ms_to_ns)],
+      value,
       label: s
         .context_id
         .and_then(|c| labels.get(c as usize))

@@ -74,6 +74,7 @@ const TIMING: Timing = Timing {
   start_ms: 1.0,
   end_ms: 51.0,
   period_ns: 10_000_000,
+  cpu: true,
 };
 
 #[test]
@@ -148,4 +149,11 @@ fn gzip_round_trips_through_prost() {
   let mut raw = Vec::new();
   flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut raw).unwrap();
   assert_eq!(Profile::decode(&raw[..]).unwrap(), profile(&trace(), &TIMING));
+}
+
+#[test]
+fn cpu_sample_type_is_left_out_when_not_collected() {
+  let p = profile(&trace(), &Timing { cpu: false, ..TIMING });
+  assert_eq!(p.sample_type.len(), 2);
+  assert!(p.sample.iter().all(|s| s.value.len() == 2));
 }
