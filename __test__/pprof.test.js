@@ -27,8 +27,8 @@ function decode(buffer) {
 
 test('pprof: sample types, functions with file and position, labels, plausible totals', async (t) => {
   const startedAt = Date.now();
+  const t0 = performance.now(); // the recording starts as the constructor begins
   const profiler = new Profiler({ sampleInterval: 10, maxBufferSize: 10_000 });
-  const t0 = performance.now();
   await Promise.all(
     Array.from({ length: 8 }, (_, i) =>
       withLabels({ endpoint: i % 2 ? 'POST /checkout' : 'GET /cart', span_id: (0xabc0n + BigInt(i)).toString(16).padStart(16, '0') }, async () => {
