@@ -129,6 +129,7 @@ test('bad stop() options reject and leave the profiler running', async () => {
   const p = new Profiler({ sampleInterval: 10, maxBufferSize: 100 });
   await assert.rejects(p.stop({ format: 'xml' }), { name: 'TypeError', message: /format must be 'json', 'json-gzip' or 'pprof', got "xml"/ });
   await assert.rejects(p.stop('json'), { name: 'TypeError' });
+  await assert.rejects(p.stop({ format: 'pprof', cpuTime: 'no' }), { name: 'TypeError', message: /cpuTime must be a boolean/ });
   assert.equal(p.stopped, false);
   assertValidTrace(await p.stop());
 });

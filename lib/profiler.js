@@ -46,11 +46,11 @@ function validateInitOptions(options) {
 
 function validateStopOptions(options) {
   if (options === undefined) return 'json';
-  if (options !== null && typeof options === 'object' && options.cpuTime !== undefined && typeof options.cpuTime !== 'boolean') {
-    throw new TypeError(`Profiler.stop: options.cpuTime must be a boolean, got ${describe(options.cpuTime)}`);
-  }
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`Profiler.stop: options must be an object like { format: 'pprof' }, got ${describe(options)}`);
+  }
+  if (options.cpuTime !== undefined && typeof options.cpuTime !== 'boolean') {
+    throw new TypeError(`Profiler.stop: options.cpuTime must be a boolean, got ${describe(options.cpuTime)}`);
   }
   const format = options.format ?? 'json';
   if (!FORMATS.includes(format)) {
