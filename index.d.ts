@@ -194,3 +194,15 @@ export interface ProfilingSession {
 
 /** Service mode: continuous profiling, a pprof profile to each exporter every period. */
 export declare function start(options?: StartOptions): ProfilingSession
+
+/**
+ * An OpenTelemetry SpanProcessor (needs `@opentelemetry/api`): a starting local root span's
+ * span_id, trace_id and endpoint become the labels of the async context that started it.
+ */
+export declare function openTelemetrySpanProcessor(): {
+  onStart(span: unknown, parentContext: unknown): void
+  onEnding(span: unknown): void
+  onEnd(span: unknown): void
+  forceFlush(): Promise<void>
+  shutdown(): Promise<void>
+}

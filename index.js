@@ -2,5 +2,15 @@
 const { Profiler, fromCpuProfile, setBaseInterval } = require('./lib/profiler');
 const { withLabels, setLabels, getLabels } = require('./lib/labels');
 const { start } = require('./lib/service');
+const { openTelemetrySpanProcessor } = require('./lib/otel');
 
-module.exports = { Profiler, fromCpuProfile, setBaseInterval, withLabels, setLabels, getLabels, start };
+module.exports = {
+  Profiler,
+  fromCpuProfile,
+  setBaseInterval,
+  withLabels,
+  setLabels,
+  getLabels,
+  start,
+  openTelemetrySpanProcessor,
+};

@@ -1,0 +1,54 @@
+'use strict';
+// The OpenTelemetry SpanProcessor labels samples with the local root span.
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const { setTimeout: sleep } = require('node:timers/promises');
+const api = require('@opentelemetry/api');
+const { BasicTracerProvider } = require('@opentelemetry/sdk-trace-base');
+const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
+const { Profiler, getLabels, openTelemetrySpanProcessor } = require('..');
+const { spin, samplesIn } = require('./helpers');
+
+function otelRouteWork(ms) {
+  return spin(ms);
+}
+
+test('samples carry the local root span id, trace id and route', async (t) => {
+  api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  const provider = new BasicTracerProvider({ spanProcessors: [openTelemetrySpanProcessor()] });
+  api.trace.setGlobalTracerProvider(provider);
+  const tracer = api.trace.getTracer('selfprof-test');
+
+  const profiler = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
+  const roots = [];
+  await Promise.all(
+    [0, 1].map((i) =>
+      tracer.startActiveSpan(
+        `request ${i}`,
+        { kind: api.SpanKind.SERVER, attributes: { 'http.request.method': 'GET', 'http.route': `/users/:id${i}` } },
+        async (root) => {
+          roots.push(root.spanContext());
+          assert.equal(getLabels().span_id, root.spanContext().spanId);
+          await tracer.startActiveSpan('db query', async (child) => {
+            await sleep(1);
+            otelRouteWork(60); // in a child span: still the request's labels
+            child.end();
+          });
+          assert.equal(getLabels().endpoint, `GET /users/:id${i}`);
+          root.end();
+        },
+      ),
+    ),
+  );
+  const trace = await profiler.stop();
+  const samples = samplesIn(trace, 'otelRouteWork');
+  const byRoot = new Map(roots.map((r) => [r.spanId, r.traceId]));
+  const right = samples.filter((s) => {
+    const l = trace.contexts[s.contextId]?.labels;
+    return l && byRoot.get(l.span_id) === l.trace_id && /^GET \/users\/:id[01]$/.test(l.endpoint);
+  });
+  t.diagnostic(`${right.length}/${samples.length} samples labeled with their root span`);
+  assert.ok(samples.length >= 20 && right.length / samples.length >= 0.95);
+  await provider.shutdown();
+  api.context.disable();
+});
