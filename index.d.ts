@@ -159,6 +159,8 @@ export interface FileExporterOptions extends ExporterTuning {
   type: 'file'
   /** Profiles are written as `<dir>/<service>-<ISO time>.pb.gz`. */
   dir: string
+  /** Also write the spec trace as `<dir>/<service>-<ISO time>.trace.json.gz`. */
+  trace?: boolean
 }
 
 export interface ExporterTuning {

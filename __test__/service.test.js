@@ -200,12 +200,17 @@ test('process exit flushes the final profile (SIGTERM and natural exit)', async 
 
 test('file exporter and options validated with clear errors', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-files-'));
-  const session = start({ service: 'files', period: 200, exporters: [{ type: 'file', dir }] });
+  const session = start({ service: 'files', period: 200, exporters: [{ type: 'file', dir, trace: true }] });
   await workload(300);
   await session.stop();
-  const files = fs.readdirSync(dir);
-  assert.ok(files.length >= 1 && files.every((f) => /^files-\d{4}-\d\d-\d\dT.*\.pb\.gz$/.test(f)), files.join());
-  assert.ok(decodePprof(fs.readFileSync(path.join(dir, files[0]))).p.sample.length > 0);
+  const files = fs.readdirSync(dir).sort();
+  const pprofs = files.filter((f) => /^files-\d{4}-\d\d-\d\dT.*\.pb\.gz$/.test(f));
+  const traces = files.filter((f) => f.endsWith('.trace.json.gz'));
+  assert.ok(pprofs.length >= 1 && pprofs.length === traces.length && files.length === 2 * pprofs.length, files.join());
+  const pprof = decodePprof(fs.readFileSync(path.join(dir, pprofs[0])));
+  const trace = JSON.parse(zlib.gunzipSync(fs.readFileSync(path.join(dir, traces[0]))));
+  assert.ok(pprof.p.sample.length > 0);
+  assert.equal(trace.samples.length, pprof.p.sample.length, 'the trace beside it is the same recording');
   fs.rmSync(dir, { recursive: true });
 
   const bad = [
@@ -216,6 +221,7 @@ test('file exporter and options validated with clear errors', async () => {
     [{ collectCpuTime: 'yes' }, TypeError, /collectCpuTime must be a boolean/],
     [{ exporters: [{ type: 'kafka' }] }, TypeError, /exporter type must be one of datadog, pyroscope, file/],
     [{ exporters: [{ type: 'datadog', url: 'ftp://user:pw@x' }] }, TypeError, /needs an http\(s\) url/],
+    [{ exporters: [{ type: 'file', dir: '/tmp', trace: 'yes' }] }, TypeError, /trace must be a boolean/],
   ];
   for (const [options, type, message] of bad) {
     assert.throws(() => start(options), (err) => err.constructor === type && message.test(err.message) && !/pw/.test(err.message));

@@ -174,7 +174,9 @@ function file(options, meta) {
     async (profile) => {
       await fs.promises.mkdir(options.dir, { recursive: true });
       const stamp = new Date(profile.start).toISOString().replace(/[:.]/g, '-');
-      await fs.promises.writeFile(path.join(options.dir, `${meta.service}-${stamp}.pb.gz`), profile.pprof);
+      const base = path.join(options.dir, `${meta.service}-${stamp}`);
+      await fs.promises.writeFile(`${base}.pb.gz`, profile.pprof);
+      if (options.trace && profile.trace) await fs.promises.writeFile(`${base}.trace.json.gz`, profile.trace);
     },
     { ...options, retries: 0 },
   );
@@ -193,6 +195,7 @@ function createExporter(options, meta) {
   }
   if (options.type === 'file') {
     if (typeof options.dir !== 'string' || options.dir === '') throw new TypeError('start: the file exporter needs a dir');
+    if (options.trace !== undefined && typeof options.trace !== 'boolean') throw new TypeError('start: the file exporter\'s trace must be a boolean');
   } else {
     try {
       const u = new URL(options.url);

@@ -9,6 +9,8 @@ const { group } = require('./group');
 const labels = require('./labels');
 
 const MAX_BUFFER_SIZE = 2 ** 32 - 1; // WebIDL unsigned long
+/** Internal (service mode): stop() that resolves to [pprof, json-gzip trace] Buffers. */
+const stopWithTrace = Symbol('selfprof.stopWithTrace');
 const FORMATS = ['json', 'json-gzip', 'pprof'];
 
 function describe(value) {
@@ -142,15 +144,23 @@ class Profiler extends EventTarget {
    * `{ format: 'json-gzip' }` (its JSON, gzip'd) or `{ format: 'pprof' }` (gzip'd pprof).
    */
   stop(options) {
-    const member = this.#member;
-    if (member.state !== 'recording' && member.state !== 'full') {
-      return Promise.reject(new DOMException('The profiler has already been stopped', 'InvalidStateError'));
-    }
     let format;
     try {
       format = validateStopOptions(options);
     } catch (err) {
       return Promise.reject(err);
+    }
+    return this.#finish(format, undefined, options?.cpuTime);
+  }
+
+  [stopWithTrace](cpuTime) {
+    return this.#finish('pprof', 'json-gzip', cpuTime);
+  }
+
+  #finish(format, alsoFormat, cpuTime) {
+    const member = this.#member;
+    if (member.state !== 'recording' && member.state !== 'full') {
+      return Promise.reject(new DOMException('The profiler has already been stopped', 'InvalidStateError'));
     }
     const untilMs = member.state === 'full' ? member.fullAt : performance.now();
     if (member.state === 'recording') {
@@ -166,13 +176,14 @@ class Profiler extends EventTarget {
       untilMs,
       maxSamples: this.#maxBufferSize,
       format,
+      alsoFormat,
       labels: true,
       tid: member.tid,
       cpuStartNs: member.cpuStartNs,
       contexts: labels.labelsForTrace(),
       timeOriginUnixMs: performance.timeOrigin,
       periodNs: this.#sampleInterval * 1e6,
-      cpuTime: options?.cpuTime ?? true,
+      cpuTime: cpuTime ?? true,
     };
     const chunks = member.recordings;
     member.recordings = [];
@@ -207,4 +218,4 @@ function setBaseInterval(ms) {
   group.baseInterval = ms;
 }
 
-module.exports = { Profiler, fromCpuProfile, setBaseInterval };
+module.exports = { Profiler, fromCpuProfile, setBaseInterval, stopWithTrace };

@@ -4,7 +4,7 @@
 // A profiler must never take the service down: failures are logged once and contained.
 
 const os = require('node:os');
-const { Profiler } = require('./profiler');
+const { Profiler, stopWithTrace } = require('./profiler');
 const { createExporter } = require('./exporters');
 const { warnOnce } = require('./log');
 const { version: profilerVersion } = require('../package.json');
@@ -87,6 +87,7 @@ class Session {
   #timer = null;
   #periodStart = 0;
   #stopped = false;
+  #withTrace = false;
   #exitHandlers = [];
 
   constructor(options) {
@@ -100,6 +101,8 @@ class Session {
       profilerVersion,
     };
     this.#exporters = this.#options.exporters.map((e) => createExporter(e, meta));
+    // A file exporter asked for the spec trace too: encode both from one recording.
+    this.#withTrace = this.#options.exporters.some((e) => e.type === 'file' && e.trace === true);
     this.#begin();
     this.#timer = setInterval(() => this.#rotate(), this.#options.period);
     this.#timer.unref();
@@ -128,10 +131,13 @@ class Session {
     else this.#begin();
     if (!finished) return Promise.resolve();
     const end = Date.now();
-    return finished
-      .stop({ format: 'pprof', cpuTime: this.#options.collectCpuTime })
-      .then((pprof) => {
-        for (const e of this.#exporters) e.push({ pprof, start, end });
+    const cpuTime = this.#options.collectCpuTime;
+    const stopped = this.#withTrace
+      ? finished[stopWithTrace](cpuTime)
+      : finished.stop({ format: 'pprof', cpuTime }).then((pprof) => [pprof]);
+    return stopped
+      .then(([pprof, trace]) => {
+        for (const e of this.#exporters) e.push({ pprof, trace, start, end });
       })
       .catch((err) => warnOnce('service-export', `selfprof: a profile could not be encoded: ${err.message}`));
   }

@@ -7,7 +7,7 @@ pub mod signal;
 pub mod trace;
 pub mod v8_profile;
 
-use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Uint32Array};
+use napi::bindgen_prelude::{AsyncTask, Buffer, Either3, Uint32Array};
 use napi::{Env, Error, Result, Status, Task};
 use napi_derive::napi;
 use std::collections::{BTreeMap, HashMap};
@@ -33,6 +33,8 @@ pub struct TraceOptions {
   pub max_samples: Option<u32>,
   /// `"json"` (default), `"json-gzip"` or `"pprof"` (gzip'd profile.proto).
   pub format: Option<String>,
+  /// A second format of the same trace: the result is then `[Buffer, Buffer]`.
+  pub also_format: Option<String>,
   /// For `"pprof"`: `performance.timeOrigin` (Unix ms) and the sampling interval (ns).
   pub time_origin_unix_ms: Option<f64>,
   pub period_ns: Option<f64>,
@@ -73,7 +75,7 @@ enum Format {
 pub struct BuildTrace {
   chunks: Vec<(String, usize)>,
   window: Window,
-  format: Format,
+  formats: Vec<Format>,
   labels: Option<LabelSource>,
 }
 
@@ -125,25 +127,33 @@ impl BuildTrace {
 }
 
 impl Task for BuildTrace {
-  type Output = Vec<u8>;
-  type JsValue = Either<String, Buffer>;
+  type Output = Vec<Vec<u8>>;
+  type JsValue = Either3<String, Buffer, Vec<Buffer>>;
 
   fn compute(&mut self) -> Result<Self::Output> {
     let trace = self.build()?;
     let io = |e: std::io::Error| Error::from_reason(e.to_string());
-    match &self.format {
-      Format::Json => Ok(trace.to_json().into_bytes()),
-      Format::JsonGzip => trace.to_json_gzip().map_err(io),
-      Format::Pprof(timing) => pprof::encode_gzip(&trace, timing).map_err(io),
-    }
+    self
+      .formats
+      .iter()
+      .map(|format| match format {
+        Format::Json => Ok(trace.to_json().into_bytes()),
+        Format::JsonGzip => trace.to_json_gzip().map_err(io),
+        Format::Pprof(timing) => pprof::encode_gzip(&trace, timing).map_err(io),
+      })
+      .collect()
   }
 
-  fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
-    match self.format {
-      Format::Json => String::from_utf8(output)
-        .map(Either::A)
+  fn resolve(&mut self, _env: Env, mut output: Self::Output) -> Result<Self::JsValue> {
+    if output.len() != 1 {
+      return Ok(Either3::C(output.into_iter().map(Buffer::from).collect()));
+    }
+    let bytes = output.pop().unwrap_or_default();
+    match self.formats.first() {
+      Some(Format::Json) => String::from_utf8(bytes)
+        .map(Either3::A)
         .map_err(|e| Error::from_reason(e.to_string())),
-      _ => Ok(Either::B(output.into())),
+      _ => Ok(Either3::B(bytes.into())),
     }
   }
 }
@@ -152,24 +162,26 @@ impl Task for BuildTrace {
 /// JS Self-Profiling trace, off the main thread. Resolves to the trace's JSON
 /// text, or to bytes: gzip'd JSON for `format: "json-gzip"`, gzip'd pprof for "pprof". With `labels`, samples
 /// are joined to the SIGPROF ring for labels and CPU time.
-#[napi(ts_return_type = "Promise<string | Buffer>")]
+#[napi(ts_return_type = "Promise<string | Buffer | Buffer[]>")]
 pub fn build_trace(chunks: Vec<TraceChunk>, options: TraceOptions) -> Result<AsyncTask<BuildTrace>> {
-  let format = match options.format.as_deref() {
-    None | Some("json") => Format::Json,
-    Some("json-gzip") => Format::JsonGzip,
-    Some("pprof") => Format::Pprof(pprof::Timing {
+  let parse = |name: Option<&str>| match name {
+    None | Some("json") => Ok(Format::Json),
+    Some("json-gzip") => Ok(Format::JsonGzip),
+    Some("pprof") => Ok(Format::Pprof(pprof::Timing {
       time_origin_unix_ms: options.time_origin_unix_ms.unwrap_or(0.0),
       start_ms: options.from_ms.unwrap_or(0.0),
       end_ms: options.until_ms.unwrap_or(0.0),
       period_ns: options.period_ns.unwrap_or(0.0) as i64,
       cpu: options.cpu_time.unwrap_or(true),
-    }),
-    Some(other) => {
-      return Err(invalid(format!(
-        "unknown trace format {other:?}: expected \"json\", \"json-gzip\" or \"pprof\""
-      )))
-    }
+    })),
+    Some(other) => Err(invalid(format!(
+      "unknown trace format {other:?}: expected \"json\", \"json-gzip\" or \"pprof\""
+    ))),
   };
+  let mut formats = vec![parse(options.format.as_deref())?];
+  if let Some(also) = options.also_format.as_deref() {
+    formats.push(parse(Some(also))?);
+  }
   let defaults = Window::default();
   let window = Window {
     origin_us: options.origin_us,
@@ -190,7 +202,7 @@ pub fn build_trace(chunks: Vec<TraceChunk>, options: TraceOptions) -> Result<Asy
   Ok(AsyncTask::new(BuildTrace {
     chunks,
     window,
-    format,
+    formats,
     labels,
   }))
 }
