@@ -94,4 +94,23 @@ function samplesIn(trace, name) {
   return trace.samples.filter((s) => stackFrames(trace, s).some((f) => f.name === name));
 }
 
-module.exports = { spin, definitionOf, assertValidTrace, stackFrames, samplesIn };
+/**
+ * A gzip'd pprof profile decoded by an independent decoder (pprof-format), with readers:
+ * `str(i)`, `frames(sample)` (functions, leaf first), `names(sample)`, `labels(sample)`,
+ * `sum(valueIndex)`.
+ */
+function decodePprof(bytes) {
+  const { Profile } = require('pprof-format');
+  const zlib = require('node:zlib');
+  const p = Profile.decode(zlib.gunzipSync(Buffer.from(bytes)));
+  const str = (i) => p.stringTable.strings[Number(i)];
+  const fn = new Map(p.function.map((f) => [Number(f.id), f]));
+  const loc = new Map(p.location.map((l) => [Number(l.id), l]));
+  const frames = (s) => s.locationId.map((id) => fn.get(Number(loc.get(Number(id)).line[0].functionId)));
+  const names = (s) => frames(s).map((f) => str(f.name));
+  const labels = (s) => Object.fromEntries(s.label.map((l) => [str(l.key), str(l.str)]));
+  const sum = (k) => p.sample.reduce((n, s) => n + Number(s.value[k]), 0);
+  return { p, str, frames, names, labels, sum };
+}
+
+module.exports = { spin, definitionOf, assertValidTrace, stackFrames, samplesIn, decodePprof };

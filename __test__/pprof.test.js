@@ -2,27 +2,13 @@
 // stop({ format: 'pprof' }) read back by an independent decoder (pprof-format).
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const zlib = require('node:zlib');
 const { pathToFileURL } = require('node:url');
 const { setTimeout: sleep } = require('node:timers/promises');
-const { Profile } = require('pprof-format');
 const { Profiler, withLabels } = require('..');
-const { spin } = require('./helpers');
+const { spin, decodePprof } = require('./helpers');
 
 function pprofCheckoutWork(ms) {
   return spin(ms);
-}
-
-/** A decoded profile with helpers to read it. */
-function decode(buffer) {
-  assert.ok(Buffer.isBuffer(buffer));
-  const p = Profile.decode(zlib.gunzipSync(buffer));
-  const str = (i) => p.stringTable.strings[Number(i)];
-  const fn = new Map(p.function.map((f) => [Number(f.id), f]));
-  const loc = new Map(p.location.map((l) => [Number(l.id), l]));
-  const frames = (s) => s.locationId.map((id) => fn.get(Number(loc.get(Number(id)).line[0].functionId)));
-  const labels = (s) => Object.fromEntries(s.label.map((l) => [str(l.key), str(l.str)]));
-  return { p, str, frames, labels };
 }
 
 test('pprof: sample types, functions with file and position, labels, plausible totals', async (t) => {
@@ -41,7 +27,8 @@ test('pprof: sample types, functions with file and position, labels, plausible t
   );
   const buffer = await profiler.stop({ format: 'pprof' });
   const elapsedMs = performance.now() - t0;
-  const { p, str, frames, labels } = decode(buffer);
+  assert.ok(Buffer.isBuffer(buffer));
+  const { p, str, frames, labels } = decodePprof(buffer);
 
   assert.deepEqual(p.sampleType.map((v) => [str(v.type), str(v.unit)]), [
     ['sample', 'count'],

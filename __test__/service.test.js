@@ -10,9 +10,8 @@ const path = require('node:path');
 const zlib = require('node:zlib');
 const { spawn } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
-const { Profile } = require('pprof-format');
 const { start, withLabels } = require('..');
-const { spin } = require('./helpers');
+const { spin, decodePprof } = require('./helpers');
 
 /** A receiver: records every request; `respond(req, n)` picks { status, delayMs }. */
 async function receiver(respond = () => ({ status: 200 })) {
@@ -35,17 +34,6 @@ async function receiver(respond = () => ({ status: 200 })) {
 
 async function formOf(record) {
   return new Response(record.body, { headers: { 'content-type': record.headers['content-type'] } }).formData();
-}
-
-function decodePprof(bytes) {
-  const p = Profile.decode(zlib.gunzipSync(Buffer.from(bytes)));
-  const str = (i) => p.stringTable.strings[Number(i)];
-  const fn = new Map(p.function.map((f) => [Number(f.id), f]));
-  const loc = new Map(p.location.map((l) => [Number(l.id), l]));
-  const names = (s) => s.locationId.map((id) => str(fn.get(Number(loc.get(Number(id)).line[0].functionId)).name));
-  const labels = (s) => Object.fromEntries(s.label.map((l) => [str(l.key), str(l.str)]));
-  const sum = (k) => p.sample.reduce((n, s) => n + Number(s.value[k]), 0);
-  return { p, str, names, labels, sum };
 }
 
 function serviceCheckoutWork(ms) {
