@@ -208,3 +208,10 @@ export declare function openTelemetrySpanProcessor(): {
   forceFlush(): Promise<void>
   shutdown(): Promise<void>
 }
+
+/**
+ * Converts a selfprof trace (object, JSON text, or json-gzip bytes): `'cpuprofile'` gives a
+ * Chrome DevTools `.cpuprofile` (JSON text, also read by speedscope), `'folded'` folded
+ * stacks (`outer;...;leaf count` lines, for flamegraph.pl, inferno and speedscope).
+ */
+export declare function convert(trace: ProfilerTrace | string | Uint8Array, options: { to: 'cpuprofile' | 'folded' }): string

@@ -3,6 +3,7 @@ const { Profiler, fromCpuProfile, setBaseInterval } = require('./lib/profiler');
 const { withLabels, setLabels, getLabels } = require('./lib/labels');
 const { start } = require('./lib/service');
 const { openTelemetrySpanProcessor } = require('./lib/otel');
+const { convert } = require('./lib/convert');
 
 module.exports = {
   Profiler,
@@ -13,4 +14,5 @@ module.exports = {
   getLabels,
   start,
   openTelemetrySpanProcessor,
+  convert,
 };

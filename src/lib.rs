@@ -1,6 +1,7 @@
 //! selfprof's native side. This file holds only the napi bindings; the work is in
 //! the modules it names.
 
+pub mod convert;
 pub mod pprof;
 pub mod ring;
 pub mod signal;
@@ -276,4 +277,18 @@ pub fn thread_cpu_ns() -> f64 {
 #[napi]
 pub fn thread_id() -> i32 {
   signal::gettid()
+}
+
+/// Converts a trace (the spec's JSON) to `"cpuprofile"` (Chrome DevTools JSON) or
+/// `"folded"` (folded stacks text).
+#[napi]
+pub fn convert_trace(trace_json: String, to: String) -> Result<String> {
+  let trace = convert::TraceIn::from_json(&trace_json).map_err(invalid)?;
+  match to.as_str() {
+    "cpuprofile" => serde_json::to_string(&trace.to_cpuprofile()).map_err(invalid),
+    "folded" => Ok(trace.to_folded()),
+    other => Err(invalid(format!(
+      "unknown target format {other:?}: expected \"cpuprofile\" or \"folded\""
+    ))),
+  }
 }
