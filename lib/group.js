@@ -4,10 +4,13 @@
 //
 // Every interval is a whole multiple of the base interval (1 ms by default), so the
 // sampler can run at the GCD of the members' intervals, and each member takes every
-// (interval / GCD)-th sample. When a member joins or leaves, the
-// group takes what V8 has recorded so far (an inspector session on this thread answers
-// at once), hands that recording to every member that was in it, and restarts V8 at the
-// new GCD. A member's trace is built from the recordings it was handed.
+// (interval / GCD)-th sample, counted from the recording's first sample. When a member
+// leaves, or joins with an interval that changes the GCD, the group takes what V8 has
+// recorded so far (an inspector session on this thread answers at once), hands that
+// recording to every member that was in it, and restarts V8 at the new GCD. (Each
+// restart costs V8 ~4 ms of re-logging code, a gap with no samples: a join that keeps
+// the GCD does not restart; its member's trace starts at its construction.) A member's
+// trace is built from the recordings it was handed.
 
 const native = require('../binding.js');
 const { warnOnce } = require('./log');
