@@ -101,9 +101,9 @@ class Uploader {
   }
 }
 
-/** Tags as `k:v` pairs. */
-function tagList(tags) {
-  return Object.entries(tags).map(([k, v]) => `${k}:${v}`);
+/** The service's env, version and user tags, as one object (absent ones left out). */
+function identity(meta) {
+  return { ...(meta.env && { env: meta.env }), ...(meta.version && { version: meta.version }), ...meta.tags };
 }
 
 function datadog(options, meta) {
@@ -111,16 +111,16 @@ function datadog(options, meta) {
   return new Uploader(
     'datadog',
     async (profile, timeoutMs) => {
-      const tags = tagList({
+      const tags = Object.entries({
         service: meta.service,
-        ...(meta.env && { env: meta.env }),
-        ...(meta.version && { version: meta.version }),
         runtime: 'nodejs',
         language: 'javascript',
         profiler_version: meta.profilerVersion,
         host: meta.host,
-        ...meta.tags,
-      }).join(',');
+        ...identity(meta),
+      })
+        .map(([k, v]) => `${k}:${v}`)
+        .join(',');
       const event = {
         attachments: ['wall.pprof'],
         start: new Date(profile.start).toISOString(),
@@ -144,7 +144,7 @@ function pyroscope(options, meta) {
   return new Uploader(
     'pyroscope',
     async (profile, timeoutMs) => {
-      const labels = { service_name: meta.service, ...(meta.env && { env: meta.env }), ...(meta.version && { version: meta.version }), ...meta.tags };
+      const labels = { service_name: meta.service, ...identity(meta) };
       const name = `${options.appName ?? meta.service}{${Object.entries(labels)
         .map(([k, v]) => `${k}=${v}`)
         .join(',')}}`;
@@ -212,4 +212,4 @@ function createExporter(options, meta) {
   return make(options, meta);
 }
 
-module.exports = { createExporter, Uploader, redact };
+module.exports = { createExporter };
