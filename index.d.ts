@@ -215,3 +215,20 @@ export declare function openTelemetrySpanProcessor(): {
  * stacks (`outer;...;leaf count` lines, for flamegraph.pl, inferno and speedscope).
  */
 export declare function convert(trace: ProfilerTrace | string | Uint8Array, options: { to: 'cpuprofile' | 'folded' }): string
+
+/** Options of `htmlReport`. */
+export interface HtmlReportOptions {
+  /** The document's title and heading (default `'selfprof report'`). */
+  title?: string
+  /** The profiler's `sampleInterval` (ms), shown in the summary; else the median gap between samples is. */
+  sampleInterval?: number
+}
+
+/**
+ * A self-contained HTML report of a trace (object, JSON text, or json-gzip bytes), as one
+ * document string: an interactive flame graph (click a box to zoom, search highlights
+ * matching frames), the top functions by self/total samples, and samples per label value,
+ * where clicking a value filters the whole report to its samples. The trace is embedded as
+ * JSON; the page loads nothing from the network.
+ */
+export declare function htmlReport(trace: ProfilerTrace | string | Uint8Array, options?: HtmlReportOptions): string

@@ -4,6 +4,7 @@ const { withLabels, setLabels, getLabels } = require('./lib/labels');
 const { start } = require('./lib/service');
 const { openTelemetrySpanProcessor } = require('./lib/otel');
 const { convert } = require('./lib/convert');
+const { htmlReport } = require('./lib/report');
 
 module.exports = {
   Profiler,
@@ -15,4 +16,5 @@ module.exports = {
   start,
   openTelemetrySpanProcessor,
   convert,
+  htmlReport,
 };
