@@ -210,11 +210,17 @@ export declare function openTelemetrySpanProcessor(): {
 }
 
 /**
- * Converts a selfprof trace (object, JSON text, or json-gzip bytes): `'cpuprofile'` gives a
- * Chrome DevTools `.cpuprofile` (JSON text, also read by speedscope), `'folded'` folded
- * stacks (`outer;...;leaf count` lines, for flamegraph.pl, inferno and speedscope).
+ * Converts a selfprof trace (object, JSON text, or json-gzip bytes) or a pprof profile
+ * (bytes, plain or gzip'd): `'cpuprofile'` gives a Chrome DevTools `.cpuprofile` (JSON text,
+ * also read by speedscope), `'folded'` folded stacks (`outer;...;leaf count` lines, for
+ * flamegraph.pl, inferno and speedscope), `'trace'` the spec trace's JSON, `'pprof'` a
+ * Buffer of gzip'd profile.proto. Bad input throws an Error naming what is wrong.
  */
-export declare function convert(trace: ProfilerTrace | string | Uint8Array, options: { to: 'cpuprofile' | 'folded' }): string
+export declare function convert(input: ProfilerTrace | string | Uint8Array, options: { to: 'cpuprofile' | 'folded' | 'trace' }): string
+export declare function convert(input: ProfilerTrace | string | Uint8Array, options: { to: 'pprof' }): Buffer
+
+/** Reads a trace or pprof profile (as `convert` takes it) into a trace object. */
+export declare function readProfile(input: ProfilerTrace | string | Uint8Array): ProfilerTrace
 
 /** Options of `htmlReport`. */
 export interface HtmlReportOptions {

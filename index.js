@@ -3,7 +3,7 @@ const { Profiler, fromCpuProfile, setBaseInterval } = require('./lib/profiler');
 const { withLabels, setLabels, getLabels } = require('./lib/labels');
 const { start } = require('./lib/service');
 const { openTelemetrySpanProcessor } = require('./lib/otel');
-const { convert } = require('./lib/convert');
+const { convert, readProfile } = require('./lib/convert');
 const { htmlReport } = require('./lib/report');
 
 module.exports = {
@@ -16,5 +16,6 @@ module.exports = {
   start,
   openTelemetrySpanProcessor,
   convert,
+  readProfile,
   htmlReport,
 };

@@ -2,8 +2,12 @@
 // Converters: a real trace to .cpuprofile and folded stacks, read back.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { Profiler, convert, fromCpuProfile, withLabels } = require('..');
-const { spin, samplesIn } = require('./helpers');
+const zlib = require('node:zlib');
+const { Profiler, convert, readProfile, fromCpuProfile, withLabels } = require('..');
+const { stopWithTrace } = require('../lib/profiler');
+const { spin, samplesIn, decodePprof, assertValidTrace } = require('./helpers');
+
+const foldedTotal = (text) => text.trim().split('\n').reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
 
 function convertedBusyWork(ms) {
   return spin(ms);
@@ -59,9 +63,52 @@ test('folded stacks: line totals equal the sample count; json-gzip input works',
   assert.equal(inBusy, samplesIn(trace, 'convertedBusyWork').length);
 });
 
+test('pprof target: pprof-format reads the same samples, functions and labels', async () => {
+  const trace = await realTrace();
+  const pprof = convert(trace, { to: 'pprof' });
+  assert.ok(Buffer.isBuffer(pprof));
+  const d = decodePprof(pprof);
+  assert.deepEqual(d.p.sampleType.map((t) => `${d.str(t.type)}/${d.str(t.unit)}`), ['sample/count', 'wall/nanoseconds', 'cpu/nanoseconds']);
+  assert.equal(d.sum(0), trace.samples.length);
+  const busy = d.p.sample.filter((s) => d.names(s).includes('convertedBusyWork'));
+  assert.equal(busy.length, samplesIn(trace, 'convertedBusyWork').length);
+  assert.ok(busy.every((s) => d.labels(s).endpoint === 'GET /x'));
+  const fn = busy[0] && d.frames(busy[0]).find((f) => d.str(f.name) === 'convertedBusyWork');
+  const frame = trace.frames.find((f) => f.name === 'convertedBusyWork');
+  assert.equal(Number(fn.startLine), frame.line);
+  assert.equal(d.str(fn.filename), trace.resources[frame.resourceId]);
+});
+
+test("pprof input: a recording's pprof converts like its trace", async () => {
+  // One recording, as both formats (what service mode's file exporter writes).
+  const p = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
+  await withLabels({ endpoint: 'GET /y' }, async () => {
+    convertedBusyWork(60);
+    await new Promise((r) => setTimeout(r, 10));
+  });
+  const [pprof, gz] = await p[stopWithTrace](true);
+  const trace = JSON.parse(zlib.gunzipSync(gz));
+  for (const input of [pprof, zlib.gunzipSync(pprof)]) {
+    assert.equal(convert(input, { to: 'folded' }), convert(trace, { to: 'folded' }));
+    const back = assertValidTrace(readProfile(input));
+    assert.equal(back.samples.length, trace.samples.length);
+    assert.equal(samplesIn(back, 'convertedBusyWork').length, samplesIn(trace, 'convertedBusyWork').length);
+    const labeled = (t) => t.samples.filter((s) => s.contextId !== undefined && t.contexts[s.contextId].labels.endpoint === 'GET /y').length;
+    assert.equal(labeled(back), labeled(trace));
+    const cpu = (t) => t.samples.reduce((n, s) => n + (s.cpuTime ?? 0), 0);
+    assert.ok(Math.abs(cpu(back) - cpu(trace)) < 0.01, 'cpu time survives');
+    const cp = JSON.parse(convert(input, { to: 'cpuprofile' }));
+    assert.equal(cp.samples.length, trace.samples.length);
+    assert.equal(foldedTotal(convert(input, { to: 'folded' })), trace.samples.length);
+  }
+});
+
 test('bad input: clear errors', () => {
   assert.throws(() => convert({}, { to: 'folded' }), /not a selfprof trace/);
   assert.throws(() => convert('{"resources":[],"frames":[],"stacks":[{"frameId":3}],"samples":[]}', { to: 'folded' }), /stack 0 is out of range/);
-  assert.throws(() => convert({ resources: [], frames: [], stacks: [], samples: [] }, { to: 'svg' }), /to must be one of cpuprofile, folded/);
+  assert.throws(() => convert({ resources: [], frames: [], stacks: [], samples: [] }, { to: 'svg' }), /to must be one of cpuprofile, folded, pprof, trace/);
   assert.throws(() => convert(42, { to: 'folded' }), TypeError);
+  assert.throws(() => convert(Buffer.alloc(0), { to: 'folded' }), /empty input/);
+  assert.throws(() => convert(Buffer.from('not a profile'), { to: 'folded' }), /not a selfprof trace or pprof profile/);
+  assert.throws(() => convert(zlib.gzipSync('{"resources":[]}').subarray(0, 12), { to: 'trace' }), /truncated or corrupt gzip/);
 });

@@ -1,32 +1,37 @@
 'use strict';
-// Converting a trace for other tools: Chrome DevTools / speedscope `.cpuprofile`, and
-// folded stacks for flamegraph.pl, inferno and speedscope. The work is in src/convert.rs.
+// Converting a profile for other tools: Chrome DevTools / speedscope `.cpuprofile`,
+// folded stacks for flamegraph.pl, inferno and speedscope, pprof, and the spec trace.
+// Input: a selfprof trace (object, JSON text, json-gzip bytes) or pprof bytes (plain or
+// gzip'd). The work is in src/convert.rs and src/pprof_decode.rs.
 
-const zlib = require('node:zlib');
 const native = require('../binding.js');
 
-const TARGETS = ['cpuprofile', 'folded'];
+const TARGETS = ['cpuprofile', 'folded', 'pprof', 'trace'];
 
-/** The trace's JSON from a trace object, its JSON text, or json-gzip bytes. */
-function traceJson(trace) {
-  if (typeof trace === 'string') return trace;
-  if (trace instanceof Uint8Array) {
-    const bytes = Buffer.from(trace.buffer, trace.byteOffset, trace.byteLength);
-    return (bytes[0] === 0x1f && bytes[1] === 0x8b ? zlib.gunzipSync(bytes) : bytes).toString('utf8');
-  }
-  if (trace !== null && typeof trace === 'object') return JSON.stringify(trace);
-  throw new TypeError('convert: trace must be a trace object, its JSON, or json-gzip bytes');
+/** The input as bytes for the native reader, which tells JSON from pprof and gunzips. */
+function inputBytes(input) {
+  if (typeof input === 'string') return Buffer.from(input, 'utf8');
+  if (input instanceof Uint8Array) return Buffer.from(input.buffer, input.byteOffset, input.byteLength);
+  if (input !== null && typeof input === 'object' && !Array.isArray(input)) return Buffer.from(JSON.stringify(input), 'utf8');
+  throw new TypeError('convert: input must be a trace object, its JSON, json-gzip bytes, or pprof bytes');
 }
 
 /**
- * Converts a selfprof trace: `{ to: 'cpuprofile' }` returns the `.cpuprofile` JSON text,
- * `{ to: 'folded' }` folded stacks (`outer;...;leaf count` lines).
+ * Converts a trace or pprof profile: `{ to: 'cpuprofile' }` returns the `.cpuprofile`
+ * JSON text, `{ to: 'folded' }` folded stacks (`outer;...;leaf count` lines),
+ * `{ to: 'trace' }` the spec trace's JSON, `{ to: 'pprof' }` a Buffer of gzip'd pprof.
  */
-function convert(trace, { to } = {}) {
+function convert(input, options) {
+  const to = options?.to;
   if (!TARGETS.includes(to)) {
     throw new TypeError(`convert: to must be one of ${TARGETS.join(', ')}, got ${JSON.stringify(to)}`);
   }
-  return native.convertTrace(traceJson(trace), to);
+  return native.convertProfile(inputBytes(input), to);
 }
 
-module.exports = { convert };
+/** Reads a trace or pprof profile (as `convert` takes it) into a trace object. */
+function readProfile(input) {
+  return JSON.parse(convert(input, { to: 'trace' }));
+}
+
+module.exports = { convert, readProfile, TARGETS };

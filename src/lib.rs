@@ -3,12 +3,13 @@
 
 pub mod convert;
 pub mod pprof;
+pub mod pprof_decode;
 pub mod ring;
 pub mod signal;
 pub mod trace;
 pub mod v8_profile;
 
-use napi::bindgen_prelude::{AsyncTask, Buffer, Either3, Uint32Array};
+use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Either3, Uint32Array};
 use napi::{Env, Error, Result, Status, Task};
 use napi_derive::napi;
 use std::collections::{BTreeMap, HashMap};
@@ -165,47 +166,61 @@ impl Task for BuildTrace {
 /// are joined to the SIGPROF ring for labels and CPU time.
 #[napi(ts_return_type = "Promise<string | Buffer | Buffer[]>")]
 pub fn build_trace(chunks: Vec<TraceChunk>, options: TraceOptions) -> Result<AsyncTask<BuildTrace>> {
-  let parse = |name: Option<&str>| match name {
-    None | Some("json") => Ok(Format::Json),
-    Some("json-gzip") => Ok(Format::JsonGzip),
-    Some("pprof") => Ok(Format::Pprof(pprof::Timing {
-      time_origin_unix_ms: options.time_origin_unix_ms.unwrap_or(0.0),
-      start_ms: options.from_ms.unwrap_or(0.0),
-      end_ms: options.until_ms.unwrap_or(0.0),
-      period_ns: options.period_ns.unwrap_or(0.0) as i64,
-      cpu: options.cpu_time.unwrap_or(true),
-    })),
-    Some(other) => Err(invalid(format!(
-      "unknown trace format {other:?}: expected \"json\", \"json-gzip\" or \"pprof\""
-    ))),
-  };
-  let mut formats = vec![parse(options.format.as_deref())?];
-  if let Some(also) = options.also_format.as_deref() {
-    formats.push(parse(Some(also))?);
+  Ok(AsyncTask::new(BuildTrace::new(chunks, options)?))
+}
+
+/// `build_trace` on the calling thread, for process exit (`'exit'` handlers cannot
+/// wait for the thread pool). Returns each format's bytes (`format`, then `alsoFormat`).
+#[napi]
+pub fn build_trace_sync(chunks: Vec<TraceChunk>, options: TraceOptions) -> Result<Vec<Buffer>> {
+  let mut task = BuildTrace::new(chunks, options)?;
+  Ok(task.compute()?.into_iter().map(Buffer::from).collect())
+}
+
+impl BuildTrace {
+  fn new(chunks: Vec<TraceChunk>, options: TraceOptions) -> Result<BuildTrace> {
+    let parse = |name: Option<&str>| match name {
+      None | Some("json") => Ok(Format::Json),
+      Some("json-gzip") => Ok(Format::JsonGzip),
+      Some("pprof") => Ok(Format::Pprof(pprof::Timing {
+        time_origin_unix_ms: options.time_origin_unix_ms.unwrap_or(0.0),
+        start_ms: options.from_ms.unwrap_or(0.0),
+        end_ms: options.until_ms.unwrap_or(0.0),
+        period_ns: options.period_ns.unwrap_or(0.0) as i64,
+        cpu: options.cpu_time.unwrap_or(true),
+      })),
+      Some(other) => Err(invalid(format!(
+        "unknown trace format {other:?}: expected \"json\", \"json-gzip\" or \"pprof\""
+      ))),
+    };
+    let mut formats = vec![parse(options.format.as_deref())?];
+    if let Some(also) = options.also_format.as_deref() {
+      formats.push(parse(Some(also))?);
+    }
+    let defaults = Window::default();
+    let window = Window {
+      origin_us: options.origin_us,
+      from_ms: options.from_ms.unwrap_or(defaults.from_ms),
+      until_ms: options.until_ms.unwrap_or(defaults.until_ms),
+      max_samples: options.max_samples.map_or(defaults.max_samples, |n| n as usize),
+      stride: 1,
+    };
+    let chunks = chunks
+      .into_iter()
+      .map(|c| (c.profile, c.stride.unwrap_or(1).max(1) as usize))
+      .collect();
+    let labels = options.labels.unwrap_or(false).then(|| LabelSource {
+      tid: options.tid.unwrap_or_else(signal::gettid),
+      cpu_start_ns: options.cpu_start_ns.map(|n| n as u64),
+      contexts: options.contexts,
+    });
+    Ok(BuildTrace {
+      chunks,
+      window,
+      formats,
+      labels,
+    })
   }
-  let defaults = Window::default();
-  let window = Window {
-    origin_us: options.origin_us,
-    from_ms: options.from_ms.unwrap_or(defaults.from_ms),
-    until_ms: options.until_ms.unwrap_or(defaults.until_ms),
-    max_samples: options.max_samples.map_or(defaults.max_samples, |n| n as usize),
-    stride: 1,
-  };
-  let chunks = chunks
-    .into_iter()
-    .map(|c| (c.profile, c.stride.unwrap_or(1).max(1) as usize))
-    .collect();
-  let labels = options.labels.unwrap_or(false).then(|| LabelSource {
-    tid: options.tid.unwrap_or_else(signal::gettid),
-    cpu_start_ns: options.cpu_start_ns.map(|n| n as u64),
-    contexts: options.contexts,
-  });
-  Ok(AsyncTask::new(BuildTrace {
-    chunks,
-    window,
-    formats,
-    labels,
-  }))
 }
 
 /// Puts selfprof's SIGPROF handler in front of V8's. Call after every V8 profiler start.
@@ -279,16 +294,16 @@ pub fn thread_id() -> i32 {
   signal::gettid()
 }
 
-/// Converts a trace (the spec's JSON) to `"cpuprofile"` (Chrome DevTools JSON) or
-/// `"folded"` (folded stacks text).
-#[napi]
-pub fn convert_trace(trace_json: String, to: String) -> Result<String> {
-  let trace = convert::TraceIn::from_json(&trace_json).map_err(invalid)?;
-  match to.as_str() {
-    "cpuprofile" => serde_json::to_string(&trace.to_cpuprofile()).map_err(invalid),
-    "folded" => Ok(trace.to_folded()),
-    other => Err(invalid(format!(
-      "unknown target format {other:?}: expected \"cpuprofile\" or \"folded\""
-    ))),
+/// Converts a trace (its JSON, or json-gzip) or a pprof profile (plain or gzip'd) to
+/// `"cpuprofile"` (Chrome DevTools JSON), `"folded"` (folded stacks), `"trace"` (the
+/// spec trace's JSON) or `"pprof"` (gzip'd profile.proto). Text formats come back as
+/// strings, pprof as bytes.
+#[napi(ts_return_type = "string | Buffer")]
+pub fn convert_profile(input: Buffer, to: String) -> Result<Either<String, Buffer>> {
+  let trace = convert::read_input(&input).map_err(invalid)?;
+  let out = convert::to_format(&trace, &to).map_err(invalid)?;
+  if to == "pprof" {
+    return Ok(Either::B(out.into()));
   }
+  String::from_utf8(out).map(Either::A).map_err(invalid)
 }

@@ -61,6 +61,11 @@ pub struct Label {
   pub key: i64,
   #[prost(int64, tag = "2")]
   pub str: i64,
+  /// Numeric labels: read by the decoder, never written.
+  #[prost(int64, tag = "3")]
+  pub num: i64,
+  #[prost(int64, tag = "4")]
+  pub num_unit: i64,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -198,6 +203,7 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
         .map(|(k, v)| Label {
           key: strings.id(k),
           str: strings.id(v),
+          ..Label::default()
         })
         .collect()
     })

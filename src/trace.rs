@@ -5,7 +5,7 @@
 
 use crate::ring::{self, Entry};
 use crate::v8_profile::{CpuProfile, IndexedProfile, NodeKind, ProfileError};
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
@@ -16,22 +16,23 @@ pub type LabelSet = Vec<(String, String)>;
 /// The context id of "no labels".
 pub const NO_CONTEXT: u32 = 0;
 
-#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
   pub resources: Vec<String>,
   pub frames: Vec<Frame>,
   pub stacks: Vec<Stack>,
   pub samples: Vec<Sample>,
   /// The label sets this trace's samples reference (`samples[i].contextId`).
+  #[serde(default)]
   pub contexts: Vec<Context>,
   /// How samples were joined to the SIGPROF ring; absent when no ring was used.
-  #[serde(skip_serializing_if = "Option::is_none")]
+  #[serde(default, skip_serializing_if = "Option::is_none")]
   pub metadata: Option<Metadata>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Context {
-  #[serde(serialize_with = "labels_as_object")]
+  #[serde(serialize_with = "labels_as_object", deserialize_with = "labels_from_object")]
   pub labels: Arc<LabelSet>,
 }
 
@@ -39,8 +40,8 @@ fn labels_as_object<S: Serializer>(labels: &Arc<LabelSet>, s: S) -> Result<S::Ok
   s.collect_map(labels.iter().map(|(k, v)| (k, v)))
 }
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Metadata {
   /// Samples joined to a SIGPROF bracket (their labels and CPU time are known).
   pub matched_samples: usize,
@@ -55,11 +56,16 @@ pub struct Metadata {
   pub labels_lost_samples: usize,
 }
 
+fn labels_from_object<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<LabelSet>, D::Error> {
+  let map = std::collections::BTreeMap::<String, String>::deserialize(d)?;
+  Ok(Arc::new(map.into_iter().collect()))
+}
+
 fn is_zero(n: &usize) -> bool {
   *n == 0
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Frame {
   pub name: String,
@@ -73,7 +79,7 @@ pub struct Frame {
   pub column: Option<u32>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Stack {
   pub frame_id: u32,
@@ -82,7 +88,7 @@ pub struct Stack {
 }
 
 /// Why a sample has no JS stack (the spec's markers extension, for Node).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Marker {
   /// V8 was collecting garbage.
@@ -93,7 +99,7 @@ pub enum Marker {
   Other,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Sample {
   /// Milliseconds since `performance.timeOrigin`.

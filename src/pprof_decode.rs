@@ -1,0 +1,184 @@
+//! Reading a pprof profile (`profile.proto`, as selfprof, @datadog/pprof, Go and
+//! Pyroscope write it) into a selfprof trace, so every converter and the report take
+//! pprof files too.
+//!
+//! pprof aggregates: a sample has no time and stands for `count` samples. The trace
+//! repeats it `count` times (from `sample/count`, else its first value over the period),
+//! with timestamps laid end to end by its wall time (else the period) from 0 ms. Each
+//! location's lines become frames (inlined callees first, as pprof lists them); a sample
+//! whose only frame is `(idle)`, `(garbage collector)` or `(program)` becomes a marker
+//! sample, and `(root)` a sample with no stack. String labels (and numeric ones, as
+//! text) become the sample's context.
+
+use crate::convert::ConvertError;
+use crate::pprof::Profile;
+use crate::trace::{Context, Frame, LabelSet, Marker, Sample, Stack, Trace};
+use prost::Message;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Samples a decoded profile may expand to: past this, counts are not believable.
+const MAX_SAMPLES: u64 = 20_000_000;
+
+fn bad(what: impl std::fmt::Display) -> ConvertError {
+  ConvertError(format!("not a selfprof trace or pprof profile: {what}"))
+}
+
+pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
+  let p = Profile::decode(bytes).map_err(|e| bad(format!("protobuf: {e}")))?;
+  // Every pprof encoder writes the string table, starting with "": a protobuf message
+  // without one is something else that happened to decode.
+  if p.string_table.first().is_none_or(|s| !s.is_empty()) {
+    return Err(bad("its string table does not start with \"\""));
+  }
+  let str = |i: i64| -> Result<&str, ConvertError> {
+    usize::try_from(i)
+      .ok()
+      .and_then(|i| p.string_table.get(i))
+      .map(String::as_str)
+      .ok_or_else(|| bad(format!("string {i} is out of range")))
+  };
+  let value_index = |ty: &[&str], unit: &str| -> Option<usize> {
+    p.sample_type
+      .iter()
+      .position(|v| str(v.r#type).is_ok_and(|t| ty.contains(&t)) && str(v.unit).is_ok_and(|u| u == unit))
+  };
+  let count_at = value_index(&["sample", "samples"], "count");
+  let wall_at = value_index(&["wall"], "nanoseconds");
+  let cpu_at = value_index(&["cpu"], "nanoseconds");
+
+  let functions: HashMap<u64, &crate::pprof::Function> = p.function.iter().map(|f| (f.id, f)).collect();
+  let locations: HashMap<u64, &crate::pprof::Location> = p.location.iter().map(|l| (l.id, l)).collect();
+
+  let mut trace = Trace::default();
+  let mut resource_ids: HashMap<String, u32> = HashMap::new();
+  let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
+  let mut stack_ids: HashMap<Stack, u32> = HashMap::new();
+  let mut context_ids: HashMap<LabelSet, u32> = HashMap::new();
+  let mut total: u64 = 0;
+  let mut now_ns: f64 = 0.0;
+
+  for (n, s) in p.sample.iter().enumerate() {
+    let value = |i: Option<usize>| i.and_then(|i| s.value.get(i)).copied();
+    let count = match (value(count_at), p.period) {
+      (Some(c), _) => c,
+      (None, period) if period > 0 => (s.value.first().copied().unwrap_or(0) as f64 / period as f64).round() as i64,
+      _ => 1,
+    };
+    if count <= 0 {
+      continue;
+    }
+    total += count as u64;
+    if total > MAX_SAMPLES {
+      return Err(bad(format!("it holds more than {MAX_SAMPLES} samples")));
+    }
+
+    // Frames, leaf first, as pprof lists them.
+    let mut names: Vec<Frame> = Vec::new();
+    for id in &s.location_id {
+      let loc = locations
+        .get(id)
+        .ok_or_else(|| bad(format!("sample {n} names unknown location {id}")))?;
+      for line in &loc.line {
+        let f = functions
+          .get(&line.function_id)
+          .ok_or_else(|| bad(format!("location {id} names unknown function {}", line.function_id)))?;
+        let file = str(f.filename)?;
+        let resource_id = if file.is_empty() {
+          None
+        } else {
+          let next = trace.resources.len() as u32;
+          Some(*resource_ids.entry(file.to_owned()).or_insert_with(|| {
+            trace.resources.push(file.to_owned());
+            next
+          }))
+        };
+        let positive = |v: i64| u32::try_from(v).ok().filter(|v| *v > 0);
+        let name = str(f.name)?;
+        names.push(Frame {
+          name: if name == "(anonymous)" {
+            String::new()
+          } else {
+            name.to_owned()
+          },
+          resource_id,
+          line: positive(line.line).or_else(|| positive(f.start_line)),
+          column: positive(line.column),
+        });
+      }
+    }
+    let marker = match names.as_slice() {
+      [only] if only.resource_id.is_none() => match only.name.as_str() {
+        "(idle)" => Some(Some(Marker::Idle)),
+        "(garbage collector)" => Some(Some(Marker::Gc)),
+        "(program)" => Some(Some(Marker::Other)),
+        "(root)" => Some(None),
+        _ => None,
+      },
+      _ => None,
+    };
+    let (stack_id, marker) = match marker {
+      Some(m) => (None, m),
+      None => {
+        let mut parent: Option<u32> = None;
+        for frame in names.into_iter().rev() {
+          let next = trace.frames.len() as u32;
+          let frame_id = *frame_ids.entry(frame.clone()).or_insert_with(|| {
+            trace.frames.push(frame);
+            next
+          });
+          let stack = Stack {
+            frame_id,
+            parent_id: parent,
+          };
+          let next = trace.stacks.len() as u32;
+          parent = Some(*stack_ids.entry(stack).or_insert_with(|| {
+            trace.stacks.push(stack);
+            next
+          }));
+        }
+        (parent, None)
+      }
+    };
+
+    let mut labels: LabelSet = Vec::with_capacity(s.label.len());
+    for l in &s.label {
+      let key = str(l.key)?.to_owned();
+      let value = if l.str != 0 {
+        str(l.str)?.to_owned()
+      } else {
+        l.num.to_string()
+      };
+      labels.push((key, value));
+    }
+    labels.sort();
+    labels.dedup_by(|a, b| a.0 == b.0);
+    let context_id = (!labels.is_empty() && marker != Some(Marker::Idle)).then(|| {
+      let next = trace.contexts.len() as u32;
+      *context_ids.entry(labels.clone()).or_insert_with(|| {
+        trace.contexts.push(Context {
+          labels: Arc::new(labels),
+        });
+        next
+      })
+    });
+
+    let step_ns = match value(wall_at) {
+      Some(w) if w > 0 => w as f64 / count as f64,
+      _ if p.period > 0 => p.period as f64,
+      _ => 1e6,
+    };
+    let cpu_ms = value(cpu_at).map(|c| c as f64 / 1e6 / count as f64);
+    for _ in 0..count {
+      now_ns += step_ns;
+      trace.samples.push(Sample {
+        timestamp: now_ns / 1e6,
+        stack_id,
+        marker,
+        context_id,
+        cpu_time: cpu_ms,
+      });
+    }
+  }
+  Ok(trace)
+}
