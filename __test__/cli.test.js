@@ -6,11 +6,16 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { Profiler } = require('..');
-const { spin } = require('./helpers');
+const zlib = require('node:zlib');
+const { Profiler, withLabels } = require('..');
+const { spin, samplesIn, decodePprof, assertValidTrace } = require('./helpers');
 
 const cli = path.join(__dirname, '..', 'bin', 'selfprof.js');
-const run = (...args) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
+const fixture = path.join(__dirname, 'fixtures', 'labeled-app.js');
+const run = (...args) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 60_000 });
+const tmp = (name) => fs.mkdtempSync(path.join(os.tmpdir(), `selfprof-${name}-`));
+const readTrace = (file) => JSON.parse(zlib.gunzipSync(fs.readFileSync(file)));
+const endpointOf = (trace, s) => (s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels.endpoint);
 
 function cliBusyWork(ms) {
   return spin(ms);
@@ -60,8 +65,108 @@ test('selfprof convert: malformed, truncated, empty and missing files give one l
     assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace');
     assert.equal(r.stdout, '');
   }
+  fs.writeFileSync(path.join(dir, 'garbage.pb'), 'this is not a profile\n');
+  fs.writeFileSync(path.join(dir, 'truncated.pb.gz'), zlib.gzipSync(Buffer.alloc(64, 7)).subarray(0, 20));
+  for (const name of [...cases, 'garbage.pb', 'truncated.pb.gz']) {
+    for (const args of [['report', path.join(dir, name)], ['convert', path.join(dir, name), '--to', 'pprof', '-o', path.join(dir, 'x.pb.gz')]]) {
+      const r = run(...args);
+      assert.equal(r.status, 1, `${args[0]} ${name}: exit code`);
+      assert.equal(r.stderr.trim().split('\n').length, 1, `${args[0]} ${name}: one line, got ${r.stderr}`);
+      assert.doesNotMatch(r.stderr, /\n\s+at /);
+    }
+  }
   const usage = run('convert', path.join(dir, 'empty.json'));
   assert.equal(usage.status, 1);
   assert.match(usage.stderr, /needs --to/);
+  for (const args of [['report'], ['report', 'a', '--top', '0'], ['report', 'a', '--nope'], ['frobnicate'], ['record', 'node']]) {
+    const r = run(...args);
+    assert.equal(r.status, 1, args.join(' '));
+    assert.equal(r.stderr.trim().split('\n').length, 1, `${args.join(' ')}: ${r.stderr}`);
+  }
+  fs.rmSync(dir, { recursive: true });
+});
+
+test('selfprof record: a labeled program to trace, pprof and HTML; exit code passed through', () => {
+  const dir = tmp('record');
+  const r = run('record', '-o', dir, '--by', 'endpoint', '--', process.execPath, fixture);
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stderr, /recording .* every 1 ms/);
+  assert.match(r.stderr, /wrote /);
+  for (const f of ['profile.trace.json.gz', 'profile.pb.gz', 'profile.html']) assert.ok(fs.existsSync(path.join(dir, f)), f);
+  assert.deepEqual(fs.readdirSync(dir).sort(), ['profile.html', 'profile.pb.gz', 'profile.trace.json.gz'], 'nothing else left behind');
+
+  // The trace: real samples of both endpoints' functions, each under its own label.
+  const trace = assertValidTrace(readTrace(path.join(dir, 'profile.trace.json.gz')));
+  const primes = samplesIn(trace, 'recordedPrimes');
+  const orders = samplesIn(trace, 'recordedOrders');
+  assert.ok(primes.length >= 40, `recordedPrimes: ${primes.length} samples`);
+  assert.ok(orders.length >= 20, `recordedOrders: ${orders.length} samples`);
+  assert.ok(primes.every((s) => endpointOf(trace, s) === 'GET /primes'));
+  assert.ok(orders.every((s) => endpointOf(trace, s) === 'POST /orders'));
+
+  // The pprof of the same recording, read by an independent decoder.
+  const pprof = decodePprof(fs.readFileSync(path.join(dir, 'profile.pb.gz')));
+  assert.equal(pprof.sum(0), trace.samples.length);
+  const inPrimes = pprof.p.sample.filter((s) => pprof.names(s).includes('recordedPrimes'));
+  assert.equal(inPrimes.length > 0 && inPrimes.every((s) => pprof.labels(s).endpoint === 'GET /primes'), true);
+  assert.ok(Number(pprof.p.timeNanos) > Date.now() * 1e6 - 120e9, 'pprof time is wall-clock time');
+
+  // The summary on stdout: the busy functions and samples per endpoint.
+  assert.match(r.stdout, /recordedPrimes/);
+  assert.match(r.stdout, /JS samples by endpoint:\n\s+GET \/primes\s+\d+/);
+  const html = fs.readFileSync(path.join(dir, 'profile.html'), 'utf8');
+  assert.match(html, /^<!DOCTYPE html>/i);
+  assert.ok(html.includes('recordedPrimes'));
+  fs.rmSync(dir, { recursive: true });
+});
+
+test('selfprof record: process.exit, uncaught errors and --duration still write the profile', () => {
+  for (const [mode, args, status] of [
+    ['exit', [], 3],
+    ['throw', [], 1],
+    ['forever', ['--duration', '0.6'], 0],
+  ]) {
+    const dir = tmp(`record-${mode}`);
+    const r = run('record', '-o', dir, ...args, '--', process.execPath, fixture, mode);
+    assert.equal(r.status, status, `${mode}: ${r.stderr}`);
+    const trace = readTrace(path.join(dir, 'profile.trace.json.gz'));
+    assert.ok(samplesIn(trace, 'recordedPrimes').length > 20, `${mode}: samples in recordedPrimes`);
+    if (mode === 'forever') assert.match(r.stderr, /ended by SIGINT/);
+    fs.rmSync(dir, { recursive: true });
+  }
+  const dir = tmp('record-none');
+  const r = run('record', '-o', dir, '--', '/bin/true');
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /no profile was recorded/);
+  const missing = run('record', '-o', dir, '--', '/no/such/program');
+  assert.equal(missing.status, 1);
+  assert.match(missing.stderr, /cannot run \/no\/such\/program: ENOENT/);
+  fs.rmSync(dir, { recursive: true });
+});
+
+test('selfprof report: top functions and samples per label, from a trace or its pprof; --html', async () => {
+  const dir = tmp('report');
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  for (let i = 0; i < 5; i++) {
+    await withLabels({ endpoint: 'GET /a' }, async () => cliBusyWork(12));
+    await withLabels({ endpoint: 'GET /b' }, async () => spin(6));
+  }
+  const gz = await p.stop({ format: 'json-gzip' });
+  const trace = JSON.parse(zlib.gunzipSync(gz));
+  fs.writeFileSync(path.join(dir, 't.json.gz'), gz);
+  const conv = run('convert', path.join(dir, 't.json.gz'), '--to', 'pprof', '-o', path.join(dir, 't.pb.gz'));
+  assert.equal(conv.status, 0, conv.stderr);
+  const expected = trace.samples.filter((s) => s.stackId !== undefined && endpointOf(trace, s) === 'GET /a').length;
+  for (const file of ['t.json.gz', 't.pb.gz']) {
+    const r = run('report', path.join(dir, file), '--by', 'endpoint', '--top', '5', '--html', path.join(dir, `${file}.html`));
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, new RegExp(`^${trace.samples.length} samples`), file);
+    const table = r.stdout.split('\n').filter((l) => /^\s*\d+\s+[\d.]+\s+[\d.]+\s/.test(l));
+    assert.equal(table.length, 5, `${file}: --top 5 rows`);
+    assert.match(r.stdout, /\bspin\s+__test__\/helpers.js/);
+    const a = new RegExp(`GET /a\\s+(\\d+)`).exec(r.stdout);
+    assert.equal(Number(a?.[1]), expected, `${file}: JS samples of GET /a`);
+    assert.ok(fs.readFileSync(path.join(dir, `${file}.html`), 'utf8').includes('GET /a'));
+  }
   fs.rmSync(dir, { recursive: true });
 });

@@ -1,37 +1,45 @@
 #!/usr/bin/env node
 'use strict';
-// The selfprof command line. Errors are one line on stderr and exit code 1.
-//
-//   selfprof convert FILE --to cpuprofile|folded [-o OUT]
-//       FILE: a selfprof trace (.json, or json-gzip .json.gz)
+// The selfprof command line. Errors are one line on stderr and exit code 1; progress
+// goes to stderr, results to stdout or files.
 
 const fs = require('node:fs');
+const path = require('node:path');
+const { parseArgs } = require('node:util');
 
-const USAGE = `usage: selfprof convert FILE --to cpuprofile|folded [-o OUT]`;
+const USAGE = `usage:
+  selfprof record [-o DIR] [--interval MS] [--duration S] [--by KEY] -- COMMAND [ARGS...]
+      profiles the Node.js processes COMMAND starts; writes DIR/profile.trace.json.gz,
+      profile.pb.gz and profile.html (default DIR: selfprof-out)
+  selfprof report FILE [--html OUT] [--by KEY] [--top N]
+      top functions and samples per label value of a trace or pprof file
+  selfprof convert FILE --to cpuprofile|folded|pprof|trace [-o OUT]
+      FILE: a selfprof trace (.json, .json.gz) or a pprof profile (.pb, .pb.gz)`;
 
 class UsageError extends Error {}
 
-function parse(argv) {
-  const [command, ...rest] = argv;
-  const args = { command, positional: [] };
-  for (let i = 0; i < rest.length; i++) {
-    const a = rest[i];
-    if (a === '--to' || a === '-o' || a === '--out') {
-      if (i + 1 >= rest.length) throw new UsageError(`${a} needs a value`);
-      args[a === '--to' ? 'to' : 'out'] = rest[++i];
-    } else if (a.startsWith('-')) {
-      throw new UsageError(`unknown option ${a}`);
-    } else {
-      args.positional.push(a);
-    }
+/** Where each command's output goes: stderr for progress, as lines. */
+const progress = (msg) => process.stderr.write(`selfprof: ${msg}\n`);
+
+function options(args, spec) {
+  try {
+    return parseArgs({ args, options: spec, allowPositionals: true, strict: true });
+  } catch (err) {
+    throw new UsageError(err.message.split('\n')[0]);
   }
-  return args;
 }
 
-function convertCommand(args) {
-  const [file] = args.positional;
-  if (!file || args.positional.length > 1) throw new UsageError('convert takes one FILE');
-  if (!args.to) throw new UsageError('convert needs --to cpuprofile|folded');
+function number(value, name, { min = 0, integer = false } = {}) {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (value === '' || !Number.isFinite(n) || n < min || (integer && !Number.isInteger(n))) {
+    throw new UsageError(`${name} must be ${integer ? 'a whole number' : 'a number'} ≥ ${min}, got ${JSON.stringify(value)}`);
+  }
+  return n;
+}
+
+/** A trace object from a trace or pprof file, or one clear error naming the file. */
+function readFile(file) {
   let bytes;
   try {
     bytes = fs.readFileSync(file);
@@ -39,27 +47,195 @@ function convertCommand(args) {
     throw new Error(`cannot read ${file}: ${err.code ?? err.message}`);
   }
   if (bytes.length === 0) throw new Error(`${file} is empty`);
+  return bytes;
+}
+
+function convertFile(file, to) {
   const { convert } = require('..');
-  let out;
   try {
-    out = convert(bytes, { to: args.to });
+    return convert(readFile(file), { to });
   } catch (err) {
-    const reason = err.code === 'Z_BUF_ERROR' || err.code === 'Z_DATA_ERROR' ? 'truncated or corrupt gzip' : err.message.replace(/^convert: /, '');
-    throw new Error(`${file}: ${reason}`);
+    if (err.message.startsWith('cannot read ') || err.message.endsWith(' is empty')) throw err;
+    throw new Error(`${file}: ${err.message.replace(/^convert: /, '')}`);
   }
-  if (args.out) fs.writeFileSync(args.out, out);
+}
+
+function writeOut(out, data) {
+  try {
+    fs.writeFileSync(out, data);
+  } catch (err) {
+    throw new Error(`cannot write ${out}: ${err.code ?? err.message}`);
+  }
+}
+
+function convertCommand(argv) {
+  const { values, positionals } = options(argv, {
+    to: { type: 'string' },
+    out: { type: 'string', short: 'o' },
+  });
+  if (positionals.length !== 1) throw new UsageError('convert takes one FILE');
+  const { TARGETS } = require('../lib/convert');
+  if (!values.to) throw new UsageError(`convert needs --to ${TARGETS.join('|')}`);
+  if (!TARGETS.includes(values.to)) throw new UsageError(`--to must be one of ${TARGETS.join(', ')}, got ${JSON.stringify(values.to)}`);
+  const out = convertFile(positionals[0], values.to);
+  if (values.out) writeOut(values.out, out);
+  else if (values.to === 'pprof' && process.stdout.isTTY) throw new UsageError('pprof is binary: give -o OUT');
   else process.stdout.write(out);
 }
 
-function main(argv) {
-  const args = parse(argv);
-  if (args.command === 'convert') return convertCommand(args);
-  throw new UsageError(args.command ? `unknown command ${args.command}` : 'no command');
+/** The text summary of a trace: totals, top functions, samples per label value. */
+function summarize(trace, { by, top = 15, root }) {
+  const { topFunctions, samplesByLabel, formatTable } = require('../lib/summary');
+  const lines = [];
+  const js = trace.samples.filter((s) => s.stackId !== undefined).length;
+  const first = trace.samples[0]?.timestamp ?? 0;
+  const last = trace.samples.at(-1)?.timestamp ?? 0;
+  lines.push(`${trace.samples.length} samples (${js} in JS) over ${(last - first).toFixed(0)} ms`);
+  if (js === 0) return lines.join('\n');
+  const shorten = (loc) => (root && loc.startsWith(root) ? loc.slice(root.length) : loc);
+  const rows = topFunctions(trace, { limit: top }).map((r) => ({ ...r, location: shorten(r.location) }));
+  lines.push('', formatTable(rows));
+  const keys = [...new Set((trace.contexts ?? []).flatMap((c) => Object.keys(c.labels)))].sort();
+  if (by) {
+    if (!keys.includes(by)) {
+      lines.push('', `no sample has the label ${JSON.stringify(by)}${keys.length ? ` (labels: ${keys.join(', ')})` : ''}`);
+    } else {
+      lines.push('', `JS samples by ${by}:`);
+      const groups = samplesByLabel(trace, by);
+      const width = Math.max(...groups.map((g) => g.value.length));
+      for (const g of groups) {
+        lines.push(`  ${g.value.padEnd(width)}  ${String(g.samples).padStart(7)}  ${g.percent.toFixed(1).padStart(5)}%  mostly in ${g.top}`);
+      }
+    }
+  } else if (keys.length) {
+    lines.push('', `labels: ${keys.join(', ')} (--by KEY for samples per value)`);
+  }
+  return lines.join('\n');
 }
 
-try {
-  main(process.argv.slice(2));
-} catch (err) {
-  process.stderr.write(`selfprof: ${err.message}${err instanceof UsageError ? `\n${USAGE}` : ''}\n`);
-  process.exitCode = 1;
+function reportCommand(argv) {
+  const { values, positionals } = options(argv, {
+    html: { type: 'string' },
+    by: { type: 'string' },
+    top: { type: 'string' },
+  });
+  if (positionals.length !== 1) throw new UsageError('report takes one FILE');
+  const top = number(values.top, '--top', { min: 1, integer: true }) ?? 15;
+  const [file] = positionals;
+  const trace = JSON.parse(convertFile(file, 'trace'));
+  process.stdout.write(`${summarize(trace, { by: values.by, top, root: `file://${process.cwd()}/` })}\n`);
+  if (values.html) {
+    const { htmlReport } = require('..');
+    writeOut(values.html, htmlReport(trace, { title: `selfprof: ${path.basename(file)}` }));
+    progress(`wrote ${values.html}`);
+  }
 }
+
+/** Runs COMMAND with the record hook preloaded into its Node processes, then builds the outputs. */
+async function recordCommand(argv) {
+  const split = argv.indexOf('--');
+  if (split < 0 || split === argv.length - 1) throw new UsageError('record needs -- COMMAND, e.g. selfprof record -- node app.js');
+  const { values, positionals } = options(argv.slice(0, split), {
+    out: { type: 'string', short: 'o' },
+    interval: { type: 'string' },
+    duration: { type: 'string' },
+    by: { type: 'string' },
+  });
+  if (positionals.length) throw new UsageError(`unexpected ${positionals[0]} before --`);
+  const interval = number(values.interval, '--interval', { min: 0 }) ?? 1;
+  const duration = number(values.duration, '--duration', { min: 0 });
+  const dir = path.resolve(values.out ?? 'selfprof-out');
+  const command = argv.slice(split + 1);
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+  } catch (err) {
+    throw new Error(`cannot create ${dir}: ${err.code ?? err.message}`);
+  }
+  const raw = fs.mkdtempSync(path.join(dir, '.recording-'));
+  const hook = path.join(__dirname, '..', 'lib', 'record-hook.js');
+  const env = {
+    ...process.env,
+    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require=${JSON.stringify(hook)}`.trim(),
+    SELFPROF_RECORD_DIR: raw,
+    SELFPROF_RECORD_INTERVAL_MS: String(interval),
+  };
+  const { spawn } = require('node:child_process');
+  const started = Date.now();
+  let timedOut = false;
+  const child = spawn(command[0], command.slice(1), { stdio: 'inherit', env });
+  const exit = await new Promise((resolve) => {
+    child.on('error', (err) => resolve({ error: err }));
+    child.on('exit', (code, signal) => resolve({ code, signal }));
+    // Ctrl-C reaches the child too (same process group); the recorder waits for it.
+    const relay = (signal) => child.kill(signal);
+    process.on('SIGINT', () => {});
+    process.on('SIGTERM', relay);
+    if (duration !== undefined) {
+      setTimeout(() => {
+        timedOut = true;
+        child.kill('SIGINT');
+      }, duration * 1000).unref();
+    }
+    progress(`recording ${command.join(' ')} (pid ${child.pid}) every ${interval} ms${duration !== undefined ? ` for ${duration} s` : ''}; Ctrl-C stops it`);
+  });
+  if (exit.error) {
+    fs.rmSync(raw, { recursive: true, force: true });
+    throw new Error(`cannot run ${command[0]}: ${exit.error.code ?? exit.error.message}`);
+  }
+  const seconds = ((Date.now() - started) / 1000).toFixed(1);
+  progress(`${command[0]} ${exit.signal ? `ended by ${exit.signal}` : `exited with code ${exit.code}`} after ${seconds} s`);
+
+  const recorded = fs
+    .readdirSync(raw)
+    .map((f) => /^selfprof-(\d+)\.trace\.json\.gz$/.exec(f))
+    .filter(Boolean)
+    .map((m) => Number(m[1]))
+    .sort((a, b) => (a === child.pid ? -1 : b === child.pid ? 1 : a - b));
+  if (!recorded.length) {
+    fs.rmSync(raw, { recursive: true, force: true });
+    throw new Error(`no profile was recorded: ${command[0]} started no Node.js process that ran to its exit`);
+  }
+  const { htmlReport } = require('..');
+  for (const pid of recorded) {
+    const name = pid === child.pid ? 'profile' : `profile-${pid}`;
+    const from = path.join(raw, `selfprof-${pid}`);
+    const to = path.join(dir, name);
+    fs.renameSync(`${from}.trace.json.gz`, `${to}.trace.json.gz`);
+    fs.renameSync(`${from}.pb.gz`, `${to}.pb.gz`);
+    const trace = JSON.parse(require('node:zlib').gunzipSync(fs.readFileSync(`${to}.trace.json.gz`)));
+    progress(`pid ${pid}: ${trace.samples.length} samples; building the report`);
+    writeOut(`${to}.html`, htmlReport(trace, { title: `selfprof: ${command.join(' ')}`, sampleInterval: interval }));
+    const rel = (f) => path.relative(process.cwd(), f) || f;
+    progress(`wrote ${rel(`${to}.trace.json.gz`)}, ${rel(`${to}.pb.gz`)}, ${rel(`${to}.html`)}`);
+    if (pid === child.pid) {
+      process.stdout.write(`${summarize(trace, { by: values.by, top: 10, root: `file://${process.cwd()}/` })}\n`);
+    }
+  }
+  fs.rmSync(raw, { recursive: true, force: true });
+  // The recorder exits as the program did (ending it after --duration is no failure).
+  if (exit.signal) return timedOut && exit.signal === 'SIGINT' ? 0 : 1;
+  return exit.code;
+}
+
+async function main(argv) {
+  const [command, ...rest] = argv;
+  if (command === 'convert') return convertCommand(rest);
+  if (command === 'report') return reportCommand(rest);
+  if (command === 'record') return recordCommand(rest);
+  if (command === '--help' || command === '-h' || command === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  throw new UsageError(command ? `unknown command ${command}` : 'no command');
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (typeof code === 'number') process.exitCode = code;
+  },
+  (err) => {
+    // One line, whatever went wrong: usage mistakes point at --help.
+    process.stderr.write(`selfprof: ${err.message}${err instanceof UsageError ? ' (selfprof --help shows usage)' : ''}\n`);
+    process.exitCode = 1;
+  },
+);

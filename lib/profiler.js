@@ -11,6 +11,8 @@ const labels = require('./labels');
 const MAX_BUFFER_SIZE = 2 ** 32 - 1; // WebIDL unsigned long
 /** Internal (service mode): stop() that resolves to [pprof, json-gzip trace] Buffers. */
 const stopWithTrace = Symbol('selfprof.stopWithTrace');
+/** Internal (`selfprof record`, process exit): stop() on the calling thread, to a Buffer. */
+const stopSync = Symbol('selfprof.stopSync');
 const FORMATS = ['json', 'json-gzip', 'pprof'];
 
 function describe(value) {
@@ -157,10 +159,35 @@ class Profiler extends EventTarget {
     return this.#finish('pprof', 'json-gzip', cpuTime);
   }
 
+  /** For 'exit' handlers, which cannot wait: Buffers of the trace as `format` (and `alsoFormat`). */
+  [stopSync](format, alsoFormat) {
+    const { chunks, build, member } = this.#take(format, alsoFormat, undefined);
+    try {
+      return native.buildTraceSync(chunks, build);
+    } finally {
+      labels.recordingBuilt(member.startedAs);
+    }
+  }
+
   #finish(format, alsoFormat, cpuTime) {
+    let taken;
+    try {
+      taken = this.#take(format, alsoFormat, cpuTime);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const { chunks, build, member } = taken;
+    return native
+      .buildTrace(chunks, build)
+      .finally(() => labels.recordingBuilt(member.startedAs))
+      .then((out) => (format === 'json' ? JSON.parse(out) : out));
+  }
+
+  /** Moves the profiler to stopped and returns what building its trace needs. */
+  #take(format, alsoFormat, cpuTime) {
     const member = this.#member;
     if (member.state !== 'recording' && member.state !== 'full') {
-      return Promise.reject(new DOMException('The profiler has already been stopped', 'InvalidStateError'));
+      throw new DOMException('The profiler has already been stopped', 'InvalidStateError');
     }
     const untilMs = member.state === 'full' ? member.fullAt : performance.now();
     if (member.state === 'recording') {
@@ -187,10 +214,7 @@ class Profiler extends EventTarget {
     };
     const chunks = member.recordings;
     member.recordings = [];
-    return native
-      .buildTrace(chunks, build)
-      .finally(() => labels.recordingBuilt(member.startedAs))
-      .then((out) => (format === 'json' ? JSON.parse(out) : out));
+    return { chunks, build, member };
   }
 }
 
@@ -218,4 +242,4 @@ function setBaseInterval(ms) {
   group.baseInterval = ms;
 }
 
-module.exports = { Profiler, fromCpuProfile, setBaseInterval, stopWithTrace };
+module.exports = { Profiler, fromCpuProfile, setBaseInterval, stopWithTrace, stopSync };
