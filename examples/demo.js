@@ -1,10 +1,10 @@
 'use strict';
-// `npm run demo`: profiles a small bundled workload, writes the trace and prints
-// the functions that took the most samples.
+// `npm run demo`: profiles a small bundled workload with labeled requests, writes the
+// trace and the HTML report, and prints the functions that took the most samples.
 
 const fs = require('node:fs');
 const path = require('node:path');
-const { Profiler } = require('..');
+const { Profiler, htmlReport } = require('..');
 const { topFunctions, samplesByLabel, formatTable } = require('../lib/summary');
 const workload = require('./workload');
 
@@ -18,12 +18,15 @@ async function main() {
 
   const file = path.join(outDir, 'demo-trace.json');
   fs.writeFileSync(file, JSON.stringify(trace));
+  const report = path.join(outDir, 'demo-report.html');
+  fs.writeFileSync(report, htmlReport(trace, { title: 'selfprof demo: examples/workload.js', sampleInterval: profiler.sampleInterval }));
   const withStack = trace.samples.filter((s) => s.stackId !== undefined).length;
   console.log(`served ${served} requests; profiled every ${profiler.sampleInterval} ms`);
   console.log(
     `trace: ${trace.samples.length} samples (${withStack} in JS), ${trace.stacks.length} stacks, ` +
       `${trace.frames.length} frames, ${trace.resources.length} resources -> ${path.relative(process.cwd(), file)}`,
   );
+  console.log(`report: ${path.relative(process.cwd(), report)} (open it in a browser; pick a label to slice by)`);
   console.log();
   console.log(formatTable(topFunctions(trace, { limit: 10 }).map((r) => ({ ...r, location: shorten(r.location) }))));
   console.log();
