@@ -224,12 +224,13 @@ impl BuildTrace {
 }
 
 /// Puts selfprof's SIGPROF handler in front of V8's. Call after every V8 profiler start.
-/// Returns `"chained"`, `"already-installed"` or `"no-sampler"`.
+/// Returns `"chained"`, `"already-installed"`, `"behind-another"` or `"no-sampler"`.
 #[napi]
 pub fn install_signal_handler() -> Result<&'static str> {
   match signal::install() {
     Ok(signal::Install::Chained) => Ok("chained"),
     Ok(signal::Install::AlreadyInstalled) => Ok("already-installed"),
+    Ok(signal::Install::BehindAnother) => Ok("behind-another"),
     Ok(signal::Install::NoSampler) => Ok("no-sampler"),
     Err(e) => Err(Error::from_reason(format!("sigaction(SIGPROF) failed: {e}"))),
   }
@@ -238,6 +239,12 @@ pub fn install_signal_handler() -> Result<&'static str> {
 #[napi]
 pub fn signal_handler_installed() -> bool {
   signal::installed()
+}
+
+/// Times our handler was re-entered on one thread (a chain that looped; should be 0).
+#[napi]
+pub fn signal_reentries() -> f64 {
+  signal::REENTERED.load(Ordering::Relaxed) as f64
 }
 
 /// SIGPROFs our handler has taken (= ring entries written).
@@ -249,11 +256,16 @@ pub fn signal_count() -> f64 {
 /// Claims the calling thread's context cell and returns a three-element view of it,
 /// `[context id, generation, sampled]` (see `signal::ThreadContext`). Where Node refuses
 /// external buffers the view is a copy: `readThreadContext` tells, and
-/// `setThreadContext` is the fallback.
+/// `setThreadContext` is the fallback. The cell is freed when the thread's environment
+/// is torn down (a worker's end), so workers that come and go never run out of cells.
 #[napi]
-pub fn register_thread() -> Result<Uint32Array> {
-  let index = signal::register_thread()
+pub fn register_thread(env: Env) -> Result<Uint32Array> {
+  let (index, fresh) = signal::register_thread()
     .ok_or_else(|| Error::from_reason(format!("more than {} threads are profiled", signal::MAX_THREADS)))?;
+  if fresh {
+    let tid = signal::gettid();
+    env.add_env_cleanup_hook((index, tid), |(index, tid)| signal::unregister_thread(index, tid))?;
+  }
   let cell = signal::context_cell(index).ok_or_else(|| Error::from_reason("thread slot out of range"))?;
   // SAFETY: the cell is in static memory, so it outlives every view; the notify is a no-op.
   Ok(unsafe { Uint32Array::with_external_data(cell, 3, |_, _| {}) })

@@ -17,7 +17,7 @@
 //! the handler we chain to is re-read at every install, never kept from an older chain.
 
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Ring capacity in entries (a power of two). At a 1 ms interval this holds a little
 /// over a minute of samples; older entries are overwritten.
@@ -119,6 +119,18 @@ static NEXT_ACTION: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
 static NEXT_FLAGS: AtomicI32 = AtomicI32::new(0);
 /// SIGPROFs handled, for tests and stats.
 pub static SIGNALS: AtomicU64 = AtomicU64::new(0);
+/// While `install` probes whether our handler is still in the chain: the probing
+/// thread's tid (0 otherwise), and whether the probe signal reached us.
+static PROBE_TID: AtomicI32 = AtomicI32::new(0);
+static PROBE_HIT: AtomicBool = AtomicBool::new(false);
+/// Re-entry guard, by tid: a thread's tid while it runs our handler. Slots are shared by
+/// tids equal modulo `GUARDS` (then that thread runs unguarded, as before).
+const GUARDS: usize = 256;
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_GUARD: AtomicI32 = AtomicI32::new(0);
+static IN_HANDLER: [AtomicI32; GUARDS] = [NO_GUARD; GUARDS];
+/// Times the handler found itself re-entered on one thread (a chain that loops).
+pub static REENTERED: AtomicU64 = AtomicU64::new(0);
 
 #[inline(always)]
 fn clock_ns(clock: libc::clockid_t) -> u64 {
@@ -187,10 +199,36 @@ fn call_next(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_vo
 extern "C" fn handle_sigprof(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
   // SAFETY: __errno_location returns this thread's errno, always valid.
   let errno = unsafe { *libc::__errno_location() };
+  let tid = gettid();
+  if PROBE_TID.load(Ordering::Acquire) == tid {
+    // `install` asking whether the chain still reaches us: answer, and take no sample.
+    PROBE_HIT.store(true, Ordering::Release);
+  } else {
+    // A chain that reaches us again from inside our own call (someone chained to us and
+    // we to them) must not recurse until the stack overflows: the inner call returns.
+    let guard = &IN_HANDLER[(tid as u32 as usize) % GUARDS];
+    match guard.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed) {
+      Ok(_) => {
+        sample(sig, info, uctx, tid);
+        guard.store(0, Ordering::Release);
+      }
+      Err(holder) if holder == tid => {
+        REENTERED.fetch_add(1, Ordering::Relaxed);
+      }
+      Err(_) => sample(sig, info, uctx, tid),
+    }
+  }
+  // SAFETY: restores the errno the interrupted code may be about to read.
+  unsafe { *libc::__errno_location() = errno };
+}
+
+/// One SIGPROF: the clock around V8's handler, the thread's context and CPU time, into
+/// the ring.
+#[inline(always)]
+fn sample(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void, tid: i32) {
   let before_ns = monotonic_ns();
   call_next(sig, info, uctx);
   let after_ns = monotonic_ns();
-  let tid = gettid();
   let (context, generation) = context_of(tid);
   let record = Record {
     before_ns,
@@ -203,8 +241,6 @@ extern "C" fn handle_sigprof(sig: libc::c_int, info: *mut libc::siginfo_t, uctx:
   let index = RING_WRITE.fetch_add(1, Ordering::Relaxed);
   RING[(index as usize) & (RING_CAPACITY - 1)].write(index, &record);
   SIGNALS.fetch_add(1, Ordering::Relaxed);
-  // SAFETY: restores the errno the interrupted code may be about to read.
-  unsafe { *libc::__errno_location() = errno };
 }
 
 #[inline(always)]
@@ -219,6 +255,9 @@ pub enum Install {
   Chained,
   /// Ours was already the installed handler; nothing changed.
   AlreadyInstalled,
+  /// Another handler is installed in front of ours and chains to it (a second SIGPROF
+  /// user that started after us): ours stays where it is, so the chain cannot loop.
+  BehindAnother,
   /// No SIGPROF handler is installed (V8's sampler is not running): nothing to chain.
   NoSampler,
 }
@@ -234,15 +273,62 @@ fn current_action() -> std::io::Result<libc::sigaction> {
   }
 }
 
+/// Whether a SIGPROF raised on this thread reaches our handler through the installed
+/// chain. `raise` returns after the handlers ran (SIGPROF is not blocked: checked).
+/// Handlers in front of ours see one extra signal; ours takes no sample for it and does
+/// not pass it on, so V8 records nothing.
+fn reaches_us() -> std::io::Result<Option<bool>> {
+  // SAFETY: reads this thread's signal mask into a zeroed set.
+  let blocked = unsafe {
+    let mut set: libc::sigset_t = std::mem::zeroed();
+    if libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut set) != 0 {
+      return Err(std::io::Error::last_os_error());
+    }
+    libc::sigismember(&set, libc::SIGPROF) == 1
+  };
+  if blocked {
+    return Ok(None);
+  }
+  PROBE_HIT.store(false, Ordering::Release);
+  PROBE_TID.store(gettid(), Ordering::Release);
+  // SAFETY: a handler (not SIG_DFL/SIG_IGN: the caller checked) is installed.
+  let rc = unsafe { libc::raise(libc::SIGPROF) };
+  PROBE_TID.store(0, Ordering::Release);
+  if rc != 0 {
+    return Err(std::io::Error::last_os_error());
+  }
+  Ok(Some(PROBE_HIT.load(Ordering::Acquire)))
+}
+
+/// Serializes installs (workers start profilers on their own threads).
+static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Puts our handler in front of the installed SIGPROF handler. Call right after V8's
 /// profiler starts (V8 installs its handler as its sampler starts).
+///
+/// The rules, with other SIGPROF users about (a second copy of selfprof,
+/// @datadog/pprof, a native profiler): ours is installed at most once per chain. If the
+/// installed handler is not ours but the chain still reaches ours (someone chained in
+/// front of us), nothing changes: chaining again would make a loop. Otherwise (first
+/// install, or our handler left with V8's when V8 stopped) ours goes in front of
+/// whatever is there and calls it, so no handler is dropped.
 pub fn install() -> std::io::Result<Install> {
+  let _serial = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
   let cur = current_action()?;
   if cur.sa_sigaction == our_action() {
     return Ok(Install::AlreadyInstalled);
   }
   if cur.sa_sigaction == libc::SIG_DFL || cur.sa_sigaction == libc::SIG_IGN {
     return Ok(Install::NoSampler);
+  }
+  let ever_installed = NEXT_ACTION.load(Ordering::Acquire) != libc::SIG_DFL;
+  if ever_installed {
+    match reaches_us()? {
+      Some(true) => return Ok(Install::BehindAnother),
+      Some(false) => {}
+      // Cannot ask: stay out rather than risk a loop.
+      None => return Ok(Install::BehindAnother),
+    }
   }
   // Publish the next handler before ours can run.
   NEXT_FLAGS.store(cur.sa_flags, Ordering::Relaxed);
@@ -268,11 +354,12 @@ pub fn installed() -> bool {
 }
 
 /// Claims the thread-context slot for the calling thread (or finds the one it has).
-/// Returns its index, or None when all `MAX_THREADS` are taken.
-pub fn register_thread() -> Option<usize> {
+/// Returns its index and whether it was newly claimed, or None when all `MAX_THREADS`
+/// are taken.
+pub fn register_thread() -> Option<(usize, bool)> {
   let tid = gettid();
   if let Some(i) = THREADS.iter().position(|t| t.tid.load(Ordering::Acquire) == tid) {
-    return Some(i);
+    return Some((i, false));
   }
   for (i, t) in THREADS.iter().enumerate() {
     if t
@@ -283,10 +370,22 @@ pub fn register_thread() -> Option<usize> {
       for c in t.cell.iter() {
         c.store(0, Ordering::Relaxed);
       }
-      return Some(i);
+      return Some((i, true));
     }
   }
   None
+}
+
+/// Frees slot `index` if thread `tid` still holds it (its isolate is going away: a
+/// worker that ended). A signal racing with this reads either the old tid's context or
+/// none; both are about a thread that runs no more JS.
+pub fn unregister_thread(index: usize, tid: i32) {
+  if let Some(t) = THREADS.get(index) {
+    for c in t.cell.iter() {
+      c.store(0, Ordering::Relaxed);
+    }
+    let _ = t.tid.compare_exchange(tid, 0, Ordering::AcqRel, Ordering::Relaxed);
+  }
 }
 
 /// Pointer to a thread slot's three-element cell, for the JS typed-array view.

@@ -1,0 +1,86 @@
+'use strict';
+// worker_threads: each isolate profiles and labels on its own; workers that come and go
+// (or are terminated mid-recording) neither exhaust the per-thread cells nor crash.
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const path = require('node:path');
+const { Worker } = require('node:worker_threads');
+const { Profiler, withLabels } = require('..');
+const { spin, samplesIn } = require('./helpers');
+
+const script = path.join(__dirname, 'fixtures', 'profiled-worker.js');
+
+function runWorker(workerData) {
+  const w = new Worker(script, { workerData });
+  const messages = [];
+  const done = new Promise((resolve, reject) => {
+    w.on('message', (m) => messages.push(m));
+    w.on('error', reject);
+    w.on('exit', (code) => resolve({ code, result: messages.find((m) => m.busy !== undefined) }));
+  });
+  const started = new Promise((resolve) => w.once('message', resolve));
+  return { w, done, started };
+}
+
+/** No sample has another thread's label; all but V8's unbracketed few have this one. */
+function assertLabels(labels, expected, what) {
+  const wrong = labels.filter((l) => l !== null && l !== expected);
+  assert.deepEqual(wrong, [], `${what}: no other labels`);
+  const missing = labels.filter((l) => l === null).length;
+  assert.ok(missing <= Math.max(1, labels.length * 0.1), `${what}: ${missing} of ${labels.length} unlabeled`);
+}
+
+function mainBusy(ms) {
+  return spin(ms);
+}
+
+test('a worker and the main thread profile at once, each with its own labels', async () => {
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  const worker = runWorker({ label: 'w1', ms: 10, rounds: 20 });
+  await worker.started;
+  await withLabels({ thread: 'main' }, async () => {
+    for (let i = 0; i < 20; i++) {
+      mainBusy(8);
+      await new Promise((r) => setImmediate(r));
+    }
+  });
+  const trace = await p.stop();
+  const { code, result } = await worker.done;
+  assert.equal(code, 0);
+  assert.ok(result.busy >= 50, `worker samples in workerBusy: ${result.busy}`);
+  assertLabels(result.labels, 'w1', 'worker');
+  const main = samplesIn(trace, 'mainBusy');
+  assert.ok(main.length >= 50, `main samples in mainBusy: ${main.length}`);
+  assert.ok(main.every((s) => trace.contexts[s.contextId]?.labels.thread === 'main'));
+  assert.equal(samplesIn(trace, 'workerBusy').length, 0, "the worker's stacks are not in the main thread's trace");
+});
+
+test('100 profiled workers one after another all get labels (cells are freed)', async () => {
+  // More workers than there are per-thread cells (64): each worker's cell is freed as
+  // its environment is torn down.
+  for (let i = 0; i < 100; i++) {
+    const { code, result } = await runWorker({ label: `w${i}`, ms: 3, rounds: 3 }).done;
+    assert.equal(code, 0);
+    assertLabels(result.labels, `w${i}`, `worker ${i}`);
+  }
+});
+
+test('terminating workers while they are profiled never crashes, and profiling goes on', async () => {
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  for (let i = 0; i < 30; i++) {
+    const { w, done, started } = runWorker({ label: `t${i}`, ms: 2, rounds: Infinity });
+    await started;
+    // Anywhere in its loop: busy in JS, between continuations, or in the profiler.
+    await new Promise((r) => setTimeout(r, i % 7));
+    await w.terminate();
+    const { code } = await done;
+    assert.equal(code, 1, 'terminated');
+  }
+  const after = runWorker({ label: 'after', ms: 5, rounds: 5 });
+  const { result } = await after.done;
+  assert.ok(result.busy > 0);
+  assertLabels(result.labels, 'after', 'worker after the terminations');
+  await withLabels({ thread: 'main' }, () => mainBusy(50));
+  const trace = await p.stop();
+  assert.ok(samplesIn(trace, 'mainBusy').length >= 30);
+});
