@@ -1,0 +1,44 @@
+'use strict';
+// Another SIGPROF user in the process (@datadog/pprof's wall profiler, a second copy of
+// selfprof): whichever starts first, and however often selfprof reinstalls (each
+// restart of V8's sampler), the chain never loops and every profiler keeps its samples
+// and labels. Each scenario runs in its own process: signal handlers are process-wide.
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+
+const fixture = path.join(__dirname, 'fixtures', 'chain.js');
+
+function scenario(name) {
+  const r = spawnSync(process.execPath, [fixture, name], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.signal, null, `${name}: died of ${r.signal} (a chain that loops overflows the stack)`);
+  assert.equal(r.status, 0, `${name}: ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').at(-1));
+}
+
+const mostlyLabeled = ({ busy, labeled }, what) => {
+  assert.ok(busy >= 20, `${what}: ${busy} samples in the busy function`);
+  assert.ok(labeled >= 0.9 * busy, `${what}: ${labeled} of ${busy} labeled`);
+};
+
+for (const name of ['selfprof-first', 'datadog-first']) {
+  test(`@datadog/pprof with contexts, ${name}: both keep their samples and labels`, (t) => {
+    const out = scenario(name);
+    t.diagnostic(JSON.stringify(out));
+    // selfprof first: @datadog/pprof chained in front of ours, so ours stays behind it.
+    assert.equal(out.install, name === 'selfprof-first' ? 'behind-another' : 'already-installed');
+    mostlyLabeled(out.selfprof, 'selfprof');
+    mostlyLabeled(out.datadog, '@datadog/pprof');
+    assert.equal(out.reentries, 0);
+  });
+}
+
+test('two copies of selfprof (two addon instances): both label their own samples', (t) => {
+  const out = scenario('two-copies');
+  t.diagnostic(JSON.stringify(out));
+  assert.deepEqual(out.installs, ['behind-another', 'already-installed']);
+  mostlyLabeled(out.a, 'copy a');
+  mostlyLabeled(out.b, 'copy b');
+  assert.equal(out.reentries, 0);
+});
