@@ -198,23 +198,24 @@ mod tests {
   fn concurrent_writer_never_yields_a_torn_entry() {
     // A writer thread fills entries whose fields are all derived from the index; the
     // reader must only ever see consistent ones.
-    let slots: &'static [Slot] = Box::leak(ring(16).into_boxed_slice());
-    let written = std::sync::Arc::new(AtomicU64::new(0));
-    let w = written.clone();
+    let slots = ring(16);
+    let slots = &slots[..];
+    let written = AtomicU64::new(0);
     let n = if cfg!(miri) { 200 } else { 200_000 };
-    let writer = std::thread::spawn(move || {
-      for i in 0..n {
-        write(slots, i, i * 10, i * 10 + 3, i as u32, 1);
-        w.store(i + 1, Ordering::Release);
+    std::thread::scope(|scope| {
+      scope.spawn(|| {
+        for i in 0..n {
+          write(slots, i, i * 10, i * 10 + 3, i as u32, 1);
+          written.store(i + 1, Ordering::Release);
+        }
+      });
+      while written.load(Ordering::Acquire) < n {
+        for e in snapshot(slots, written.load(Ordering::Acquire), 1, 0, u64::MAX) {
+          assert_eq!(e.after_ns, e.before_ns + 3);
+          assert_eq!(e.context as u64, e.before_ns / 10);
+          assert_eq!(e.cpu_ns, e.before_ns / 2);
+        }
       }
     });
-    while written.load(Ordering::Acquire) < n {
-      for e in snapshot(slots, written.load(Ordering::Acquire), 1, 0, u64::MAX) {
-        assert_eq!(e.after_ns, e.before_ns + 3);
-        assert_eq!(e.context as u64, e.before_ns / 10);
-        assert_eq!(e.cpu_ns, e.before_ns / 2);
-      }
-    }
-    writer.join().unwrap();
   }
 }

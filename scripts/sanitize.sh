@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Sanitizer runs of the Rust code, where the toolchain allows (nightly rustc):
+#  - AddressSanitizer (and LeakSanitizer) over every Rust test: the trace builder, pprof
+#    encoder/decoder, converters, the ring, and the real SIGPROF handler under signal
+#    storms (tests/signal_safety.rs);
+#  - Miri (undefined behaviour, data races in its model) over the ring buffer's
+#    lock-free reads and writes, the converters and the pprof code: the tests that do
+#    no FFI (Miri cannot run signals or napi).
+# Each part says so and is skipped when its toolchain piece is missing.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+status=0
+if ! cargo +nightly --version >/dev/null 2>&1; then
+  echo "sanitize: no nightly toolchain (rustup toolchain install nightly): skipped"
+  exit 0
+fi
+host=$(rustc -vV | sed -n 's/^host: //p')
+
+echo "=== AddressSanitizer: cargo +nightly test (lib and tests/) ==="
+if RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
+  cargo +nightly test --quiet --target "$host" --target-dir target/asan --lib --tests; then
+  echo "asan: pass"
+else
+  echo "asan: FAIL"; status=1
+fi
+
+echo "=== Miri: ring buffer, converters, pprof ==="
+if ! cargo +nightly miri --version >/dev/null 2>&1; then
+  rustup component add miri --toolchain nightly >/dev/null 2>&1 || true
+fi
+if cargo +nightly miri --version >/dev/null 2>&1; then
+  if cargo +nightly miri test --lib -- ring:: convert:: pprof::; then
+    echo "miri: pass"
+  else
+    echo "miri: FAIL"; status=1
+  fi
+else
+  echo "miri: not available for the nightly toolchain: skipped"
+fi
+exit $status
