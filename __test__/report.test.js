@@ -73,7 +73,12 @@ test('the document is self-contained and its embedded JSON cannot break out', ()
     assert.ok(!out.includes('</script><!--'));
     assert.equal(out.match(/<\/script>/g).length, 2);
   }
-  assert.throws(() => htmlReport({ frames: [] }), /not a selfprof trace/);
+  // pprof in, through the same reader; dangling ids are an error, not a broken page.
+  const pprof = require('..').convert(synthetic, { to: 'pprof' });
+  assert.ok(htmlReport(pprof).includes('\\u003c/script>\\u003c!--'));
+  assert.throws(() => htmlReport({ frames: [] }), { name: 'TypeError', message: /not a selfprof trace/ });
+  assert.throws(() => htmlReport({ ...synthetic, stacks: [{ frameId: 3 }] }), { name: 'TypeError', message: /stack 0 is out of range/ });
+  assert.throws(() => htmlReport(42), TypeError);
 });
 
 test('in headless Chromium: flame graph, search, zoom and label filter', async (t) => {

@@ -3,16 +3,19 @@
 // value, with filtering by label. One file: the trace is embedded as JSON and read by the
 // inline script below; nothing is fetched (a Content-Security-Policy forbids it).
 
-const zlib = require('node:zlib');
+const { readProfile } = require('./convert');
 
-/** The trace object from a trace object, its JSON text, or json-gzip bytes. */
-function traceObject(trace) {
-  if (typeof trace === 'string') return JSON.parse(trace);
-  if (trace instanceof Uint8Array) {
-    const bytes = Buffer.from(trace.buffer, trace.byteOffset, trace.byteLength);
-    return JSON.parse((bytes[0] === 0x1f && bytes[1] === 0x8b ? zlib.gunzipSync(bytes) : bytes).toString('utf8'));
+/**
+ * The trace object from a trace (object, JSON text, json-gzip bytes) or pprof bytes,
+ * read and checked by the Rust reader: every id in range, so the page never meets a
+ * dangling one.
+ */
+function traceObject(input) {
+  try {
+    return readProfile(input);
+  } catch (err) {
+    throw new TypeError(`htmlReport: ${err.message.replace(/^convert: /, '')}`);
   }
-  return trace;
 }
 
 function escapeHtml(s) {
@@ -35,11 +38,6 @@ function scriptJson(value) {
  */
 function htmlReport(trace, { title = 'selfprof report', sampleInterval } = {}) {
   trace = traceObject(trace);
-  const ok =
-    trace !== null &&
-    typeof trace === 'object' &&
-    ['resources', 'frames', 'stacks', 'samples'].every((k) => Array.isArray(trace[k]));
-  if (!ok) throw new TypeError('htmlReport: not a selfprof trace (needs resources, frames, stacks, samples arrays)');
   const data = {
     trace: {
       resources: trace.resources,
