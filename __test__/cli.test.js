@@ -112,7 +112,7 @@ test('selfprof record: a labeled program to trace, pprof and HTML; exit code pas
   assert.ok(Number(pprof.p.timeNanos) > Date.now() * 1e6 - 120e9, 'pprof time is wall-clock time');
 
   // The summary on stdout: the busy functions and samples per endpoint.
-  assert.match(r.stdout, /\bspin\s+__test__\/helpers.js/);
+  assert.match(r.stdout, /\b(spin|recordedPrimes|recordedOrders)\s+__test__\//, "the busy code tops the table (V8 may inline spin)");
   assert.match(r.stdout, /JS samples by endpoint:\n\s+GET \/primes\s+\d+/);
   const html = fs.readFileSync(path.join(dir, 'profile.html'), 'utf8');
   assert.match(html, /^<!DOCTYPE html>/i);
@@ -163,7 +163,7 @@ test('selfprof report: top functions and samples per label, from a trace or its 
     assert.match(r.stdout, new RegExp(`^${trace.samples.length} samples`), file);
     const table = r.stdout.split('\n').filter((l) => /^\s*\d+\s+[\d.]+\s+[\d.]+\s/.test(l));
     assert.equal(table.length, 5, `${file}: --top 5 rows`);
-    assert.match(r.stdout, /\bspin\s+__test__\/helpers.js/);
+    assert.match(r.stdout, /\b(spin|cliBusyWork)\s+__test__\//, "the busy code tops the table (V8 may inline spin)");
     const a = new RegExp(`GET /a\\s+(\\d+)`).exec(r.stdout);
     assert.equal(Number(a?.[1]), expected, `${file}: JS samples of GET /a`);
     assert.ok(fs.readFileSync(path.join(dir, `${file}.html`), 'utf8').includes('GET /a'));
