@@ -72,7 +72,10 @@ test('pprof target: pprof-format reads the same samples, functions and labels', 
   assert.equal(d.sum(0), trace.samples.length);
   const busy = d.p.sample.filter((s) => d.names(s).includes('convertedBusyWork'));
   assert.equal(busy.length, samplesIn(trace, 'convertedBusyWork').length);
-  assert.ok(busy.every((s) => d.labels(s).endpoint === 'GET /x'));
+  // Exactly the samples the trace labeled (all but V8's few unbracketed ones) carry it.
+  const labeledInTrace = samplesIn(trace, 'convertedBusyWork').filter((s) => trace.contexts[s.contextId]?.labels.endpoint === 'GET /x');
+  assert.equal(busy.filter((s) => d.labels(s).endpoint === 'GET /x').length, labeledInTrace.length);
+  assert.ok(labeledInTrace.length >= 0.9 * busy.length, `${labeledInTrace.length} of ${busy.length} labeled`);
   const fn = busy[0] && d.frames(busy[0]).find((f) => d.str(f.name) === 'convertedBusyWork');
   const frame = trace.frames.find((f) => f.name === 'convertedBusyWork');
   assert.equal(Number(fn.startLine), frame.line);
