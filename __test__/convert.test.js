@@ -106,6 +106,35 @@ test("pprof input: a recording's pprof converts like its trace", async () => {
   }
 });
 
+test('pprof from another producer (@datadog/pprof) reads in: samples, functions, labels', async () => {
+  // Its wall profiler installs its own SIGPROF handler: run it in a child process.
+  const script = `
+    const { time, encodeSync } = require('@datadog/pprof');
+    const { spin } = require(${JSON.stringify(require.resolve('./helpers'))});
+    function datadogBusy(ms) { return spin(ms); }
+    time.start({ intervalMicros: 2000, durationMillis: 60000, withContexts: true, lineNumbers: false });
+    time.setContext({ endpoint: 'GET /dd' });
+    datadogBusy(150);
+    process.stdout.write(encodeSync(time.stop(false, ({ context }) => context?.context ?? {})));`;
+  const r = require('node:child_process').spawnSync(process.execPath, ['-e', script], { cwd: require('node:path').join(__dirname, '..'), maxBuffer: 1 << 26 });
+  assert.equal(r.status, 0, String(r.stderr));
+  const d = decodePprof(r.stdout);
+  const trace = assertValidTrace(readProfile(r.stdout));
+  // Its samples aggregate (sample/count values); the trace has one sample per count.
+  assert.equal(trace.samples.length, d.sum(0));
+  assert.ok(trace.samples.length >= 20, `${trace.samples.length} samples`);
+  const busy = d.p.sample.filter((s) => d.names(s).includes('spin') || d.names(s).includes('datadogBusy'));
+  const count = busy.reduce((n, s) => n + Number(s.value[0]), 0);
+  const inTrace = trace.samples.filter((s) => samplesIn({ ...trace, samples: [s] }, 'spin').length || samplesIn({ ...trace, samples: [s] }, 'datadogBusy').length);
+  assert.equal(inTrace.length, count);
+  const ddLabeled = busy.filter((s) => d.labels(s).endpoint === 'GET /dd').reduce((n, s) => n + Number(s.value[0]), 0);
+  assert.ok(ddLabeled > 0);
+  assert.equal(inTrace.filter((s) => trace.contexts[s.contextId]?.labels.endpoint === 'GET /dd').length, ddLabeled);
+  // Wall time laid end to end: the trace spans the profile's wall time.
+  assert.ok(Math.abs(trace.samples.at(-1).timestamp - d.sum(1) / 1e6) < 1, 'timestamps follow wall time');
+  assert.equal(foldedTotal(convert(r.stdout, { to: 'folded' })), d.sum(0));
+});
+
 test('bad input: clear errors', () => {
   assert.throws(() => convert({}, { to: 'folded' }), /not a selfprof trace/);
   assert.throws(() => convert('{"resources":[],"frames":[],"stacks":[{"frameId":3}],"samples":[]}', { to: 'folded' }), /stack 0 is out of range/);

@@ -39,7 +39,8 @@ function topFunctions(trace, { limit = 10 } = {}) {
 function location(trace, frame) {
   if (frame.resourceId === undefined) return '(native)';
   const resource = trace.resources[frame.resourceId];
-  return frame.line === undefined ? resource : `${resource}:${frame.line}:${frame.column}`;
+  if (frame.line === undefined) return resource;
+  return frame.column === undefined ? `${resource}:${frame.line}` : `${resource}:${frame.line}:${frame.column}`;
 }
 
 /**
