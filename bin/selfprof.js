@@ -177,6 +177,15 @@ async function recordCommand(argv) {
       }, duration * 1000).unref();
     }
     progress(`recording ${command.join(' ')} (pid ${child.pid}) every ${interval} ms${duration !== undefined ? ` for ${duration} s` : ''}; Ctrl-C stops it`);
+    // On a terminal, a line that counts the seconds while the program runs.
+    if (process.stderr.isTTY) {
+      const tick = setInterval(() => process.stderr.write(`\rselfprof: recording… ${Math.round((Date.now() - started) / 1000)} s`), 1000);
+      tick.unref();
+      child.on('exit', () => {
+        clearInterval(tick);
+        process.stderr.write('\r\x1b[K');
+      });
+    }
   });
   if (exit.error) {
     fs.rmSync(raw, { recursive: true, force: true });
