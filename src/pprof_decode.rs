@@ -12,7 +12,7 @@
 
 use crate::convert::ConvertError;
 use crate::pprof::Profile;
-use crate::trace::{Context, Frame, LabelSet, Marker, Sample, Stack, Trace};
+use crate::trace::{element_id, Context, Frame, LabelSet, Marker, Sample, Stack, Trace};
 use prost::Message;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -87,11 +87,12 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
         let resource_id = if file.is_empty() {
           None
         } else {
-          let next = trace.resources.len() as u32;
-          Some(*resource_ids.entry(file.to_owned()).or_insert_with(|| {
-            trace.resources.push(file.to_owned());
-            next
-          }))
+          Some(element_id(
+            &mut resource_ids,
+            &mut trace.resources,
+            file.to_owned(),
+            |u| u,
+          ))
         };
         let positive = |v: i64| u32::try_from(v).ok().filter(|v| *v > 0);
         let name = str(f.name)?;
@@ -122,20 +123,12 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
       None => {
         let mut parent: Option<u32> = None;
         for frame in names.into_iter().rev() {
-          let next = trace.frames.len() as u32;
-          let frame_id = *frame_ids.entry(frame.clone()).or_insert_with(|| {
-            trace.frames.push(frame);
-            next
-          });
+          let frame_id = element_id(&mut frame_ids, &mut trace.frames, frame, |f| f);
           let stack = Stack {
             frame_id,
             parent_id: parent,
           };
-          let next = trace.stacks.len() as u32;
-          parent = Some(*stack_ids.entry(stack).or_insert_with(|| {
-            trace.stacks.push(stack);
-            next
-          }));
+          parent = Some(element_id(&mut stack_ids, &mut trace.stacks, stack, |s| s));
         }
         (parent, None)
       }
@@ -154,12 +147,8 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
     labels.sort();
     labels.dedup_by(|a, b| a.0 == b.0);
     let context_id = (!labels.is_empty() && marker != Some(Marker::Idle)).then(|| {
-      let next = trace.contexts.len() as u32;
-      *context_ids.entry(labels.clone()).or_insert_with(|| {
-        trace.contexts.push(Context {
-          labels: Arc::new(labels),
-        });
-        next
+      element_id(&mut context_ids, &mut trace.contexts, labels, |l| Context {
+        labels: Arc::new(l),
       })
     });
 

@@ -185,7 +185,8 @@ struct Resolved {
   marker: Option<Marker>,
 }
 
-fn element_id<K: std::hash::Hash + Eq + Clone, V>(
+/// The id of `key` in `list`, adding `make(key)` at the end when it is new.
+pub(crate) fn element_id<K: std::hash::Hash + Eq + Clone, V>(
   ids: &mut HashMap<K, u32>,
   list: &mut Vec<V>,
   key: K,
