@@ -113,14 +113,24 @@ fn the_handler_allocates_nothing_and_survives_malloc_and_lock_pressure() {
       assert_eq!(*libc::__errno_location(), libc::ENOENT, "errno restored");
     }
   }
-  assert_eq!(INNER_CALLS.load(Ordering::Relaxed), 5_000, "each signal reached V8's handler once");
+  assert_eq!(
+    INNER_CALLS.load(Ordering::Relaxed),
+    5_000,
+    "each signal reached V8's handler once"
+  );
   assert_eq!(signal::SIGNALS.load(Ordering::Relaxed) - signals_before, 5_000);
   assert_eq!(signal::REENTERED.load(Ordering::Relaxed), 0);
   let write = signal::RING_WRITE.load(Ordering::Acquire);
   let entries = selfprof::ring::snapshot(&signal::RING, write, signal::gettid(), 0, u64::MAX);
   assert_eq!(entries.len(), 5_000);
-  assert!(entries.iter().all(|e| e.context == 7 && e.after_ns >= e.before_ns && e.cpu_ns > 0));
-  assert_eq!(signal::THREADS[slot].cell[2].load(Ordering::Relaxed), 7, "the sampled id is published");
+  assert!(entries
+    .iter()
+    .all(|e| e.context == 7 && e.after_ns >= e.before_ns && e.cpu_ns > 0));
+  assert_eq!(
+    signal::THREADS[slot].cell[2].load(Ordering::Relaxed),
+    7,
+    "the sampled id is published"
+  );
   assert_eq!(
     ALLOCATIONS_WHILE_ARMED.load(Ordering::Relaxed),
     0,
@@ -159,7 +169,10 @@ fn the_handler_allocates_nothing_and_survives_malloc_and_lock_pressure() {
     let seen = progress.load(Ordering::Relaxed);
     let deadline = Instant::now() + Duration::from_secs(10);
     while progress.load(Ordering::Relaxed) == seen {
-      assert!(Instant::now() < deadline, "the victim made no progress for 10 s {what}: deadlocked in the handler");
+      assert!(
+        Instant::now() < deadline,
+        "the victim made no progress for 10 s {what}: deadlocked in the handler"
+      );
       std::thread::sleep(Duration::from_millis(1));
     }
   };
@@ -185,7 +198,10 @@ fn the_handler_allocates_nothing_and_survives_malloc_and_lock_pressure() {
   let rounds = victim.join().expect("the victim thread survived");
   let handled = INNER_CALLS.load(Ordering::Relaxed) - inner_before;
   assert!(rounds > 0);
-  assert!(handled > 1_000, "{handled} of {sent} signals handled while the victim allocated and locked");
+  assert!(
+    handled > 1_000,
+    "{handled} of {sent} signals handled while the victim allocated and locked"
+  );
   assert_eq!(
     ALLOCATIONS_WHILE_ARMED.load(Ordering::Relaxed),
     0,
