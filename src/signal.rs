@@ -273,11 +273,12 @@ fn current_action() -> std::io::Result<libc::sigaction> {
   }
 }
 
-/// Whether a SIGPROF raised on this thread reaches our handler through the installed
-/// chain. `raise` returns after the handlers ran (SIGPROF is not blocked: checked).
-/// Handlers in front of ours see one extra signal; ours takes no sample for it and does
-/// not pass it on, so V8 records nothing.
-fn reaches_us() -> std::io::Result<Option<bool>> {
+/// Whether a SIGPROF raised on this thread may reach our handler through the installed
+/// chain. `raise` returns after the handlers ran. Handlers in front of ours see one extra
+/// signal; ours takes no sample for it and does not pass it on, so V8 records nothing.
+/// Where SIGPROF is blocked on this thread the chain cannot be asked, and the answer is
+/// yes: staying out of the chain is safe, chaining into a loop is not.
+fn reaches_us() -> std::io::Result<bool> {
   // SAFETY: reads this thread's signal mask into a zeroed set.
   let blocked = unsafe {
     let mut set: libc::sigset_t = std::mem::zeroed();
@@ -287,7 +288,7 @@ fn reaches_us() -> std::io::Result<Option<bool>> {
     libc::sigismember(&set, libc::SIGPROF) == 1
   };
   if blocked {
-    return Ok(None);
+    return Ok(true);
   }
   PROBE_HIT.store(false, Ordering::Release);
   PROBE_TID.store(gettid(), Ordering::Release);
@@ -297,7 +298,7 @@ fn reaches_us() -> std::io::Result<Option<bool>> {
   if rc != 0 {
     return Err(std::io::Error::last_os_error());
   }
-  Ok(Some(PROBE_HIT.load(Ordering::Acquire)))
+  Ok(PROBE_HIT.load(Ordering::Acquire))
 }
 
 /// Serializes installs (workers start profilers on their own threads).
@@ -322,13 +323,8 @@ pub fn install() -> std::io::Result<Install> {
     return Ok(Install::NoSampler);
   }
   let ever_installed = NEXT_ACTION.load(Ordering::Acquire) != libc::SIG_DFL;
-  if ever_installed {
-    match reaches_us()? {
-      Some(true) => return Ok(Install::BehindAnother),
-      Some(false) => {}
-      // Cannot ask: stay out rather than risk a loop.
-      None => return Ok(Install::BehindAnother),
-    }
+  if ever_installed && reaches_us()? {
+    return Ok(Install::BehindAnother);
   }
   // Publish the next handler before ours can run.
   NEXT_FLAGS.store(cur.sa_flags, Ordering::Relaxed);
