@@ -38,7 +38,7 @@ function number(value, name, { min = 0, integer = false } = {}) {
   return n;
 }
 
-/** A trace object from a trace or pprof file, or one clear error naming the file. */
+/** A file's bytes, or one clear error naming the file. */
 function readFile(file) {
   let bytes;
   try {
@@ -50,12 +50,13 @@ function readFile(file) {
   return bytes;
 }
 
+/** A trace or pprof file converted to `to`; a bad file is one error naming it. */
 function convertFile(file, to) {
+  const bytes = readFile(file);
   const { convert } = require('..');
   try {
-    return convert(readFile(file), { to });
+    return convert(bytes, { to });
   } catch (err) {
-    if (err.message.startsWith('cannot read ') || err.message.endsWith(' is empty')) throw err;
     throw new Error(`${file}: ${err.message.replace(/^convert: /, '')}`);
   }
 }
