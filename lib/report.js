@@ -37,16 +37,9 @@ function scriptJson(value) {
  * shown; otherwise the median gap between samples is.
  */
 function htmlReport(trace, { title = 'selfprof report', sampleInterval } = {}) {
-  trace = traceObject(trace);
   const data = {
-    trace: {
-      resources: trace.resources,
-      frames: trace.frames,
-      stacks: trace.stacks,
-      samples: trace.samples,
-      contexts: trace.contexts ?? [],
-      metadata: trace.metadata,
-    },
+    // As the Rust reader writes it: exactly the trace's fields, `contexts` always present.
+    trace: traceObject(trace),
     sampleInterval: typeof sampleInterval === 'number' ? sampleInterval : undefined,
   };
   return `<!DOCTYPE html>
