@@ -176,6 +176,8 @@ pub struct TraceBuilder<'a> {
   context_ids: HashMap<u32, u32>,
   labeler: Option<Labeler<'a>>,
   prev_cpu_ns: Option<u64>,
+  /// The bracket the previous joined sample took (its `before_ns`).
+  last_bracket_ns: Option<u64>,
 }
 
 /// How a profile node resolves in the trace.
@@ -250,11 +252,18 @@ impl<'a> TraceBuilder<'a> {
   }
 
   /// Labels and CPU time of a sample taken at `t_us`, if a ring bracket holds it.
+  ///
+  /// One signal makes one V8 sample, and samples come in time order, so a bracket
+  /// belongs to the first sample that falls in it. A later one in the same bracket is a
+  /// sample V8 took without a signal (a deoptimization just after the signal): it is
+  /// labeled only if the context around it is certain, like any other such sample.
   fn annotate(&mut self, t_us: f64, sample: &mut Sample) {
     let Some(labeler) = self.labeler.as_ref() else {
       return;
     };
-    let found = ring::find(&labeler.entries, t_us).copied();
+    let found = ring::find(&labeler.entries, t_us)
+      .filter(|e| self.last_bracket_ns != Some(e.before_ns))
+      .copied();
     let meta = self.trace.metadata.get_or_insert_with(Metadata::default);
     let Some(entry) = found else {
       match ring::context_between(&labeler.entries, t_us) {
@@ -267,6 +276,7 @@ impl<'a> TraceBuilder<'a> {
       return;
     };
     meta.matched_samples += 1;
+    self.last_bracket_ns = Some(entry.before_ns);
     if let Some(prev) = self.prev_cpu_ns {
       sample.cpu_time = Some(entry.cpu_ns.saturating_sub(prev) as f64 / 1e6);
     }

@@ -430,3 +430,39 @@ fn stride_keeps_every_nth_sample_from_the_first() {
   let fine_ts: Vec<f64> = fine.samples.iter().map(|s| s.timestamp).collect();
   assert!(coarse.samples.iter().all(|s| fine_ts.contains(&s.timestamp)));
 }
+
+#[test]
+fn a_second_sample_in_one_bracket_is_not_the_signals() {
+  // A signal's sample at 1001 ms, then V8's own sample 10 µs later (a deoptimization,
+  // inside the match slack): only the first takes the bracket.
+  let p = profile(&[3, 3, 3, 3, 3], &[1000.0, 10.0, 990.0, 10.0, 990.0]);
+  let labels = |id: u32| -> Option<Arc<LabelSet>> { Some(Arc::new(vec![("endpoint".into(), format!("GET /{id}"))])) };
+  let gen = |e: Entry, generation: u32| Entry { generation, ..e };
+  let entries = vec![
+    gen(entry(1_001_000, 7, 500), 1),
+    gen(entry(1_002_000, 7, 900), 1),
+    gen(entry(1_003_000, 9, 1_300), 2),
+  ];
+  let mut b = TraceBuilder::with_labeler(Labeler {
+    entries,
+    lookup: &labels,
+    cpu_start_ns: Some(100_000),
+  });
+  b.add_profile(&p, &Window::default()).unwrap();
+  let t = b.finish();
+  let ctx: Vec<Option<u32>> = t.samples.iter().map(|s| s.context_id).collect();
+  // The second is between two signals of one context, so still labeled; the fourth
+  // lies before a context switch, so it is not.
+  assert_eq!(ctx, vec![Some(0), Some(0), Some(0), None, Some(1)]);
+  let cpu: Vec<Option<f64>> = t.samples.iter().map(|s| s.cpu_time).collect();
+  assert_eq!(cpu, vec![Some(0.4), None, Some(0.4), None, Some(0.4)]);
+  assert_eq!(
+    t.metadata,
+    Some(Metadata {
+      matched_samples: 3,
+      between_signals_samples: 1,
+      unmatched_samples: 1,
+      labels_lost_samples: 0
+    })
+  );
+}
