@@ -8,7 +8,7 @@
 //! come back as frames named `(idle)`, `(garbage collector)` and `(program)` so that wall
 //! time adds up to the recording's duration.
 
-use crate::trace::{Marker, Trace};
+use crate::trace::{Marker, Metadata, Trace};
 use prost::Message;
 use std::collections::HashMap;
 use std::io::Write;
@@ -33,6 +33,9 @@ pub struct Profile {
   pub period_type: Option<ValueType>,
   #[prost(int64, tag = "12")]
   pub period: i64,
+  /// String ids of free-form comments (`go tool pprof -comments`).
+  #[prost(int64, repeated, tag = "13")]
+  pub comment: Vec<i64>,
   #[prost(int64, tag = "14")]
   pub default_sample_type: i64,
 }
@@ -249,6 +252,14 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
     });
   }
 
+  // How many samples the SIGPROF join labeled, so that a reader of the pprof alone can
+  // tell "no labels by design" (V8 sampled without a signal) from labels lost.
+  let comment = trace
+    .metadata
+    .iter()
+    .map(|m| strings.id(&metadata_comment(m)))
+    .collect();
+
   Profile {
     sample_type,
     sample,
@@ -262,7 +273,40 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
     period_type,
     period: timing.period_ns,
     default_sample_type: 1,
+    comment,
   }
+}
+
+const METADATA_COMMENT: &str = "selfprof:";
+
+/// `selfprof: matchedSamples=… betweenSignalsSamples=… unmatchedSamples=…`.
+fn metadata_comment(m: &Metadata) -> String {
+  let mut s = format!(
+    "{METADATA_COMMENT} matchedSamples={} betweenSignalsSamples={} unmatchedSamples={}",
+    m.matched_samples, m.between_signals_samples, m.unmatched_samples
+  );
+  if m.labels_lost_samples > 0 {
+    s.push_str(&format!(" labelsLostSamples={}", m.labels_lost_samples));
+  }
+  s
+}
+
+/// The join counts of a comment `metadata_comment` wrote, if `comment` is one.
+pub fn parse_metadata_comment(comment: &str) -> Option<Metadata> {
+  let rest = comment.strip_prefix(METADATA_COMMENT)?;
+  let mut m = Metadata::default();
+  for pair in rest.split_whitespace() {
+    let (key, value) = pair.split_once('=')?;
+    let n: usize = value.parse().ok()?;
+    match key {
+      "matchedSamples" => m.matched_samples = n,
+      "betweenSignalsSamples" => m.between_signals_samples = n,
+      "unmatchedSamples" => m.unmatched_samples = n,
+      "labelsLostSamples" => m.labels_lost_samples = n,
+      _ => {}
+    }
+  }
+  Some(m)
 }
 
 /// The trace as a gzip'd pprof profile.

@@ -169,5 +169,11 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
       });
     }
   }
+  // selfprof's own comment: how many samples the SIGPROF join labeled.
+  trace.metadata = p
+    .comment
+    .iter()
+    .filter_map(|&c| str(c).ok())
+    .find_map(crate::pprof::parse_metadata_comment);
   Ok(trace)
 }

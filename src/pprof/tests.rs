@@ -157,3 +157,34 @@ fn cpu_sample_type_is_left_out_when_not_collected() {
   assert_eq!(p.sample_type.len(), 2);
   assert!(p.sample.iter().all(|s| s.value.len() == 2));
 }
+
+#[test]
+fn join_counts_travel_as_a_comment_and_read_back() {
+  let m = Metadata {
+    matched_samples: 4,
+    between_signals_samples: 0,
+    unmatched_samples: 1,
+    labels_lost_samples: 0,
+  };
+  let p = profile(
+    &Trace {
+      metadata: Some(m),
+      ..trace()
+    },
+    &TIMING,
+  );
+  let comments: Vec<&str> = p.comment.iter().map(|&c| p.string_table[c as usize].as_str()).collect();
+  assert_eq!(
+    comments,
+    vec!["selfprof: matchedSamples=4 betweenSignalsSamples=0 unmatchedSamples=1"]
+  );
+  let back = crate::pprof_decode::decode(&p.encode_to_vec()).unwrap();
+  assert_eq!(back.metadata, Some(m));
+  assert_eq!(
+    profile(&trace(), &TIMING).comment,
+    Vec::<i64>::new(),
+    "no join, no comment"
+  );
+  assert_eq!(parse_metadata_comment("selfprof: matchedSamples=x"), None);
+  assert_eq!(parse_metadata_comment("made by another tool"), None);
+}
