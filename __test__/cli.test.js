@@ -8,7 +8,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const zlib = require('node:zlib');
 const { Profiler, withLabels } = require('..');
-const { spin, samplesIn, decodePprof, assertValidTrace } = require('./helpers');
+const { spin, samplesIn, decodePprof, assertValidTrace, assertOwnLabels } = require('./helpers');
 
 const cli = path.join(__dirname, '..', 'bin', 'selfprof.js');
 const fixture = path.join(__dirname, 'fixtures', 'labeled-app.js');
@@ -99,19 +99,19 @@ test('selfprof record: a labeled program to trace, pprof and HTML; exit code pas
   const trace = assertValidTrace(readTrace(path.join(dir, 'profile.trace.json.gz')));
   const primes = samplesIn(trace, 'recordedPrimes');
   const orders = samplesIn(trace, 'recordedOrders');
-  assert.ok(primes.length >= 40, `recordedPrimes: ${primes.length} samples`);
-  assert.ok(orders.length >= 20, `recordedOrders: ${orders.length} samples`);
+  assert.ok(primes.length >= 20, `recordedPrimes: ${primes.length} samples`);
+  assert.ok(orders.length >= 10, `recordedOrders: ${orders.length} samples`);
   // Each under its own label: never another's; unlabeled only for V8's few samples taken
   // without a signal whose context is uncertain.
   for (const [samples, endpoint] of [[primes, 'GET /primes'], [orders, 'POST /orders']]) {
     const labels = samples.map((s) => endpointOf(trace, s));
-    assert.deepEqual(labels.filter((l) => l !== undefined && l !== endpoint), [], endpoint);
-    assert.ok(labels.filter((l) => l === endpoint).length >= 0.9 * labels.length, `${endpoint}: ${labels.filter((l) => l === endpoint).length} of ${labels.length}`);
+    assertOwnLabels(labels.map((l) => (l === undefined ? undefined : l === endpoint)), trace.metadata.unmatchedSamples, endpoint);
   }
 
   // The pprof of the same recording, read by an independent decoder.
   const pprof = decodePprof(fs.readFileSync(path.join(dir, 'profile.pb.gz')));
   assert.equal(pprof.sum(0), trace.samples.length);
+  assert.deepEqual(pprof.join, trace.metadata, "the pprof's comment carries the trace's join counts");
   const inPrimes = pprof.p.sample.filter((s) => pprof.names(s).includes('recordedPrimes'));
   assert.ok(inPrimes.length > 0);
   assert.deepEqual(new Set(inPrimes.map((s) => pprof.labels(s).endpoint ?? 'GET /primes')), new Set(['GET /primes']));

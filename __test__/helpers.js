@@ -99,6 +99,26 @@ function samplesIn(trace, name) {
  * `str(i)`, `frames(sample)` (functions, leaf first), `names(sample)`, `labels(sample)`,
  * `sum(valueIndex)`.
  */
+/**
+ * The labeling contract for samples of work done under known labels. No sample carries
+ * wrong labels, and a sample has none only if V8 took it without a signal (at start, on
+ * deoptimization) at a moment whose context is uncertain: so there are at most
+ * `unmatched` of them, the trace's `metadata.unmatchedSamples` (labels are never guessed).
+ * `verdicts`: per sample, true (right labels), false (wrong ones) or undefined (none).
+ */
+function assertOwnLabels(verdicts, unmatched, what) {
+  const assert = require('node:assert/strict');
+  assert.equal(verdicts.filter((v) => v === false).length, 0, `${what}: samples with wrong labels`);
+  const right = verdicts.filter((v) => v === true).length;
+  const missing = verdicts.length - right;
+  assert.ok(Number.isInteger(unmatched), `${what}: the trace says how many samples had no signal`);
+  assert.ok(
+    missing <= unmatched,
+    `${what}: ${missing} of ${verdicts.length} samples unlabeled, but V8 took only ${unmatched} without a signal`,
+  );
+  return `${right}/${verdicts.length} labeled (${unmatched} without a signal in the trace)`;
+}
+
 function decodePprof(bytes) {
   const { Profile } = require('pprof-format');
   const zlib = require('node:zlib');
@@ -110,7 +130,10 @@ function decodePprof(bytes) {
   const names = (s) => frames(s).map((f) => str(f.name));
   const labels = (s) => Object.fromEntries(s.label.map((l) => [str(l.key), str(l.str)]));
   const sum = (k) => p.sample.reduce((n, s) => n + Number(s.value[k]), 0);
-  return { p, str, frames, names, labels, sum };
+  // selfprof's comment with the SIGPROF join's counts (see src/pprof.rs).
+  const comment = p.comment.map(str).find((c) => c.startsWith('selfprof:')) ?? '';
+  const join = Object.fromEntries([...comment.matchAll(/(\w+)=(\d+)/g)].map(([, k, v]) => [k, Number(v)]));
+  return { p, str, frames, names, labels, sum, join };
 }
 
-module.exports = { spin, definitionOf, assertValidTrace, stackFrames, samplesIn, decodePprof };
+module.exports = { spin, definitionOf, assertValidTrace, stackFrames, samplesIn, decodePprof, assertOwnLabels };

@@ -8,7 +8,7 @@ const vm = require('node:vm');
 const { Profiler, withLabels, setLabels, getLabels } = require('..');
 const native = require('../binding.js');
 const { labelStats } = require('../lib/labels');
-const { spin, assertValidTrace, stackFrames, samplesIn } = require('./helpers');
+const { spin, assertValidTrace, stackFrames, samplesIn, assertOwnLabels } = require('./helpers');
 
 // One distinctly named busy function per endpoint.
 function usersHandlerWork(ms) {
@@ -65,12 +65,14 @@ test('≥ 200 concurrent labeled requests: samples carry their own request’s l
   let inEndpoints = 0;
   let rightEndpoint = 0;
   let rightSpan = 0;
+  const verdicts = [];
   for (const [endpoint, work] of ENDPOINTS) {
     for (const s of samplesIn(trace, work.name)) {
       inEndpoints++;
       const labels = labelsOf(trace, s);
       if (labels?.endpoint === endpoint) rightEndpoint++;
       if (labels && endpointOfSpan.get(labels.span_id) === endpoint) rightSpan++;
+      verdicts.push(labels === undefined ? undefined : labels.endpoint === endpoint && endpointOfSpan.get(labels.span_id) === endpoint);
     }
   }
   const js = trace.samples.filter((s) => s.stackId !== undefined);
@@ -85,8 +87,8 @@ test('≥ 200 concurrent labeled requests: samples carry their own request’s l
       `metadata ${JSON.stringify(trace.metadata)}; ${trace.contexts.length} contexts`,
   );
   assert.ok(inEndpoints >= 300, `enough samples in endpoint functions: ${inEndpoints}`);
-  assert.ok(endpointRate >= 0.99, `endpoint label rate ${endpointRate}`);
-  assert.ok(rightSpan / inEndpoints >= 0.99, `span label rate ${rightSpan / inEndpoints}`);
+  // Every sample has its own request's endpoint and span, but V8's few taken without a signal.
+  assertOwnLabels(verdicts, trace.metadata.unmatchedSamples, 'endpoint functions');
   assert.ok(matchRate >= 0.95, `match rate ${matchRate}`);
   const { matchedSamples, betweenSignalsSamples, unmatchedSamples } = trace.metadata;
   assert.equal(matchedSamples + betweenSignalsSamples + unmatchedSamples, trace.samples.length);
@@ -218,7 +220,11 @@ test('labels survive await, timers, immediates, nextTick, promise chains and Eve
     const right = samples.filter((s) => JSON.stringify(labelsOf(trace, s)) === JSON.stringify(labels)).length;
     rates.push(`${fn.name} ${right}/${samples.length}`);
     assert.ok(samples.length >= 5, `${fn.name}: ${samples.length} samples`);
-    assert.ok(right / samples.length >= 0.95, `${fn.name}: ${right}/${samples.length} labeled ${JSON.stringify(labels)}`);
+    assertOwnLabels(
+      samples.map((s) => (labelsOf(trace, s) === undefined ? undefined : JSON.stringify(labelsOf(trace, s)) === JSON.stringify(labels))),
+      trace.metadata.unmatchedSamples,
+      `${fn.name} (${JSON.stringify(labels)})`,
+    );
   }
   const unlabeled = samplesIn(trace, 'unlabeledWork');
   assert.ok(unlabeled.length >= 5);
@@ -270,8 +276,10 @@ test('cpuTime adds up to the CPU the thread spent', async (t) => {
   const processCpu = (used.user + used.system) / 1000;
   t.diagnostic(`sum of cpuTime ${sampledCpu.toFixed(1)} ms; process CPU ${processCpu.toFixed(1)} ms`);
   // The samples cover the thread's CPU up to the last sample (≤ one interval short of the
-  // profiler's life); the process also counts V8's sampler and other threads.
-  assert.ok(sampledCpu >= 250 && sampledCpu <= processCpu + 5, `${sampledCpu} vs ${processCpu}`);
+  // profiler's life); the process also counts V8's sampler and other threads. (On a
+  // loaded machine the 300 ms spin gets less CPU: compare with what it got.)
+  assert.ok(processCpu >= 50, `the spin ran: ${processCpu} ms of CPU`);
+  assert.ok(sampledCpu >= 0.75 * processCpu && sampledCpu <= processCpu + 5, `${sampledCpu} vs ${processCpu}`);
   assert.ok(trace.samples.every((s) => s.cpuTime === undefined || s.cpuTime >= 0));
 });
 
@@ -328,7 +336,11 @@ test('labels of requests that finished before stop() are still in the trace', as
   const labeled = samples.filter((s) => labelsOf(trace, s)?.endpoint === 'done-early').length;
   t.diagnostic(`${kept} sampled label sets kept; ${labeled}/${samples.length} samples of finished requests labeled`);
   assert.ok(kept >= 20 && kept < 200, `only sampled label sets are kept: ${kept} of 2020`);
-  assert.ok(labeled / samples.length >= 0.99, `${labeled}/${samples.length}`);
+  assertOwnLabels(
+    samples.map((s) => (labelsOf(trace, s) === undefined ? undefined : labelsOf(trace, s).endpoint === 'done-early')),
+    trace.metadata.unmatchedSamples,
+    'usersHandlerWork',
+  );
   assert.equal(labelStats().saved, 0, 'dropped once the trace was built');
 });
 
@@ -358,6 +370,11 @@ test('a long request sampled by two overlapping recordings keeps its labels in b
     const samples = samplesIn(trace, 'longRequestWork');
     const labeled = samples.filter((s) => labelsOf(trace, s)?.endpoint === 'GET /long-poll').length;
     t.diagnostic(`${name}: ${labeled}/${samples.length} labeled`);
-    assert.ok(samples.length >= 5 && labeled / samples.length >= 0.95, `${name}: ${labeled}/${samples.length}`);
+    assert.ok(samples.length >= 5, `${name}: ${samples.length} samples`);
+    assertOwnLabels(
+      samples.map((s) => (labelsOf(trace, s) === undefined ? undefined : labelsOf(trace, s).endpoint === 'GET /long-poll')),
+      trace.metadata.unmatchedSamples,
+      name,
+    );
   }
 });

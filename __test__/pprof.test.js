@@ -5,7 +5,7 @@ const assert = require('node:assert/strict');
 const { pathToFileURL } = require('node:url');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { Profiler, withLabels } = require('..');
-const { spin, decodePprof } = require('./helpers');
+const { spin, decodePprof, assertOwnLabels } = require('./helpers');
 
 function pprofCheckoutWork(ms) {
   return spin(ms);
@@ -13,8 +13,10 @@ function pprofCheckoutWork(ms) {
 
 test('pprof: sample types, functions with file and position, labels, plausible totals', async (t) => {
   const startedAt = Date.now();
-  const t0 = performance.now(); // the recording starts as the constructor begins
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now(); // the recording starts in the constructor
   const profiler = new Profiler({ sampleInterval: 10, maxBufferSize: 10_000 });
+  const t1 = performance.now();
   await Promise.all(
     Array.from({ length: 8 }, (_, i) =>
       withLabels({ endpoint: i % 2 ? 'POST /checkout' : 'GET /cart', span_id: (0xabc0n + BigInt(i)).toString(16).padStart(16, '0') }, async () => {
@@ -25,10 +27,13 @@ test('pprof: sample types, functions with file and position, labels, plausible t
       }),
     ),
   );
+  const t2 = performance.now(); // and ends in stop()
+  const used = process.cpuUsage(cpu0);
+  const processCpuMs = (used.user + used.system) / 1000;
   const buffer = await profiler.stop({ format: 'pprof' });
   const elapsedMs = performance.now() - t0;
   assert.ok(Buffer.isBuffer(buffer));
-  const { p, str, frames, labels } = decodePprof(buffer);
+  const { p, str, frames, labels, join } = decodePprof(buffer);
 
   assert.deepEqual(p.sampleType.map((v) => [str(v.type), str(v.unit)]), [
     ['sample', 'count'],
@@ -40,13 +45,14 @@ test('pprof: sample types, functions with file and position, labels, plausible t
   const timeMs = Number(p.timeNanos) / 1e6;
   assert.ok(timeMs >= startedAt - 5 && timeMs <= startedAt + 50, `timeNanos ${timeMs} vs ${startedAt}`);
   const durationMs = Number(p.durationNanos) / 1e6;
-  assert.ok(Math.abs(durationMs - elapsedMs) < 20, `duration ${durationMs} ms vs ${elapsedMs} ms`);
+  assert.ok(durationMs >= t2 - t1 - 1 && durationMs <= elapsedMs + 1, `duration ${durationMs} ms: not within ${t2 - t1}..${elapsedMs} ms`);
 
   const wallMs = p.sample.reduce((n, s) => n + Number(s.value[1]), 0) / 1e6;
   const cpuMs = p.sample.reduce((n, s) => n + Number(s.value[2]), 0) / 1e6;
   t.diagnostic(`${p.sample.length} samples; wall ${wallMs.toFixed(1)} ms of ${durationMs.toFixed(1)} ms; cpu ${cpuMs.toFixed(1)} ms`);
   assert.ok(Math.abs(wallMs - durationMs) <= 0.1 * durationMs, 'sum of wall ≈ duration ±10%');
-  assert.ok(cpuMs >= 300 && cpuMs <= durationMs * 1.1, 'cpu covers the 400 ms of busy work');
+  // The 400 ms of busy work is most of the process's CPU (less of it on a loaded machine).
+  assert.ok(cpuMs >= 0.7 * processCpuMs && cpuMs <= processCpuMs + 5, `cpu ${cpuMs} ms of the process's ${processCpuMs} ms`);
 
   const busy = p.sample.filter((s) => frames(s).some((f) => str(f.name) === 'pprofCheckoutWork'));
   assert.ok(busy.length >= 20, `${busy.length} samples in the busy function`);
@@ -54,9 +60,10 @@ test('pprof: sample types, functions with file and position, labels, plausible t
   assert.equal(str(f.filename), pathToFileURL(__filename).href);
   const src = require('node:fs').readFileSync(__filename, 'utf8');
   assert.equal(Number(f.startLine), src.slice(0, src.indexOf('function pprofCheckoutWork(')).split('\n').length);
-  // Samples without a certain context carry no labels (never guessed); the rest are right.
+  // Samples without a certain context carry no labels (never guessed; the pprof's comment
+  // says how many V8 took without a signal); the rest are right.
   const labeled = busy.filter((s) => labels(s).endpoint !== undefined);
-  assert.ok(labeled.length >= 0.9 * busy.length, `${labeled.length}/${busy.length} labeled`);
+  assertOwnLabels(busy.map((s) => (labels(s).endpoint === undefined ? undefined : true)), join.unmatchedSamples, 'pprofCheckoutWork');
   for (const s of labeled) {
     const l = labels(s);
     assert.ok(['GET /cart', 'POST /checkout'].includes(l.endpoint), JSON.stringify(l));
