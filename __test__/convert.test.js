@@ -4,8 +4,8 @@ const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const zlib = require('node:zlib');
 const { Profiler, convert, readProfile, fromCpuProfile, withLabels } = require('..');
-const { stopWithTrace } = require('../lib/profiler');
-const { spin, samplesIn, stackFrames, decodePprof, assertValidTrace } = require('./helpers');
+const { stopForExport } = require('../lib/profiler');
+const { spin, samplesIn, stackFrames, decodePprof, assertValidTrace, assertOwnLabels } = require('./helpers');
 
 const foldedTotal = (text) => text.trim().split('\n').reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
 
@@ -75,7 +75,12 @@ test('pprof target: pprof-format reads the same samples, functions and labels', 
   // Exactly the samples the trace labeled (all but V8's few unbracketed ones) carry it.
   const labeledInTrace = samplesIn(trace, 'convertedBusyWork').filter((s) => trace.contexts[s.contextId]?.labels.endpoint === 'GET /x');
   assert.equal(busy.filter((s) => d.labels(s).endpoint === 'GET /x').length, labeledInTrace.length);
-  assert.ok(labeledInTrace.length >= 0.9 * busy.length, `${labeledInTrace.length} of ${busy.length} labeled`);
+  assertOwnLabels(
+    samplesIn(trace, 'convertedBusyWork').map((s) => (s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels.endpoint === 'GET /x')),
+    trace.metadata.unmatchedSamples,
+    'convertedBusyWork',
+  );
+  assert.deepEqual(d.join, trace.metadata, "the pprof's comment carries the trace's join counts");
   const fn = busy[0] && d.frames(busy[0]).find((f) => d.str(f.name) === 'convertedBusyWork');
   const frame = trace.frames.find((f) => f.name === 'convertedBusyWork');
   assert.equal(Number(fn.startLine), frame.line);
@@ -89,7 +94,7 @@ test("pprof input: a recording's pprof converts like its trace", async () => {
     convertedBusyWork(60);
     await new Promise((r) => setTimeout(r, 10));
   });
-  const [pprof, gz] = await p[stopWithTrace](true);
+  const { pprof, trace: gz } = await p[stopForExport](true, true);
   const trace = JSON.parse(zlib.gunzipSync(gz));
   for (const input of [pprof, zlib.gunzipSync(pprof)]) {
     assert.equal(convert(input, { to: 'folded' }), convert(trace, { to: 'folded' }));
@@ -98,6 +103,7 @@ test("pprof input: a recording's pprof converts like its trace", async () => {
     assert.equal(samplesIn(back, 'convertedBusyWork').length, samplesIn(trace, 'convertedBusyWork').length);
     const labeled = (t) => t.samples.filter((s) => s.contextId !== undefined && t.contexts[s.contextId].labels.endpoint === 'GET /y').length;
     assert.equal(labeled(back), labeled(trace));
+    assert.deepEqual(back.metadata, trace.metadata, 'the join counts survive (a pprof comment)');
     const cpu = (t) => t.samples.reduce((n, s) => n + (s.cpuTime ?? 0), 0);
     assert.ok(Math.abs(cpu(back) - cpu(trace)) < 0.01, 'cpu time survives');
     const cp = JSON.parse(convert(input, { to: 'cpuprofile' }));

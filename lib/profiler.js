@@ -9,8 +9,12 @@ const { group } = require('./group');
 const labels = require('./labels');
 
 const MAX_BUFFER_SIZE = 2 ** 32 - 1; // WebIDL unsigned long
-/** Internal (service mode): stop() that resolves to [pprof, json-gzip trace] Buffers. */
-const stopWithTrace = Symbol('selfprof.stopWithTrace');
+/**
+ * Internal (service mode): stop() that resolves to `{ pprof, trace, start, end }`: the
+ * pprof Buffer, the json-gzip trace Buffer if asked for, and the recording's window in
+ * Unix ms (the same one the pprof's time and duration give).
+ */
+const stopForExport = Symbol('selfprof.stopForExport');
 /** Internal (`selfprof record`, process exit): stop() on the calling thread, to a Buffer. */
 const stopSync = Symbol('selfprof.stopSync');
 const FORMATS = ['json', 'json-gzip', 'pprof'];
@@ -155,8 +159,18 @@ class Profiler extends EventTarget {
     return this.#finish(format, undefined, options?.cpuTime);
   }
 
-  [stopWithTrace](cpuTime) {
-    return this.#finish('pprof', 'json-gzip', cpuTime);
+  [stopForExport](cpuTime, withTrace) {
+    let taken;
+    try {
+      taken = this.#take('pprof', withTrace ? 'json-gzip' : undefined, cpuTime);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const { fromMs, untilMs } = taken.build;
+    return this.#build(taken, 'pprof').then((out) => {
+      const [pprof, trace] = Array.isArray(out) ? out : [out];
+      return { pprof, trace, start: performance.timeOrigin + fromMs, end: performance.timeOrigin + untilMs };
+    });
   }
 
   /** For 'exit' handlers, which cannot wait: Buffers of the trace as `format` (and `alsoFormat`). */
@@ -176,7 +190,11 @@ class Profiler extends EventTarget {
     } catch (err) {
       return Promise.reject(err);
     }
-    const { chunks, build, member } = taken;
+    return this.#build(taken, format);
+  }
+
+  /** Builds what #take took, off the main thread. */
+  #build({ chunks, build, member }, format) {
     return native
       .buildTrace(chunks, build)
       .finally(() => labels.recordingBuilt(member.startedAs))
@@ -242,4 +260,4 @@ function setBaseInterval(ms) {
   group.baseInterval = ms;
 }
 
-module.exports = { Profiler, fromCpuProfile, setBaseInterval, stopWithTrace, stopSync };
+module.exports = { Profiler, fromCpuProfile, setBaseInterval, stopForExport, stopSync };

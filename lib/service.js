@@ -4,7 +4,7 @@
 // A profiler must never take the service down: failures are logged once and contained.
 
 const os = require('node:os');
-const { Profiler, stopWithTrace } = require('./profiler');
+const { Profiler, stopForExport } = require('./profiler');
 const { createExporter } = require('./exporters');
 const { warnOnce } = require('./log');
 const { version: profilerVersion } = require('../package.json');
@@ -85,7 +85,6 @@ class Session {
   #exporters;
   #profiler = null;
   #timer = null;
-  #periodStart = 0;
   #stopped = false;
   #withTrace = false;
   #exitHandlers = [];
@@ -116,7 +115,6 @@ class Session {
   #begin() {
     try {
       this.#profiler = new Profiler({ sampleInterval: this.#options.sampleInterval, maxBufferSize: 2 ** 32 - 1 });
-      this.#periodStart = Date.now();
     } catch (err) {
       this.#profiler = null;
       warnOnce('service-start', `selfprof: profiling could not start: ${err.message}`);
@@ -126,17 +124,13 @@ class Session {
   /** Ends the current period: starts the next profiler, then ships the finished one. */
   #rotate(last = false) {
     const finished = this.#profiler;
-    const start = this.#periodStart;
     if (last) this.#profiler = null;
     else this.#begin();
     if (!finished) return Promise.resolve();
-    const end = Date.now();
-    const cpuTime = this.#options.collectCpuTime;
-    const stopped = this.#withTrace
-      ? finished[stopWithTrace](cpuTime)
-      : finished.stop({ format: 'pprof', cpuTime }).then((pprof) => [pprof]);
-    return stopped
-      .then(([pprof, trace]) => {
+    // start and end are the recording's own window, the pprof's time and duration: not
+    // when this timer fired, which a busy event loop can put tens of ms away.
+    return finished[stopForExport](this.#options.collectCpuTime, this.#withTrace)
+      .then(({ pprof, trace, start, end }) => {
         for (const e of this.#exporters) e.push({ pprof, trace, start, end });
       })
       .catch((err) => warnOnce('service-export', `selfprof: a profile could not be encoded: ${err.message}`));
