@@ -8,7 +8,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const zlib = require('node:zlib');
 const { Profiler, withLabels } = require('..');
-const { spin, samplesIn, decodePprof, assertValidTrace, assertOwnLabels } = require('./helpers');
+const { spin, samplesIn, decodePprof, assertValidTrace, labelVerdicts, assertOwnLabels } = require('./helpers');
 
 const cli = path.join(__dirname, '..', 'bin', 'selfprof.js');
 const fixture = path.join(__dirname, 'fixtures', 'labeled-app.js');
@@ -104,8 +104,7 @@ test('selfprof record: a labeled program to trace, pprof and HTML; exit code pas
   // Each under its own label: never another's; unlabeled only for V8's few samples taken
   // without a signal whose context is uncertain.
   for (const [samples, endpoint] of [[primes, 'GET /primes'], [orders, 'POST /orders']]) {
-    const labels = samples.map((s) => endpointOf(trace, s));
-    assertOwnLabels(labels.map((l) => (l === undefined ? undefined : l === endpoint)), trace.metadata.unmatchedSamples, endpoint);
+    assertOwnLabels(labelVerdicts(trace, samples, (l) => l.endpoint === endpoint), trace.metadata.unmatchedSamples, endpoint);
   }
 
   // The pprof of the same recording, read by an independent decoder.

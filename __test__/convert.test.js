@@ -5,7 +5,7 @@ const assert = require('node:assert/strict');
 const zlib = require('node:zlib');
 const { Profiler, convert, readProfile, fromCpuProfile, withLabels } = require('..');
 const { stopForExport } = require('../lib/profiler');
-const { spin, samplesIn, stackFrames, decodePprof, assertValidTrace, assertOwnLabels } = require('./helpers');
+const { spin, samplesIn, stackFrames, decodePprof, assertValidTrace, labelVerdicts, assertOwnLabels } = require('./helpers');
 
 const foldedTotal = (text) => text.trim().split('\n').reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
 
@@ -76,7 +76,7 @@ test('pprof target: pprof-format reads the same samples, functions and labels', 
   const labeledInTrace = samplesIn(trace, 'convertedBusyWork').filter((s) => trace.contexts[s.contextId]?.labels.endpoint === 'GET /x');
   assert.equal(busy.filter((s) => d.labels(s).endpoint === 'GET /x').length, labeledInTrace.length);
   assertOwnLabels(
-    samplesIn(trace, 'convertedBusyWork').map((s) => (s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels.endpoint === 'GET /x')),
+    labelVerdicts(trace, samplesIn(trace, 'convertedBusyWork'), (l) => l.endpoint === 'GET /x'),
     trace.metadata.unmatchedSamples,
     'convertedBusyWork',
   );

@@ -95,10 +95,13 @@ function samplesIn(trace, name) {
 }
 
 /**
- * A gzip'd pprof profile decoded by an independent decoder (pprof-format), with readers:
- * `str(i)`, `frames(sample)` (functions, leaf first), `names(sample)`, `labels(sample)`,
- * `sum(valueIndex)`.
+ * Per sample of `trace`: undefined if it has no labels, else whether `isRight(labels)`.
+ * What `assertOwnLabels` takes.
  */
+function labelVerdicts(trace, samples, isRight) {
+  return samples.map((s) => (s.contextId === undefined ? undefined : isRight(trace.contexts[s.contextId].labels)));
+}
+
 /**
  * The labeling contract for samples of work done under known labels. No sample carries
  * wrong labels, and a sample has none only if V8 took it without a signal (at start, on
@@ -119,6 +122,11 @@ function assertOwnLabels(verdicts, unmatched, what) {
   return `${right}/${verdicts.length} labeled (${unmatched} without a signal in the trace)`;
 }
 
+/**
+ * A gzip'd pprof profile decoded by an independent decoder (pprof-format), with readers:
+ * `str(i)`, `frames(sample)` (functions, leaf first), `names(sample)`, `labels(sample)`,
+ * `sum(valueIndex)`, and `join`: the counts of selfprof's join comment, `{ matchedSamples, … }`.
+ */
 function decodePprof(bytes) {
   const { Profile } = require('pprof-format');
   const zlib = require('node:zlib');
@@ -136,4 +144,4 @@ function decodePprof(bytes) {
   return { p, str, frames, names, labels, sum, join };
 }
 
-module.exports = { spin, definitionOf, assertValidTrace, stackFrames, samplesIn, decodePprof, assertOwnLabels };
+module.exports = { spin, definitionOf, assertValidTrace, stackFrames, samplesIn, decodePprof, labelVerdicts, assertOwnLabels };

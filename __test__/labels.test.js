@@ -8,7 +8,7 @@ const vm = require('node:vm');
 const { Profiler, withLabels, setLabels, getLabels } = require('..');
 const native = require('../binding.js');
 const { labelStats } = require('../lib/labels');
-const { spin, assertValidTrace, stackFrames, samplesIn, assertOwnLabels } = require('./helpers');
+const { spin, assertValidTrace, stackFrames, samplesIn, labelVerdicts, assertOwnLabels } = require('./helpers');
 
 // One distinctly named busy function per endpoint.
 function usersHandlerWork(ms) {
@@ -62,13 +62,11 @@ test('≥ 200 concurrent labeled requests: samples carry their own request’s l
   await Promise.all(Array.from({ length: requests }, (_, i) => handle(i)));
   const trace = assertValidTrace(await profiler.stop());
 
-  let inEndpoints = 0;
   let rightEndpoint = 0;
   let rightSpan = 0;
   const verdicts = [];
   for (const [endpoint, work] of ENDPOINTS) {
     for (const s of samplesIn(trace, work.name)) {
-      inEndpoints++;
       const labels = labelsOf(trace, s);
       if (labels?.endpoint === endpoint) rightEndpoint++;
       if (labels && endpointOfSpan.get(labels.span_id) === endpoint) rightSpan++;
@@ -77,6 +75,7 @@ test('≥ 200 concurrent labeled requests: samples carry their own request’s l
   }
   const js = trace.samples.filter((s) => s.stackId !== undefined);
   const matched = js.filter((s) => s.cpuTime !== undefined).length;
+  const inEndpoints = verdicts.length;
   const endpointRate = rightEndpoint / inEndpoints;
   const matchRate = matched / js.length;
   t.diagnostic(
@@ -217,14 +216,10 @@ test('labels survive await, timers, immediates, nextTick, promise chains and Eve
   const rates = [];
   for (const [fn, labels] of expectations) {
     const samples = samplesIn(trace, fn.name);
-    const right = samples.filter((s) => JSON.stringify(labelsOf(trace, s)) === JSON.stringify(labels)).length;
-    rates.push(`${fn.name} ${right}/${samples.length}`);
+    const verdicts = labelVerdicts(trace, samples, (l) => JSON.stringify(l) === JSON.stringify(labels));
+    rates.push(`${fn.name} ${verdicts.filter((v) => v === true).length}/${samples.length}`);
     assert.ok(samples.length >= 5, `${fn.name}: ${samples.length} samples`);
-    assertOwnLabels(
-      samples.map((s) => (labelsOf(trace, s) === undefined ? undefined : JSON.stringify(labelsOf(trace, s)) === JSON.stringify(labels))),
-      trace.metadata.unmatchedSamples,
-      `${fn.name} (${JSON.stringify(labels)})`,
-    );
+    assertOwnLabels(verdicts, trace.metadata.unmatchedSamples, `${fn.name} (${JSON.stringify(labels)})`);
   }
   const unlabeled = samplesIn(trace, 'unlabeledWork');
   assert.ok(unlabeled.length >= 5);
@@ -333,14 +328,10 @@ test('labels of requests that finished before stop() are still in the trace', as
   const kept = labelStats().saved;
   const trace = await p.stop();
   const samples = samplesIn(trace, 'usersHandlerWork');
-  const labeled = samples.filter((s) => labelsOf(trace, s)?.endpoint === 'done-early').length;
-  t.diagnostic(`${kept} sampled label sets kept; ${labeled}/${samples.length} samples of finished requests labeled`);
+  const verdicts = labelVerdicts(trace, samples, (l) => l.endpoint === 'done-early');
+  t.diagnostic(`${kept} sampled label sets kept; ${verdicts.filter((v) => v === true).length}/${samples.length} samples of finished requests labeled`);
   assert.ok(kept >= 20 && kept < 200, `only sampled label sets are kept: ${kept} of 2020`);
-  assertOwnLabels(
-    samples.map((s) => (labelsOf(trace, s) === undefined ? undefined : labelsOf(trace, s).endpoint === 'done-early')),
-    trace.metadata.unmatchedSamples,
-    'usersHandlerWork',
-  );
+  assertOwnLabels(verdicts, trace.metadata.unmatchedSamples, 'usersHandlerWork');
   assert.equal(labelStats().saved, 0, 'dropped once the trace was built');
 });
 
@@ -368,13 +359,9 @@ test('a long request sampled by two overlapping recordings keeps its labels in b
   await request;
   for (const [name, trace] of [['first', firstTrace], ['second', secondTrace]]) {
     const samples = samplesIn(trace, 'longRequestWork');
-    const labeled = samples.filter((s) => labelsOf(trace, s)?.endpoint === 'GET /long-poll').length;
-    t.diagnostic(`${name}: ${labeled}/${samples.length} labeled`);
+    const verdicts = labelVerdicts(trace, samples, (l) => l.endpoint === 'GET /long-poll');
+    t.diagnostic(`${name}: ${verdicts.filter((v) => v === true).length}/${samples.length} labeled`);
     assert.ok(samples.length >= 5, `${name}: ${samples.length} samples`);
-    assertOwnLabels(
-      samples.map((s) => (labelsOf(trace, s) === undefined ? undefined : labelsOf(trace, s).endpoint === 'GET /long-poll')),
-      trace.metadata.unmatchedSamples,
-      name,
-    );
+    assertOwnLabels(verdicts, trace.metadata.unmatchedSamples, name);
   }
 });

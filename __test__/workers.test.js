@@ -6,7 +6,7 @@ const assert = require('node:assert/strict');
 const path = require('node:path');
 const { Worker } = require('node:worker_threads');
 const { Profiler, withLabels } = require('..');
-const { spin, samplesIn, assertOwnLabels } = require('./helpers');
+const { spin, samplesIn, labelVerdicts, assertOwnLabels } = require('./helpers');
 
 const script = path.join(__dirname, 'fixtures', 'profiled-worker.js');
 
@@ -22,7 +22,10 @@ function runWorker(workerData) {
   return { w, done, started };
 }
 
-/** No sample has another thread's label; all but V8's samples without a signal have this one. */
+/**
+ * A worker's report: no sample has another thread's label; all but V8's samples without
+ * a signal have this one.
+ */
 function assertLabels(labels, expected, unmatched, what) {
   return assertOwnLabels(
     labels.map((l) => (l === null ? undefined : l === expected)),
@@ -52,8 +55,8 @@ test('a worker and the main thread profile at once, each with its own labels', a
   t.diagnostic(`worker: ${assertLabels(result.labels, 'w1', result.unmatched, 'worker')}`);
   const main = samplesIn(trace, 'mainBusy');
   assert.ok(main.length >= 30, `main samples in mainBusy: ${main.length}`);
-  const mainLabels = main.map((s) => (s.contextId === undefined ? null : trace.contexts[s.contextId].labels.thread ?? null));
-  t.diagnostic(`main: ${assertLabels(mainLabels, 'main', trace.metadata.unmatchedSamples, 'main thread')}`);
+  const mainVerdicts = labelVerdicts(trace, main, (l) => l.thread === 'main');
+  t.diagnostic(`main: ${assertOwnLabels(mainVerdicts, trace.metadata.unmatchedSamples, 'main thread')}`);
   assert.equal(samplesIn(trace, 'workerBusy').length, 0, "the worker's stacks are not in the main thread's trace");
 });
 
