@@ -376,15 +376,44 @@ pub fn register_thread() -> Option<(usize, bool)> {
 /// worker that ended). A signal racing with this reads either the old tid's context or
 /// none; both are about a thread that runs no more JS.
 pub fn unregister_thread(index: usize, tid: i32) {
-  if let Some(t) = THREADS.get(index) {
+  // Only the holder's own cleanup frees a slot, so nobody else changes it meanwhile.
+  if let Some(t) = THREADS.get(index).filter(|t| t.tid.load(Ordering::Acquire) == tid) {
+    // Cleared before release: the next holder never sees this thread's context.
     for c in t.cell.iter() {
       c.store(0, Ordering::Relaxed);
     }
-    let _ = t.tid.compare_exchange(tid, 0, Ordering::AcqRel, Ordering::Relaxed);
+    t.tid.store(0, Ordering::Release);
   }
 }
 
 /// Pointer to a thread slot's three-element cell, for the JS typed-array view.
 pub fn context_cell(index: usize) -> Option<*mut u32> {
   THREADS.get(index).map(|t| t.cell[0].as_ptr())
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn a_thread_slot_is_freed_and_cleared_only_for_its_holder() {
+    std::thread::spawn(|| {
+      let tid = gettid();
+      let (i, fresh) = register_thread().expect("a free slot");
+      assert!(fresh);
+      THREADS[i].cell[0].store(7, Ordering::Relaxed);
+      unregister_thread(i, tid + 1);
+      assert_eq!(register_thread(), Some((i, false)), "another tid cannot free it");
+      assert_eq!(context_of(tid).0, 7, "nor clear its context");
+      unregister_thread(i, tid);
+      assert_eq!(context_of(tid), (0, 0));
+      assert_eq!(
+        THREADS[i].cell[0].load(Ordering::Relaxed),
+        0,
+        "cleared for the next holder"
+      );
+    })
+    .join()
+    .unwrap();
+  }
 }
