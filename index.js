@@ -1,10 +1,10 @@
 'use strict';
-const { Profiler, fromCpuProfile, setBaseInterval } = require('./lib/profiler');
-const { withLabels, setLabels, getLabels } = require('./lib/labels');
+const { Profiler, fromCpuProfile, setBaseInterval } = require('./lib/capture/profiler');
+const { withLabels, setLabels, getLabels } = require('./lib/capture/labels');
 const { start } = require('./lib/service');
-const { openTelemetrySpanProcessor } = require('./lib/otel');
-const { convert, readProfile } = require('./lib/convert');
-const { htmlReport } = require('./lib/report');
+const { openTelemetrySpanProcessor } = require('./lib/integrations/otel');
+const { convert, readProfile } = require('./lib/views/convert');
+const { htmlReport } = require('./lib/views/report');
 
 module.exports = {
   Profiler,

@@ -4,7 +4,7 @@ const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const zlib = require('node:zlib');
 const { Profiler, convert, readProfile, fromCpuProfile, withLabels } = require('..');
-const { stopForExport } = require('../lib/profiler');
+const { stopForExport } = require('../lib/capture/profiler');
 const { spin, samplesIn, stackFrames, decodePprof, assertValidTrace, labelVerdicts, assertOwnLabels } = require('./helpers');
 
 const foldedTotal = (text) => text.trim().split('\n').reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);

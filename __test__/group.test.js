@@ -5,7 +5,7 @@ const assert = require('node:assert/strict');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { performance } = require('node:perf_hooks');
 const { Profiler } = require('..');
-const { group } = require('../lib/group');
+const { group } = require('../lib/capture/group');
 const { spin, assertValidTrace } = require('./helpers');
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];

@@ -6,8 +6,8 @@ const { setTimeout: sleep } = require('node:timers/promises');
 const v8 = require('node:v8');
 const vm = require('node:vm');
 const { Profiler, withLabels, setLabels, getLabels } = require('..');
-const native = require('../binding.js');
-const { labelStats } = require('../lib/labels');
+const native = require('../lib/native');
+const { labelStats } = require('../lib/capture/labels');
 const { spin, assertValidTrace, stackFrames, samplesIn, labelVerdicts, assertOwnLabels } = require('./helpers');
 
 // One distinctly named busy function per endpoint.

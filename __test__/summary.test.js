@@ -5,7 +5,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
-const { topFunctions, samplesByLabel, formatTable } = require('../lib/summary');
+const { topFunctions, samplesByLabel, formatTable } = require('../lib/views/summary');
 const { assertValidTrace } = require('./helpers');
 
 test('topFunctions counts self and total samples, recursion once per sample', () => {

@@ -75,7 +75,7 @@ function convertCommand(argv) {
     out: { type: 'string', short: 'o' },
   });
   if (positionals.length !== 1) throw new UsageError('convert takes one FILE');
-  const { TARGETS } = require('../lib/convert');
+  const { TARGETS } = require('../lib/views/convert');
   if (!values.to) throw new UsageError(`convert needs --to ${TARGETS.join('|')}`);
   if (!TARGETS.includes(values.to)) throw new UsageError(`--to must be one of ${TARGETS.join(', ')}, got ${JSON.stringify(values.to)}`);
   const out = convertFile(positionals[0], values.to);
@@ -86,7 +86,7 @@ function convertCommand(argv) {
 
 /** The text summary of a trace: totals, top functions, samples per label value. */
 function summarize(trace, { by, top = 15, root }) {
-  const { topFunctions, samplesByLabel, formatTable } = require('../lib/summary');
+  const { topFunctions, samplesByLabel, formatTable } = require('../lib/views/summary');
   const lines = [];
   const js = trace.samples.filter((s) => s.stackId !== undefined).length;
   const first = trace.samples[0]?.timestamp ?? 0;
@@ -153,7 +153,7 @@ async function recordCommand(argv) {
     throw new Error(`cannot create ${dir}: ${err.code ?? err.message}`);
   }
   const raw = fs.mkdtempSync(path.join(dir, '.recording-'));
-  const hook = path.join(__dirname, '..', 'lib', 'record-hook.js');
+  const hook = path.join(__dirname, '..', 'lib', 'cli', 'record-hook.js');
   const env = {
     ...process.env,
     NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require=${JSON.stringify(hook)}`.trim(),

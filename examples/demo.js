@@ -5,7 +5,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { Profiler, htmlReport } = require('..');
-const { topFunctions, samplesByLabel, formatTable } = require('../lib/summary');
+const { topFunctions, samplesByLabel, formatTable } = require('../lib/views/summary');
 const workload = require('./workload');
 
 async function main() {

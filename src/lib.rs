@@ -1,13 +1,17 @@
 //! selfprof's native side. This file holds only the napi bindings; the work is in
-//! the modules it names.
+//! the modules it names, one folder per concern:
+//!
+//! - `capture`: the SIGPROF handler (the only signal-context code) and its ring, and the
+//!   join of V8's samples to what the handler recorded;
+//! - `trace`: V8's CPU profile in, the spec's trace out (built off the main thread);
+//! - `formats`: reading and writing pprof, `.cpuprofile`, folded stacks and trace files.
 
-pub mod convert;
-pub mod pprof;
-pub mod pprof_decode;
-pub mod ring;
-pub mod signal;
+pub mod capture;
+pub mod formats;
 pub mod trace;
-pub mod v8_profile;
+
+use capture::{ring, signal};
+use formats::pprof;
 
 use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Either3, Uint32Array};
 use napi::{Env, Error, Result, Status, Task};
@@ -15,8 +19,8 @@ use napi_derive::napi;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use trace::v8_profile::CpuProfile;
 use trace::{LabelSet, Labeler, TraceBuilder, Window};
-use v8_profile::CpuProfile;
 
 fn invalid(e: impl std::fmt::Display) -> Error {
   Error::new(Status::InvalidArg, e.to_string())
@@ -312,8 +316,8 @@ pub fn thread_id() -> i32 {
 /// strings, pprof as bytes.
 #[napi(ts_return_type = "string | Buffer")]
 pub fn convert_profile(input: Buffer, to: String) -> Result<Either<String, Buffer>> {
-  let trace = convert::read_input(&input).map_err(invalid)?;
-  let out = convert::to_format(&trace, &to).map_err(invalid)?;
+  let trace = formats::read_input(&input).map_err(invalid)?;
+  let out = formats::to_format(&trace, &to).map_err(invalid)?;
   if to == "pprof" {
     return Ok(Either::B(out.into()));
   }

@@ -15,7 +15,7 @@
 //! Each integration test file is its own process, so installing handlers here touches
 //! no other test.
 
-use selfprof::signal;
+use selfprof::capture::signal;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -121,7 +121,7 @@ fn the_handler_allocates_nothing_and_survives_malloc_and_lock_pressure() {
   assert_eq!(signal::SIGNALS.load(Ordering::Relaxed) - signals_before, 5_000);
   assert_eq!(signal::REENTERED.load(Ordering::Relaxed), 0);
   let write = signal::RING_WRITE.load(Ordering::Acquire);
-  let entries = selfprof::ring::snapshot(&signal::RING, write, signal::gettid(), 0, u64::MAX);
+  let entries = selfprof::capture::ring::snapshot(&signal::RING, write, signal::gettid(), 0, u64::MAX);
   assert_eq!(entries.len(), 5_000);
   assert!(entries
     .iter()

@@ -1,5 +1,5 @@
 use super::*;
-use crate::ring::Entry;
+use crate::capture::ring::Entry;
 use serde_json::json;
 use std::io::Read;
 use std::sync::Arc;

@@ -3,12 +3,14 @@
 //! processing model ("take a sample", "get a stack ID", "get a frame ID",
 //! "get an element ID").
 
-use crate::ring::{self, Entry};
-use crate::v8_profile::{CpuProfile, IndexedProfile, NodeKind, ProfileError};
+pub mod v8_profile;
+
+use crate::capture::ring::{self, Entry};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
+use v8_profile::{CpuProfile, IndexedProfile, NodeKind, ProfileError};
 
 /// A label set: `(key, value)` pairs, sorted by key.
 pub type LabelSet = Vec<(String, String)>;

@@ -12,7 +12,7 @@ const { isMainThread } = require('node:worker_threads');
 function record(env) {
   const fs = require('node:fs');
   const path = require('node:path');
-  const { Profiler, stopSync } = require('./profiler');
+  const { Profiler, stopSync } = require('../capture/profiler');
   const dir = env.SELFPROF_RECORD_DIR;
   const profiler = new Profiler({
     sampleInterval: Number(env.SELFPROF_RECORD_INTERVAL_MS || 1),

@@ -4,7 +4,7 @@
 // Input: a selfprof trace (object, JSON text, json-gzip bytes) or pprof bytes (plain or
 // gzip'd). The work is in src/convert.rs and src/pprof_decode.rs.
 
-const native = require('../binding.js');
+const native = require('../native');
 
 const TARGETS = ['cpuprofile', 'folded', 'pprof', 'trace'];
 

@@ -6,7 +6,7 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
-const { warnOnce } = require('./log');
+const { warnOnce } = require('../log');
 
 const DEFAULTS = { timeoutMs: 10_000, retries: 3, backoffMs: 500, queueSize: 4 };
 

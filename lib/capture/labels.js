@@ -14,8 +14,8 @@
 // unbuilt recordings, and dropped once those are built.
 
 const { AsyncLocalStorage, createHook } = require('node:async_hooks');
-const native = require('../binding.js');
-const { warnOnce } = require('./log');
+const native = require('../native');
+const { warnOnce } = require('../log');
 
 const MAX_KEYS = 64;
 const MAX_KEY_LENGTH = 256;

@@ -1,12 +1,14 @@
-//! Converters between a selfprof trace (the spec's JSON, or json-gzip) or a pprof file
-//! and other tools' formats: Chrome DevTools `.cpuprofile` (also opened by speedscope),
-//! folded stacks (`a;b;c N`, read by flamegraph.pl, inferno and speedscope), pprof, and
-//! the spec trace itself.
+//! Profile formats: reading what selfprof converts (a trace's JSON or json-gzip, a pprof
+//! profile plain or gzip'd: told apart by their bytes) and writing the formats other tools
+//! read: Chrome DevTools `.cpuprofile` (also opened by speedscope), folded stacks (`a;b;c N`,
+//! read by flamegraph.pl, inferno and speedscope), pprof, and the spec trace itself.
 
-use crate::pprof;
+pub mod cpuprofile;
+pub mod folded;
+pub mod pprof;
+pub mod pprof_decode;
+
 use crate::trace::{Marker, Trace};
-use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 
 #[derive(Debug, PartialEq)]
@@ -50,7 +52,7 @@ pub fn read_input(bytes: &[u8]) -> Result<Trace, ConvertError> {
       let json = std::str::from_utf8(bytes).map_err(|e| ConvertError(format!("not a selfprof trace: {e}")))?;
       parse_trace(json)
     }
-    Some(_) => crate::pprof_decode::decode(bytes),
+    Some(_) => pprof_decode::decode(bytes),
   }
 }
 
@@ -117,8 +119,8 @@ pub fn pprof_timing(t: &Trace) -> pprof::Timing {
 pub fn to_format(t: &Trace, to: &str) -> Result<Vec<u8>, ConvertError> {
   let io = |e: std::io::Error| ConvertError(e.to_string());
   match to {
-    "cpuprofile" => serde_json::to_vec(&to_cpuprofile(t)).map_err(|e| ConvertError(e.to_string())),
-    "folded" => Ok(to_folded(t).into_bytes()),
+    "cpuprofile" => serde_json::to_vec(&cpuprofile::to_cpuprofile(t)).map_err(|e| ConvertError(e.to_string())),
+    "folded" => Ok(folded::to_folded(t).into_bytes()),
     "trace" => Ok(t.to_json().into_bytes()),
     "pprof" => pprof::encode_gzip(t, &pprof_timing(t)).map_err(io),
     other => Err(ConvertError(format!(
@@ -128,7 +130,7 @@ pub fn to_format(t: &Trace, to: &str) -> Result<Vec<u8>, ConvertError> {
 }
 
 /// Frame ids of a stack, outermost first.
-fn path(t: &Trace, stack_id: Option<u32>) -> Vec<u32> {
+pub(crate) fn path(t: &Trace, stack_id: Option<u32>) -> Vec<u32> {
   let mut out = Vec::new();
   let mut at = stack_id;
   while let Some(id) = at {
@@ -140,7 +142,7 @@ fn path(t: &Trace, stack_id: Option<u32>) -> Vec<u32> {
   out
 }
 
-fn pseudo(marker: Option<Marker>) -> &'static str {
+pub(crate) fn pseudo(marker: Option<Marker>) -> &'static str {
   match marker {
     Some(Marker::Idle) => "(idle)",
     Some(Marker::Gc) => "(garbage collector)",
@@ -149,139 +151,17 @@ fn pseudo(marker: Option<Marker>) -> &'static str {
   }
 }
 
-fn name(t: &Trace, frame: u32) -> &str {
+pub(crate) fn name(t: &Trace, frame: u32) -> &str {
   match t.frames[frame as usize].name.as_str() {
     "" => "(anonymous)",
     n => n,
   }
 }
 
-/// Folded stacks: `outer;...;leaf count`, one line per distinct stack, sorted.
-pub fn to_folded(t: &Trace) -> String {
-  let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-  for s in &t.samples {
-    let path = path(t, s.stack_id);
-    let line = if path.is_empty() {
-      pseudo(s.marker).to_owned()
-    } else {
-      path
-        .iter()
-        .map(|f| name(t, *f).replace(';', ":"))
-        .collect::<Vec<_>>()
-        .join(";")
-    };
-    *counts.entry(line).or_default() += 1;
-  }
-  counts.into_iter().map(|(stack, n)| format!("{stack} {n}\n")).collect()
-}
-
-/// A Chrome DevTools CPU profile (`.cpuprofile`).
-pub fn to_cpuprofile(t: &Trace) -> CpuProfileOut {
-  let mut nodes = vec![NodeOut::new(1, "(root)", "", -1, -1)];
-  let mut child_of: HashMap<(u32, String), u32> = HashMap::new();
-  let mut node_of_stack: HashMap<u32, u32> = HashMap::new();
-  let mut child = |nodes: &mut Vec<NodeOut>, parent: u32, key: String, make: &dyn Fn(u32) -> NodeOut| -> u32 {
-    if let Some(id) = child_of.get(&(parent, key.clone())) {
-      return *id;
-    }
-    let id = nodes.len() as u32 + 1;
-    nodes.push(make(id));
-    nodes[(parent - 1) as usize].children.push(id);
-    child_of.insert((parent, key), id);
-    id
-  };
-  let mut samples = Vec::with_capacity(t.samples.len());
-  let mut deltas = Vec::with_capacity(t.samples.len());
-  let start = t.samples.first().map_or(0.0, |s| s.timestamp);
-  let mut prev = start;
-  for s in &t.samples {
-    let node = match s.stack_id {
-      Some(id) => match node_of_stack.get(&id) {
-        Some(n) => *n,
-        None => {
-          let mut parent = 1;
-          for frame in path(t, Some(id)) {
-            let f = &t.frames[frame as usize];
-            let url = f.resource_id.map_or("", |r| t.resources[r as usize].as_str());
-            let line = f.line.map_or(-1, |l| l as i64 - 1);
-            let column = f.column.map_or(-1, |c| c as i64 - 1);
-            let name = name(t, frame).to_owned();
-            parent = child(&mut nodes, parent, format!("f{frame}"), &|id| {
-              NodeOut::new(id, &name, url, line, column)
-            });
-          }
-          node_of_stack.insert(id, parent);
-          parent
-        }
-      },
-      None if s.marker.is_none() => 1,
-      None => {
-        let name = pseudo(s.marker);
-        child(&mut nodes, 1, name.to_owned(), &|id| NodeOut::new(id, name, "", -1, -1))
-      }
-    };
-    nodes[(node - 1) as usize].hit_count += 1;
-    samples.push(node);
-    deltas.push(((s.timestamp - prev) * 1000.0).round() as i64);
-    prev = s.timestamp;
-  }
-  CpuProfileOut {
-    nodes,
-    start_time: (start * 1000.0).round() as i64,
-    end_time: (prev * 1000.0).round() as i64,
-    samples,
-    time_deltas: deltas,
-  }
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CpuProfileOut {
-  pub nodes: Vec<NodeOut>,
-  pub start_time: i64,
-  pub end_time: i64,
-  pub samples: Vec<u32>,
-  pub time_deltas: Vec<i64>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeOut {
-  pub id: u32,
-  pub call_frame: CallFrameOut,
-  pub hit_count: u64,
-  pub children: Vec<u32>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CallFrameOut {
-  pub function_name: String,
-  pub script_id: String,
-  pub url: String,
-  pub line_number: i64,
-  pub column_number: i64,
-}
-
-impl NodeOut {
-  fn new(id: u32, name: &str, url: &str, line: i64, column: i64) -> NodeOut {
-    NodeOut {
-      id,
-      call_frame: CallFrameOut {
-        function_name: name.to_owned(),
-        script_id: "0".into(),
-        url: url.to_owned(),
-        line_number: line,
-        column_number: column,
-      },
-      hit_count: 0,
-      children: Vec::new(),
-    }
-  }
-}
-
 #[cfg(test)]
 mod tests {
+  use super::cpuprofile::to_cpuprofile;
+  use super::folded::to_folded;
   use super::*;
 
   const TRACE: &str = r#"{

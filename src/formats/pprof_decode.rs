@@ -10,8 +10,8 @@
 //! sample, and `(root)` a sample with no stack. String labels (and numeric ones, as
 //! text) become the sample's context.
 
-use crate::convert::ConvertError;
-use crate::pprof::Profile;
+use crate::formats::pprof::Profile;
+use crate::formats::ConvertError;
 use crate::trace::{element_id, Context, Frame, LabelSet, Marker, Sample, Stack, Trace};
 use prost::Message;
 use std::collections::HashMap;
@@ -47,8 +47,8 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
   let wall_at = value_index(&["wall"], "nanoseconds");
   let cpu_at = value_index(&["cpu"], "nanoseconds");
 
-  let functions: HashMap<u64, &crate::pprof::Function> = p.function.iter().map(|f| (f.id, f)).collect();
-  let locations: HashMap<u64, &crate::pprof::Location> = p.location.iter().map(|l| (l.id, l)).collect();
+  let functions: HashMap<u64, &crate::formats::pprof::Function> = p.function.iter().map(|f| (f.id, f)).collect();
+  let locations: HashMap<u64, &crate::formats::pprof::Location> = p.location.iter().map(|l| (l.id, l)).collect();
 
   let mut trace = Trace::default();
   let mut resource_ids: HashMap<String, u32> = HashMap::new();
@@ -174,6 +174,6 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
     .comment
     .iter()
     .filter_map(|&c| str(c).ok())
-    .find_map(crate::pprof::parse_metadata_comment);
+    .find_map(crate::formats::pprof::parse_metadata_comment);
   Ok(trace)
 }

@@ -9,8 +9,8 @@
 // that started it (setLabels), and so of everything the request does. Child spans keep
 // their request's labels.
 
-const { setLabels } = require('./labels');
-const { warnOnce } = require('./log');
+const { setLabels } = require('../capture/labels');
+const { warnOnce } = require('../log');
 
 function openTelemetrySpanProcessor() {
   let api;

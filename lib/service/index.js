@@ -4,10 +4,10 @@
 // A profiler must never take the service down: failures are logged once and contained.
 
 const os = require('node:os');
-const { Profiler, stopForExport } = require('./profiler');
+const { Profiler, stopForExport } = require('../capture/profiler');
 const { createExporter } = require('./exporters');
-const { warnOnce } = require('./log');
-const { version: profilerVersion } = require('../package.json');
+const { warnOnce } = require('../log');
+const { version: profilerVersion } = require('../../package.json');
 
 const DEFAULT_INTERVAL_MS = 1000 / 99; // 99 Hz, off the beat of 10 ms timers
 const DEFAULT_PERIOD_MS = 60_000;

@@ -3,7 +3,7 @@
 // for Node.js: V8's sampler records, Rust turns the recording into the spec's trace.
 
 const { performance } = require('node:perf_hooks');
-const native = require('../binding.js');
+const native = require('../native');
 const { timeOriginUs } = require('./clock');
 const { group } = require('./group');
 const labels = require('./labels');

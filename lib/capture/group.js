@@ -12,8 +12,8 @@
 // the GCD does not restart; its member's trace starts at its construction.) A member's
 // trace is built from the recordings it was handed.
 
-const native = require('../binding.js');
-const { warnOnce } = require('./log');
+const native = require('../native');
+const { warnOnce } = require('../log');
 
 let inspector;
 function loadInspector() {

@@ -1,10 +1,10 @@
 //! Reading the SIGPROF ring (written by `signal.rs`) and joining V8's samples to it.
 
-use crate::signal::Slot;
+use crate::capture::signal::Slot;
 use std::sync::atomic::{fence, Ordering};
 
 /// One whole ring entry: a SIGPROF bracket on one thread.
-pub use crate::signal::Record as Entry;
+pub use crate::capture::signal::Record as Entry;
 
 /// Copies the whole entries of thread `tid` whose bracket starts in `[from_ns, until_ns]`,
 /// sorted by time. `write` is the ring's write count; entries still being written, or
@@ -79,7 +79,7 @@ mod tests {
   use super::*;
   use std::sync::atomic::AtomicU64;
 
-  use crate::signal::EMPTY_SLOT;
+  use crate::capture::signal::EMPTY_SLOT;
 
   fn ring(n: usize) -> Vec<Slot> {
     (0..n).map(|_| EMPTY_SLOT).collect()
