@@ -89,6 +89,11 @@ pub fn check(t: &Trace) -> Result<(), ConvertError> {
       )));
     }
   }
+  for (i, l) in t.line_ticks.iter().enumerate() {
+    if l.stack_id as usize >= t.stacks.len() || l.line == 0 {
+      return bad("the stack or line of line tick", i);
+    }
+  }
   Ok(())
 }
 
