@@ -8,7 +8,8 @@ pub mod folded;
 pub mod pprof;
 pub mod pprof_decode;
 
-use crate::trace::{Marker, Trace};
+use crate::trace::v8_profile::CpuProfile;
+use crate::trace::{Marker, Trace, TraceBuilder, Window};
 use std::io::Read;
 
 #[derive(Debug, PartialEq)]
@@ -23,8 +24,10 @@ impl std::fmt::Display for ConvertError {
 /// Decompressed input is bounded, so a gzip bomb is an error rather than an OOM.
 const MAX_INPUT_BYTES: u64 = 1 << 30;
 
-/// Reads a trace from any input selfprof converts: a trace's JSON or a pprof profile,
-/// each plain or gzip'd. JSON is told from protobuf by its first non-blank byte.
+/// Reads a trace from any input selfprof converts: a trace's JSON, a V8 CPU profile's JSON
+/// (a `.cpuprofile` file, the inspector's `Profiler.stop` result) or a pprof profile, each
+/// plain or gzip'd. JSON is told from protobuf by its first non-blank byte, and a CPU
+/// profile from a trace by its fields.
 pub fn read_input(bytes: &[u8]) -> Result<Trace, ConvertError> {
   if bytes.is_empty() {
     return Err(ConvertError("empty input".into()));
@@ -50,10 +53,45 @@ pub fn read_input(bytes: &[u8]) -> Result<Trace, ConvertError> {
     None => Err(ConvertError("empty input".into())),
     Some(b'{') => {
       let json = std::str::from_utf8(bytes).map_err(|e| ConvertError(format!("not a selfprof trace: {e}")))?;
+      if is_cpu_profile(json) {
+        return from_cpu_profile(json);
+      }
       parse_trace(json)
     }
     Some(_) => pprof_decode::decode(bytes),
   }
+}
+
+/// Whether a JSON object has a V8 CPU profile's `nodes` and `startTime` and no trace's
+/// `resources` (read without building anything).
+fn is_cpu_profile(json: &str) -> bool {
+  use serde::de::IgnoredAny;
+  #[derive(serde::Deserialize)]
+  #[serde(rename_all = "camelCase")]
+  struct Fields {
+    nodes: Option<IgnoredAny>,
+    start_time: Option<IgnoredAny>,
+    resources: Option<IgnoredAny>,
+  }
+  serde_json::from_str::<Fields>(json)
+    .is_ok_and(|f| f.nodes.is_some() && f.start_time.is_some() && f.resources.is_none())
+}
+
+/// A V8 CPU profile's JSON as a trace, as `fromCpuProfile` builds it: timestamps in ms
+/// from the profile's start.
+pub fn from_cpu_profile(json: &str) -> Result<Trace, ConvertError> {
+  let profile = CpuProfile::from_json(json).map_err(|e| ConvertError(e.to_string()))?;
+  let mut builder = TraceBuilder::new();
+  let window = Window {
+    origin_us: profile.start_time,
+    ..Window::default()
+  };
+  builder
+    .add_profile(&profile, &window)
+    .map_err(|e| ConvertError(e.to_string()))?;
+  let trace = builder.finish();
+  check(&trace)?;
+  Ok(trace)
 }
 
 /// Parses and checks a trace's JSON.
@@ -162,6 +200,9 @@ pub(crate) fn name(t: &Trace, frame: u32) -> &str {
     n => n,
   }
 }
+
+#[cfg(test)]
+mod lines_tests;
 
 #[cfg(test)]
 mod tests {

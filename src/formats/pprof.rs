@@ -196,6 +196,12 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
   let program = add(&mut strings, "(program)", "", None, None);
   let root = add(&mut strings, "(root)", "", None, None);
 
+  // Line-level locations, after those: one per (frame, line) that a sample's leaf is dealt
+  // (`sample_lines`), holding the line in its frame's function.
+  let first_line_location = location.len() as u64 + 1;
+  let sample_line = sample_lines(trace);
+  let mut line_location: HashMap<(u32, u32), u64> = HashMap::new();
+
   // Label keys and values, per context.
   let labels: Vec<Vec<Label>> = trace
     .contexts
@@ -214,7 +220,7 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
 
   let mut sample = Vec::with_capacity(trace.samples.len());
   let mut prev_ms = timing.start_ms;
-  for s in &trace.samples {
+  for (n, s) in trace.samples.iter().enumerate() {
     // Wall time: the time since the previous sample, so that wall time adds up to the
     // time the samples cover even when V8 sampled late.
     let wall_ns = ms_to_ns((s.timestamp - prev_ms).max(0.0));
@@ -229,6 +235,21 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
         }
         None => break,
       }
+    }
+    if let (Some(line), Some(leaf)) = (sample_line[n], location_id.first_mut()) {
+      let frame = (*leaf - 1) as u32;
+      *leaf = *line_location.entry((frame, line)).or_insert_with(|| {
+        let id = location.len() as u64 + 1;
+        location.push(Location {
+          id,
+          line: vec![Line {
+            function_id: u64::from(frame) + 1,
+            line: i64::from(line),
+            column: 0,
+          }],
+        });
+        id
+      });
     }
     match s.marker {
       Some(Marker::Idle) => location_id.insert(0, idle),
@@ -254,11 +275,14 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
 
   // How many samples the SIGPROF join labeled, so that a reader of the pprof alone can
   // tell "no labels by design" (V8 sampled without a signal) from labels lost.
-  let comment = trace
+  let mut comment: Vec<i64> = trace
     .metadata
     .iter()
     .map(|m| strings.id(&metadata_comment(m)))
     .collect();
+  if !line_location.is_empty() {
+    comment.push(strings.id(&format!("{LINES_COMMENT}{first_line_location}")));
+  }
 
   Profile {
     sample_type,
@@ -307,6 +331,69 @@ pub fn parse_metadata_comment(comment: &str) -> Option<Metadata> {
     }
   }
   Some(m)
+}
+
+/// Says from which location id on locations are lines within their function (selfprof's
+/// line-level locations), so that a reader can tell them from the function's own location.
+const LINES_COMMENT: &str = "selfprof-lines: locations from id ";
+
+/// The first line-level location id of a comment `profile` wrote, if `comment` is one.
+pub fn parse_lines_comment(comment: &str) -> Option<u64> {
+  comment.strip_prefix(LINES_COMMENT)?.parse().ok()
+}
+
+/// The source line each sample's innermost frame is put at in pprof, from the trace's line
+/// ticks (`None`: no line; the frame's own location).
+///
+/// V8 counts lines per stack, not per sample, so the line of one sample is not known. Each
+/// stack's samples (in time order) are dealt to its lines, and to "no line" for the samples
+/// V8 gave none, so that the per-line counts equal the trace's line ticks exactly and each
+/// line's samples are spread evenly over the stack's samples: every sample goes to the line
+/// furthest behind its share so far. So per-line totals are V8's, while the line of a
+/// single sample (and the lines per label) are an apportionment.
+pub fn sample_lines(trace: &Trace) -> Vec<Option<u32>> {
+  let mut out = vec![None; trace.samples.len()];
+  if trace.line_ticks.is_empty() {
+    return out;
+  }
+  let mut by_stack: HashMap<u32, Vec<usize>> = HashMap::new();
+  for (i, s) in trace.samples.iter().enumerate() {
+    if let (Some(stack), None) = (s.stack_id, s.marker) {
+      by_stack.entry(stack).or_default().push(i);
+    }
+  }
+  let mut lines: HashMap<u32, Vec<(u32, u64)>> = HashMap::new();
+  for l in &trace.line_ticks {
+    lines.entry(l.stack_id).or_default().push((l.line, l.ticks));
+  }
+  for (stack, ticks) in lines {
+    let Some(samples) = by_stack.get(&stack) else {
+      continue;
+    };
+    let n = samples.len() as u64;
+    let sum: u64 = ticks.iter().map(|t| t.1).sum();
+    let mut buckets: Vec<(Option<u32>, u64)> = if sum > n {
+      crate::trace::scale_ticks(&ticks, n, sum)
+        .into_iter()
+        .map(|(l, t)| (Some(l), t))
+        .collect()
+    } else {
+      ticks.iter().map(|&(l, t)| (Some(l), t)).collect()
+    };
+    let dealt: u64 = buckets.iter().map(|b| b.1).sum();
+    buckets.push((None, n - dealt));
+    let mut given = vec![0u64; buckets.len()];
+    for (k, &i) in samples.iter().enumerate() {
+      // How far behind its share each bucket is, times n.
+      let behind = |b: usize| i128::from(buckets[b].1) * (k as i128 + 1) - i128::from(given[b]) * i128::from(n);
+      let b = (0..buckets.len())
+        .max_by(|&a, &b| behind(a).cmp(&behind(b)).then(b.cmp(&a)))
+        .unwrap_or(0);
+      given[b] += 1;
+      out[i] = buckets[b].0;
+    }
+  }
+  out
 }
 
 /// The trace as a gzip'd pprof profile.

@@ -49,6 +49,23 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
 
   let functions: HashMap<u64, &crate::formats::pprof::Function> = p.function.iter().map(|f| (f.id, f)).collect();
   let locations: HashMap<u64, &crate::formats::pprof::Location> = p.location.iter().map(|l| (l.id, l)).collect();
+  // selfprof's line-level locations (ids from `lines_from` on): the line is a position in
+  // the function, whose frame is its own location's; they come back as line ticks.
+  let lines_from = p
+    .comment
+    .iter()
+    .filter_map(|&c| str(c).ok())
+    .find_map(crate::formats::pprof::parse_lines_comment);
+  let function_at: HashMap<u64, (i64, i64)> = match lines_from {
+    Some(from) => p
+      .location
+      .iter()
+      .filter(|l| l.id < from)
+      .filter_map(|l| l.line.first().map(|x| (x.function_id, (x.line, x.column))))
+      .collect(),
+    None => HashMap::new(),
+  };
+  let mut line_ticks: HashMap<(u32, u32), u64> = HashMap::new();
 
   let mut trace = Trace::default();
   let mut resource_ids: HashMap<String, u32> = HashMap::new();
@@ -75,10 +92,12 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
 
     // Frames, leaf first, as pprof lists them.
     let mut names: Vec<Frame> = Vec::new();
-    for id in &s.location_id {
+    let mut leaf_line = None;
+    for (depth, id) in s.location_id.iter().enumerate() {
       let loc = locations
         .get(id)
         .ok_or_else(|| bad(format!("sample {n} names unknown location {id}")))?;
+      let positional = lines_from.is_some_and(|from| *id >= from);
       for line in &loc.line {
         let f = functions
           .get(&line.function_id)
@@ -96,6 +115,14 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
         };
         let positive = |v: i64| u32::try_from(v).ok().filter(|v| *v > 0);
         let name = str(f.name)?;
+        let (at_line, at_column) = if positional {
+          if depth == 0 {
+            leaf_line = positive(line.line);
+          }
+          function_at.get(&line.function_id).copied().unwrap_or((f.start_line, 0))
+        } else {
+          (line.line, line.column)
+        };
         names.push(Frame {
           name: if name == "(anonymous)" {
             String::new()
@@ -103,8 +130,8 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
             name.to_owned()
           },
           resource_id,
-          line: positive(line.line).or_else(|| positive(f.start_line)),
-          column: positive(line.column),
+          line: positive(at_line).or_else(|| positive(f.start_line)),
+          column: positive(at_column),
         });
       }
     }
@@ -133,6 +160,9 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
         (parent, None)
       }
     };
+    if let (Some(stack), Some(line)) = (stack_id, leaf_line) {
+      *line_ticks.entry((stack, line)).or_default() += count as u64;
+    }
 
     let mut labels: LabelSet = Vec::with_capacity(s.label.len());
     for l in &s.label {
@@ -175,5 +205,10 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
     .iter()
     .filter_map(|&c| str(c).ok())
     .find_map(crate::formats::pprof::parse_metadata_comment);
+  trace.line_ticks = line_ticks
+    .into_iter()
+    .map(|((stack_id, line), ticks)| crate::trace::LineTicks { stack_id, line, ticks })
+    .collect();
+  trace.line_ticks.sort_by_key(|l| (l.stack_id, l.line));
   Ok(trace)
 }
