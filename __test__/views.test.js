@@ -222,7 +222,9 @@ test('time order: each sample\'s stack over time; a box is the function that ran
       if (i - start > best[1] - best[0]) best = [start, i];
     } else start = -1;
   });
-  const mid = trace.samples[(best[0] + best[1]) >> 1];
+  assert.ok(best[1] - best[0] >= 2, 'viewsLines ran for several samples in a row');
+  const at = (best[0] + best[1]) >> 1;
+  const mid = trace.samples[at];
   const depth = stackFrames(trace, mid).findIndex((f) => f.name === 'viewsLines');
   const frames = stackFrames(trace, mid).length;
   const first = trace.samples[0].timestamp;
@@ -232,7 +234,8 @@ test('time order: each sample\'s stack over time; a box is the function that ran
     const r = e.getBoundingClientRect();
     return { x: r.left, y: r.top, w: r.width };
   });
-  const x = canvas.x + ((mid.timestamp - first) / span) * canvas.w;
+  // The middle of the sample's column: it lasts until the next sample.
+  const x = canvas.x + (((mid.timestamp + trace.samples[at + 1].timestamp) / 2 - first) / span) * canvas.w;
   const y = canvas.y + (frames - 1 - depth) * ROW + ROW / 2; // root at the top
   await page.mouse.move(x, y);
   assert.match(await page.textContent('#timeorder-details'), /^viewsLines — .*views\.test\.js/);

@@ -420,16 +420,19 @@ for (const id of ['tabs', 'label-values', 'all-samples', 'reset', 'clear-range',
   }
 }
 
+// Redraw at a new width: a window resize, or a scrollbar appearing as the page grows.
 let pending = false;
-window.addEventListener('resize', () => {
-  if (pending) return;
+let drawnWidth = document.documentElement.clientWidth;
+new ResizeObserver(() => {
+  if (pending || document.documentElement.clientWidth === drawnWidth) return;
   pending = true;
   requestAnimationFrame(() => {
     pending = false;
+    drawnWidth = document.documentElement.clientWidth;
     timeline.draw();
     renderView();
   });
-});
+}).observe(document.documentElement);
 document.addEventListener('keydown', (e) => {
   if (e.key === 'Escape' && e.target === document.body) $('reset-zoom').click();
 });

@@ -88,7 +88,7 @@ function createTimeOrder(m, { onPick }) {
         }
       }
     });
-    shown = { from, to, scale, count: rows.reduce((n, r) => n + r.length, 0) };
+    shown = { from, to, scale, width: W, count: rows.reduce((n, r) => n + r.length, 0) };
     wrap.dataset.boxes = shown.count;
   }
 
@@ -97,7 +97,8 @@ function createTimeOrder(m, { onPick }) {
 
   function boxAt(e) {
     const r = canvas.getBoundingClientRect();
-    const x = e.clientX - r.left;
+    // In the coordinates it was drawn in (the page may have changed width since).
+    const x = shown && r.width ? ((e.clientX - r.left) * shown.width) / r.width : 0;
     const d = Math.floor((e.clientY - r.top) / ROWH);
     const boxes = rows[d] || [];
     let lo = 0;
