@@ -145,7 +145,11 @@ function client() {
     const r = resources[f.resourceId].replace(/^file:\/\//, '');
     return f.line === undefined ? r : `${r}:${f.line}:${f.column}`;
   }
-  const labelOf = (s, key) => (s.contextId === undefined ? undefined : contexts[s.contextId].labels[key]);
+  // Own properties only: a label key such as `constructor` must not find Object's.
+  const labelOf = (s, key) => {
+    const labels = s.contextId === undefined ? undefined : contexts[s.contextId].labels;
+    return labels !== undefined && Object.hasOwn(labels, key) ? labels[key] : undefined;
+  };
   function selected(s) {
     if (!state.filter) return true;
     const v = labelOf(s, state.filter.key);
