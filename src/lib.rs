@@ -122,7 +122,16 @@ impl Task for BuildTrace {
       .formats
       .iter()
       .map(|format| match format {
-        Format::Json => Ok(trace.to_json().into_bytes()),
+        Format::Json => {
+          let json = trace.to_json().into_bytes();
+          if json.len() > formats::limits::JS_STRING_BYTES {
+            return Err(Error::from_reason(format!(
+              "the trace's JSON is {} MiB, more than a JS string holds: stop({{ format: 'json-gzip' }}) or 'pprof' gives it whole",
+              json.len() >> 20
+            )));
+          }
+          Ok(json)
+        }
         Format::JsonGzip => trace.to_json_gzip().map_err(io),
         Format::Pprof(timing) => pprof::encode_gzip(&trace, timing).map_err(io),
       })

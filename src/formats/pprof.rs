@@ -8,7 +8,7 @@
 //! come back as frames named `(idle)`, `(garbage collector)` and `(program)` so that wall
 //! time adds up to the recording's duration.
 
-use crate::trace::{Marker, Metadata, Trace};
+use crate::trace::{Marker, Metadata, Sample as TraceSample, Trace};
 use prost::Message;
 use std::collections::HashMap;
 use std::io::Write;
@@ -145,80 +145,129 @@ fn ms_to_ns(ms: f64) -> i64 {
   (ms * 1e6).round() as i64
 }
 
-/// Builds the pprof profile of a trace.
-pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
-  let mut strings = Strings::new();
-  let value_type = |strings: &mut Strings, t: &str, u: &str| ValueType {
-    r#type: strings.id(t),
-    unit: strings.id(u),
-  };
-  let mut sample_type = vec![
-    value_type(&mut strings, "sample", "count"),
-    value_type(&mut strings, "wall", "nanoseconds"),
-  ];
-  if timing.cpu {
-    sample_type.push(value_type(&mut strings, "cpu", "nanoseconds"));
+/// What a pprof sample stands for when it is not one trace sample: a decoded pprof's
+/// aggregates (its count, wall time and CPU time), so re-encoding never expands them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Weight {
+  pub count: i64,
+  pub wall_ns: i64,
+  pub cpu_ns: i64,
+}
+
+/// Everything of a profile but its samples, and what encoding a sample needs.
+struct Encoder {
+  header: Profile,
+  labels: Vec<Vec<Label>>,
+  idle: u64,
+  gc: u64,
+  program: u64,
+  root: u64,
+  cpu: bool,
+}
+
+impl Encoder {
+  fn new(trace: &Trace, timing: &Timing) -> Encoder {
+    let mut strings = Strings::new();
+    let value_type = |strings: &mut Strings, t: &str, u: &str| ValueType {
+      r#type: strings.id(t),
+      unit: strings.id(u),
+    };
+    let mut sample_type = vec![
+      value_type(&mut strings, "sample", "count"),
+      value_type(&mut strings, "wall", "nanoseconds"),
+    ];
+    if timing.cpu {
+      sample_type.push(value_type(&mut strings, "cpu", "nanoseconds"));
+    }
+    let period_type = Some(value_type(&mut strings, "wall", "nanoseconds"));
+
+    // One function and one location per frame, ids = frame index + 1; pseudo-frames after.
+    let mut function = Vec::with_capacity(trace.frames.len() + 4);
+    let mut location = Vec::with_capacity(trace.frames.len() + 4);
+    let mut add = |strings: &mut Strings, name: &str, file: &str, line: Option<u32>, column: Option<u32>| {
+      let id = function.len() as u64 + 1;
+      let name = strings.id(if name.is_empty() { "(anonymous)" } else { name });
+      function.push(Function {
+        id,
+        name,
+        system_name: name,
+        filename: strings.id(file),
+        start_line: line.map_or(0, i64::from),
+      });
+      location.push(Location {
+        id,
+        line: vec![Line {
+          function_id: id,
+          line: line.map_or(0, i64::from),
+          column: column.map_or(0, i64::from),
+        }],
+      });
+      id
+    };
+    for f in &trace.frames {
+      let file = f
+        .resource_id
+        .and_then(|r| trace.resources.get(r as usize))
+        .map_or("", String::as_str);
+      add(&mut strings, &f.name, file, f.line, f.column);
+    }
+    let idle = add(&mut strings, "(idle)", "", None, None);
+    let gc = add(&mut strings, "(garbage collector)", "", None, None);
+    let program = add(&mut strings, "(program)", "", None, None);
+    let root = add(&mut strings, "(root)", "", None, None);
+
+    // Label keys and values, per context.
+    let labels: Vec<Vec<Label>> = trace
+      .contexts
+      .iter()
+      .map(|c| {
+        c.labels
+          .iter()
+          .map(|(k, v)| Label {
+            key: strings.id(k),
+            str: strings.id(v),
+            ..Label::default()
+          })
+          .collect()
+      })
+      .collect();
+
+    // How many samples the SIGPROF join labeled, so that a reader of the pprof alone can
+    // tell "no labels by design" (V8 sampled without a signal) from labels lost.
+    let comment = trace
+      .metadata
+      .iter()
+      .map(|m| strings.id(&metadata_comment(m)))
+      .collect();
+
+    let header = Profile {
+      sample_type,
+      sample: Vec::new(),
+      location,
+      function,
+      string_table: strings.table,
+      // Whole ms as integers, so the ns are not lost to f64 rounding at 1.7e18.
+      time_nanos: (timing.time_origin_unix_ms.trunc() as i64) * 1_000_000
+        + ms_to_ns(timing.time_origin_unix_ms.fract() + timing.start_ms),
+      duration_nanos: ms_to_ns((timing.end_ms - timing.start_ms).max(0.0)),
+      period_type,
+      period: timing.period_ns,
+      default_sample_type: 1,
+      comment,
+    };
+    Encoder {
+      header,
+      labels,
+      idle,
+      gc,
+      program,
+      root,
+      cpu: timing.cpu,
+    }
   }
-  let period_type = Some(value_type(&mut strings, "wall", "nanoseconds"));
 
-  // One function and one location per frame, ids = frame index + 1; pseudo-frames after.
-  let mut function = Vec::with_capacity(trace.frames.len() + 4);
-  let mut location = Vec::with_capacity(trace.frames.len() + 4);
-  let mut add = |strings: &mut Strings, name: &str, file: &str, line: Option<u32>, column: Option<u32>| {
-    let id = function.len() as u64 + 1;
-    let name = strings.id(if name.is_empty() { "(anonymous)" } else { name });
-    function.push(Function {
-      id,
-      name,
-      system_name: name,
-      filename: strings.id(file),
-      start_line: line.map_or(0, i64::from),
-    });
-    location.push(Location {
-      id,
-      line: vec![Line {
-        function_id: id,
-        line: line.map_or(0, i64::from),
-        column: column.map_or(0, i64::from),
-      }],
-    });
-    id
-  };
-  for f in &trace.frames {
-    let file = f
-      .resource_id
-      .and_then(|r| trace.resources.get(r as usize))
-      .map_or("", String::as_str);
-    add(&mut strings, &f.name, file, f.line, f.column);
-  }
-  let idle = add(&mut strings, "(idle)", "", None, None);
-  let gc = add(&mut strings, "(garbage collector)", "", None, None);
-  let program = add(&mut strings, "(program)", "", None, None);
-  let root = add(&mut strings, "(root)", "", None, None);
-
-  // Label keys and values, per context.
-  let labels: Vec<Vec<Label>> = trace
-    .contexts
-    .iter()
-    .map(|c| {
-      c.labels
-        .iter()
-        .map(|(k, v)| Label {
-          key: strings.id(k),
-          str: strings.id(v),
-          ..Label::default()
-        })
-        .collect()
-    })
-    .collect();
-
-  let mut sample = Vec::with_capacity(trace.samples.len());
-  let mut prev_ms = timing.start_ms;
-  for s in &trace.samples {
-    // Wall time: the time since the previous sample, so that wall time adds up to the
-    // time the samples cover even when V8 sampled late.
-    let wall_ns = ms_to_ns((s.timestamp - prev_ms).max(0.0));
-    prev_ms = s.timestamp;
+  /// The pprof sample of trace sample `s`, with values `[count, wall, cpu?]`.
+  fn sample(&self, trace: &Trace, s: &TraceSample, weight: Weight) -> Sample {
     let mut location_id = Vec::new();
     let mut at = s.stack_id;
     while let Some(id) = at {
@@ -231,49 +280,59 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
       }
     }
     match s.marker {
-      Some(Marker::Idle) => location_id.insert(0, idle),
-      Some(Marker::Gc) => location_id.insert(0, gc),
-      Some(Marker::Other) => location_id.insert(0, program),
-      None if location_id.is_empty() => location_id.push(root),
+      Some(Marker::Idle) => location_id.insert(0, self.idle),
+      Some(Marker::Gc) => location_id.insert(0, self.gc),
+      Some(Marker::Other) => location_id.insert(0, self.program),
+      None if location_id.is_empty() => location_id.push(self.root),
       None => {}
     }
-    let mut value = vec![1, wall_ns];
-    if timing.cpu {
-      value.push(s.cpu_time.map_or(0, ms_to_ns));
+    let mut value = vec![weight.count, weight.wall_ns];
+    if self.cpu {
+      value.push(weight.cpu_ns);
     }
-    sample.push(Sample {
+    Sample {
       location_id,
       value,
       label: s
         .context_id
-        .and_then(|c| labels.get(c as usize))
+        .and_then(|c| self.labels.get(c as usize))
         .cloned()
         .unwrap_or_default(),
-    });
+    }
   }
 
-  // How many samples the SIGPROF join labeled, so that a reader of the pprof alone can
-  // tell "no labels by design" (V8 sampled without a signal) from labels lost.
-  let comment = trace
-    .metadata
-    .iter()
-    .map(|m| strings.id(&metadata_comment(m)))
-    .collect();
+  /// Each sample with its weight: the given ones, or one trace sample each (count 1, the
+  /// wall time since the previous sample, so that wall time adds up to the time the
+  /// samples cover even when V8 sampled late, and its CPU time).
+  fn each(&self, trace: &Trace, start_ms: f64, weights: Option<&[Weight]>, mut f: impl FnMut(Sample)) {
+    let mut prev_ms = start_ms;
+    for (i, s) in trace.samples.iter().enumerate() {
+      let weight = match weights.and_then(|w| w.get(i)) {
+        Some(w) => *w,
+        None => {
+          let wall_ns = ms_to_ns((s.timestamp - prev_ms).max(0.0));
+          prev_ms = s.timestamp;
+          Weight {
+            count: 1,
+            wall_ns,
+            cpu_ns: s.cpu_time.map_or(0, ms_to_ns),
+          }
+        }
+      };
+      f(self.sample(trace, s, weight));
+    }
+  }
+}
 
+/// Builds the pprof profile of a trace, samples and all (small profiles and tests;
+/// `encode_gzip` streams instead).
+pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
+  let encoder = Encoder::new(trace, timing);
+  let mut sample = Vec::with_capacity(trace.samples.len());
+  encoder.each(trace, timing.start_ms, None, |s| sample.push(s));
   Profile {
-    sample_type,
     sample,
-    location,
-    function,
-    string_table: strings.table,
-    // Whole ms as integers, so the ns are not lost to f64 rounding at 1.7e18.
-    time_nanos: (timing.time_origin_unix_ms.trunc() as i64) * 1_000_000
-      + ms_to_ns(timing.time_origin_unix_ms.fract() + timing.start_ms),
-    duration_nanos: ms_to_ns((timing.end_ms - timing.start_ms).max(0.0)),
-    period_type,
-    period: timing.period_ns,
-    default_sample_type: 1,
-    comment,
+    ..encoder.header
   }
 }
 
@@ -311,10 +370,33 @@ pub fn parse_metadata_comment(comment: &str) -> Option<Metadata> {
 
 /// The trace as a gzip'd pprof profile.
 pub fn encode_gzip(trace: &Trace, timing: &Timing) -> std::io::Result<Vec<u8>> {
-  let bytes = profile(trace, timing).encode_to_vec();
-  let mut gz = flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 4), flate2::Compression::default());
-  gz.write_all(&bytes)?;
-  gz.finish()
+  encode_weighted_gzip(trace, timing, None)
+}
+
+/// The trace as a gzip'd pprof profile, each sample standing for its weight if given.
+/// Streamed: the samples go into the gzip stream one at a time (protobuf lets a repeated
+/// field's elements follow the rest), so memory holds the compressed output, not a
+/// decoded copy of every sample's stack.
+pub fn encode_weighted_gzip(trace: &Trace, timing: &Timing, weights: Option<&[Weight]>) -> std::io::Result<Vec<u8>> {
+  let encoder = Encoder::new(trace, timing);
+  let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+  gz.write_all(&encoder.header.encode_to_vec())?;
+  let mut buf = Vec::new();
+  let mut failed = None;
+  encoder.each(trace, timing.start_ms, weights, |sample| {
+    if failed.is_some() {
+      return;
+    }
+    buf.clear();
+    prost::encoding::message::encode(2, &sample, &mut buf);
+    if let Err(e) = gz.write_all(&buf) {
+      failed = Some(e);
+    }
+  });
+  match failed {
+    Some(e) => Err(e),
+    None => gz.finish(),
+  }
 }
 
 #[cfg(test)]
