@@ -146,6 +146,16 @@ test('selfprof record: process.exit, uncaught errors and --duration still write 
   const missing = run('record', '-o', dir, '--', '/no/such/program');
   assert.equal(missing.status, 1);
   assert.match(missing.stderr, /cannot run \/no\/such\/program: ENOENT/);
+  assert.equal(missing.stderr.trim().split('\n').length, 1, `one line: ${missing.stderr}`);
+  assert.doesNotMatch(missing.stderr, /pid undefined/);
+  // Killed by a signal: the exit code a shell would report, and the profile is written.
+  const killed = run('record', '-o', dir, '--', process.execPath, fixture, 'sigterm');
+  assert.equal(killed.status, 143, killed.stderr);
+  assert.match(killed.stderr, /ended by SIGTERM/);
+  assert.ok(fs.existsSync(path.join(dir, 'profile.pb.gz')));
+  const long = run('record', '-o', dir, '--duration', '1e10', '--', process.execPath, fixture);
+  assert.equal(long.status, 1);
+  assert.match(long.stderr, /--duration must be a number from 0 to 2147483/);
   fs.rmSync(dir, { recursive: true });
 });
 
@@ -174,4 +184,24 @@ test('selfprof report: top functions and samples per label, from a trace or its 
     assert.ok(fs.readFileSync(path.join(dir, `${file}.html`), 'utf8').includes('GET /a'));
   }
   fs.rmSync(dir, { recursive: true });
+});
+
+test('selfprof record --interval and SELFPROF_SAMPLE_INTERVAL_MS past what V8 accepts: clamped, the program runs', () => {
+  const dir = tmp('record-huge-interval');
+  const r = run('record', '-o', dir, '--interval', '1e9', '--', process.execPath, fixture);
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stderr, /every 2147483 ms/, 'the interval in use is said');
+  assert.ok(fs.existsSync(path.join(dir, 'profile.pb.gz')));
+  fs.rmSync(dir, { recursive: true });
+  const script = `
+    const s = require(${JSON.stringify(path.join(__dirname, '..'))}).start({ period: 200, exporters: [{ type: 'file', dir: process.argv[1] }] });
+    setTimeout(() => s.stop().then(() => console.log('stopped')), 500);
+  `;
+  const out = tmp('service-huge-interval');
+  const s = spawnSync(process.execPath, ['-e', script, out], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, SELFPROF_SAMPLE_INTERVAL_MS: '3000000' } });
+  assert.equal(s.status, 0, s.stderr);
+  assert.match(s.stdout, /stopped/);
+  assert.doesNotMatch(s.stderr, /could not start|Invalid parameters/, s.stderr);
+  assert.ok(fs.readdirSync(out).some((f) => f.endsWith('.pb.gz')), 'profiles were written');
+  fs.rmSync(out, { recursive: true });
 });

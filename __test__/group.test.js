@@ -188,3 +188,25 @@ test('a huge maxBufferSize schedules no busy checks', async () => {
   await p.stop();
   assert.deepEqual(warnings, [], 'no TimeoutOverflowWarning');
 });
+
+test('intervals past what V8 accepts are clamped to the longest it does; the group is never poisoned', async () => {
+  const longest = 2147483; // ms: the inspector's interval is an int32 of µs, a multiple of the 1 ms base
+  for (const sampleInterval of [2147484, 1e12, Number.MAX_VALUE]) {
+    const p = new Profiler({ sampleInterval, maxBufferSize: 10 });
+    assert.equal(p.sampleInterval, longest, `${sampleInterval} → the nearest supported interval`);
+    const trace = await p.stop();
+    assert.ok(Array.isArray(trace.samples));
+  }
+  // A running 1 ms profiler, joined by a huge one, then stopped first: both stops resolve.
+  const fast = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
+  const slow = new Profiler({ sampleInterval: 1e10, maxBufferSize: 10 });
+  spin(20);
+  const fastTrace = await fast.stop();
+  assert.ok(fastTrace.samples.length >= 5, `${fastTrace.samples.length} samples`);
+  await slow.stop();
+  // And the process can profile on.
+  const after = new Profiler({ sampleInterval: 1, maxBufferSize: 1000 });
+  spin(20);
+  assert.ok((await after.stop()).samples.length >= 5);
+  assert.equal(group.size, 0);
+});

@@ -144,4 +144,19 @@ function decodePprof(bytes) {
   return { p, str, frames, names, labels, sum, join };
 }
 
-module.exports = { spin, definitionOf, assertValidTrace, stackFrames, samplesIn, decodePprof, labelVerdicts, assertOwnLabels };
+/**
+ * This process's peak RSS in MiB. From /proc's VmHWM where there is one: unlike
+ * getrusage's maxrss, which Linux carries across fork and exec, it is this program's own
+ * (a child of a big test process would otherwise report its parent's peak).
+ */
+function peakRssMiB() {
+  try {
+    const m = /^VmHWM:\s+(\d+) kB/m.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+    if (m) return Number(m[1]) / 1024;
+  } catch {
+    // no /proc: fall back
+  }
+  return process.resourceUsage().maxRSS / 1024;
+}
+
+module.exports = { peakRssMiB, spin, definitionOf, assertValidTrace, stackFrames, samplesIn, decodePprof, labelVerdicts, assertOwnLabels };

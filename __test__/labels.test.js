@@ -253,6 +253,8 @@ test('bad labels throw TypeError or RangeError', () => {
     [() => withLabels({ a: 'x'.repeat(5000) }, () => {}), RangeError, /at most 4096/],
     [() => withLabels({ ['k'.repeat(300)]: 'v' }, () => {}), RangeError, /keys must be 1 to 256/],
     [() => withLabels({ '': 'v' }, () => {}), RangeError, /keys must be 1 to 256/],
+    [() => withLabels(JSON.parse('{"__proto__": "x"}'), () => {}), TypeError, /"__proto__" cannot be a label key/],
+    [() => setLabels(JSON.parse('{"a": "1", "__proto__": "x"}')), TypeError, /"__proto__" cannot be a label key/],
     [() => withLabels(Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`k${i}`, i])), () => {}), RangeError, /at most 64 labels/],
   ];
   for (const [fn, type, message] of cases) {
@@ -304,7 +306,7 @@ test('100 start/stop cycles with labels active: no crash, no leaked label sets',
   );
   // Each trace has its request's labels (a loaded machine may starve a trace of samples).
   assert.ok(contexts >= 90, `traces with labels: ${contexts} contexts in 100 traces`);
-  assert.deepEqual(after, { saved: 0, unbuilt: 0, dropped: 0 });
+  assert.deepEqual(after, { saved: 0, bytes: 0, unbuilt: 0, dropped: 0 });
   assert.equal(native.signalHandlerInstalled(), false, 'V8 took the chain down with its sampler');
 });
 

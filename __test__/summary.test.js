@@ -65,6 +65,23 @@ test('samplesByLabel groups JS samples by a label value', () => {
   ]);
 });
 
+test('samplesByLabel reads label keys as own properties: constructor, toString, __proto__', () => {
+  const trace = {
+    resources: [],
+    frames: [{ name: 'a' }],
+    stacks: [{ frameId: 0 }],
+    samples: [
+      { timestamp: 1, stackId: 0, contextId: 0 },
+      { timestamp: 2, stackId: 0, contextId: 1 },
+    ],
+    // As JSON.parse makes them from a trace file: "__proto__" is an own key there.
+    contexts: JSON.parse('[{ "labels": { "toString": "x", "__proto__": "p" } }, { "labels": { "endpoint": "GET /a" } }]'),
+  };
+  for (const [key, values] of [['constructor', ['(none)', '(none)']], ['toString', ['x', '(none)']], ['__proto__', ['p', '(none)']]]) {
+    assert.deepEqual(samplesByLabel(trace, key).map((g) => g.value).sort(), [...new Set(values)].sort(), key);
+  }
+});
+
 test('npm run demo writes a trace and prints the top functions', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-demo-'));
   const out = execFileSync(process.execPath, [path.join(__dirname, '..', 'examples', 'demo.js'), dir], {

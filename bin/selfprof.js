@@ -35,11 +35,12 @@ function options(args, spec) {
   }
 }
 
-function number(value, name, { min = 0, integer = false } = {}) {
+function number(value, name, { min = 0, max = Infinity, integer = false } = {}) {
   if (value === undefined) return undefined;
   const n = Number(value);
-  if (value === '' || !Number.isFinite(n) || n < min || (integer && !Number.isInteger(n))) {
-    throw new UsageError(`${name} must be ${integer ? 'a whole number' : 'a number'} ≥ ${min}, got ${JSON.stringify(value)}`);
+  if (value === '' || !Number.isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n))) {
+    const range = max === Infinity ? `≥ ${min}` : `from ${min} to ${max}`;
+    throw new UsageError(`${name} must be ${integer ? 'a whole number' : 'a number'} ${range}, got ${JSON.stringify(value)}`);
   }
   return n;
 }
@@ -211,8 +212,11 @@ async function recordCommand(argv) {
     by: { type: 'string' },
   });
   if (positionals.length) throw new UsageError(`unexpected ${positionals[0]} before --`);
-  const interval = number(values.interval, '--interval', { min: 0 }) ?? 1;
-  const duration = number(values.duration, '--duration', { min: 0 });
+  const requested = number(values.interval, '--interval', { min: 0 }) ?? 1;
+  // As the Profiler will use it: rounded up to the base interval, clamped to what V8 takes.
+  const interval = require('../lib/capture/group').group.intervalFor(requested) / 1000;
+  // A timer ends the program: it cannot wait longer than 2³¹−1 ms.
+  const duration = number(values.duration, '--duration', { min: 0, max: 2147483 });
   const dir = path.resolve(values.out ?? 'selfprof-out');
   const command = argv.slice(split + 1);
   try {
@@ -235,6 +239,9 @@ async function recordCommand(argv) {
   const exit = await new Promise((resolve) => {
     child.on('error', (err) => resolve({ error: err }));
     child.on('exit', (code, signal) => resolve({ code, signal }));
+    child.on('spawn', () => onSpawn());
+  });
+  function onSpawn() {
     // Ctrl-C reaches the child too (same process group); the recorder waits for it.
     const relay = (signal) => child.kill(signal);
     process.on('SIGINT', () => {});
@@ -255,7 +262,7 @@ async function recordCommand(argv) {
         process.stderr.write('\r\x1b[K');
       });
     }
-  });
+  }
   if (exit.error) {
     fs.rmSync(raw, { recursive: true, force: true });
     throw new Error(`cannot run ${command[0]}: ${exit.error.code ?? exit.error.message}`);
@@ -290,8 +297,9 @@ async function recordCommand(argv) {
     }
   }
   fs.rmSync(raw, { recursive: true, force: true });
-  // The recorder exits as the program did (ending it after --duration is no failure).
-  if (exit.signal) return timedOut && exit.signal === 'SIGINT' ? 0 : 1;
+  // The recorder exits as the program did: a signal as a shell reports it, 128 + its number
+  // (ending it after --duration is no failure).
+  if (exit.signal) return timedOut && exit.signal === 'SIGINT' ? 0 : 128 + (require('node:os').constants.signals[exit.signal] ?? 0);
   return exit.code;
 }
 

@@ -16,11 +16,9 @@ use formats::pprof;
 use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Either3, Uint32Array};
 use napi::{Env, Error, Result, Status, Task};
 use napi_derive::napi;
-use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use trace::v8_profile::CpuProfile;
-use trace::{LabelSet, Labeler, TraceBuilder, Window};
+use trace::{Labeler, TraceBuilder, Window};
 
 fn invalid(e: impl std::fmt::Display) -> Error {
   Error::new(Status::InvalidArg, e.to_string())
@@ -52,15 +50,12 @@ pub struct TraceOptions {
   pub tid: Option<i32>,
   /// The thread's CPU time when the recording started.
   pub cpu_start_ns: Option<f64>,
-  /// The label sets samples may reference, as `[[id, { key: value }], ...]` JSON.
-  pub contexts: Option<String>,
 }
 
-/// How to label a recording's samples.
+/// How to label a recording's samples (label sets come from `capture::labels`).
 struct LabelSource {
   tid: i32,
   cpu_start_ns: Option<u64>,
-  contexts: Option<String>,
 }
 
 /// One V8 recording of a trace: the JSON of `Profiler.stop`'s `profile`, and the
@@ -85,25 +80,9 @@ pub struct BuildTrace {
   labels: Option<LabelSource>,
 }
 
-/// Parses `[[id, { key: value, ... }], ...]`, the form JS sends label sets in.
-fn parse_label_sets(json: &str) -> Result<HashMap<u32, Arc<LabelSet>>> {
-  let raw: Vec<(u32, BTreeMap<String, String>)> =
-    serde_json::from_str(json).map_err(|e| invalid(format!("bad label sets: {e}")))?;
-  Ok(
-    raw
-      .into_iter()
-      .map(|(id, labels)| (id, Arc::new(labels.into_iter().collect())))
-      .collect(),
-  )
-}
-
 impl BuildTrace {
   fn build(&self) -> Result<trace::Trace> {
-    let contexts = match self.labels.as_ref().and_then(|s| s.contexts.as_deref()) {
-      Some(json) => parse_label_sets(json)?,
-      None => HashMap::new(),
-    };
-    let lookup = |id| contexts.get(&id).cloned();
+    let lookup = capture::labels::lookup;
     let mut builder = match &self.labels {
       Some(src) => {
         // Brackets a little wider than the window: a sample at the window's edge was
@@ -143,7 +122,16 @@ impl Task for BuildTrace {
       .formats
       .iter()
       .map(|format| match format {
-        Format::Json => Ok(trace.to_json().into_bytes()),
+        Format::Json => {
+          let json = trace.to_json().into_bytes();
+          if json.len() > formats::limits::JS_STRING_BYTES {
+            return Err(Error::from_reason(format!(
+              "the trace's JSON is {} MiB, more than a JS string holds: stop({{ format: 'json-gzip' }}) or 'pprof' gives it whole",
+              json.len() >> 20
+            )));
+          }
+          Ok(json)
+        }
         Format::JsonGzip => trace.to_json_gzip().map_err(io),
         Format::Pprof(timing) => pprof::encode_gzip(&trace, timing).map_err(io),
       })
@@ -216,7 +204,6 @@ impl BuildTrace {
     let labels = options.labels.unwrap_or(false).then(|| LabelSource {
       tid: options.tid.unwrap_or_else(signal::gettid),
       cpu_start_ns: options.cpu_start_ns.map(|n| n as u64),
-      contexts: options.contexts,
     });
     Ok(BuildTrace {
       chunks,
@@ -257,8 +244,8 @@ pub fn signal_count() -> f64 {
   signal::SIGNALS.load(Ordering::Relaxed) as f64
 }
 
-/// Claims the calling thread's context cell and returns a three-element view of it,
-/// `[context id, generation, sampled]` (see `signal::ThreadContext`). Where Node refuses
+/// Claims the calling thread's context cell and returns a view of it, `[context id,
+/// generation, sampled, recordings]` (see `signal::ThreadContext`). Where Node refuses
 /// external buffers the view is a copy: `readThreadContext` tells, and
 /// `setThreadContext` is the fallback. The cell is freed when the thread's environment
 /// is torn down (a worker's end), so workers that come and go never run out of cells.
@@ -268,11 +255,14 @@ pub fn register_thread(env: Env) -> Result<Uint32Array> {
     .ok_or_else(|| Error::from_reason(format!("more than {} threads are profiled", signal::MAX_THREADS)))?;
   if fresh {
     let tid = signal::gettid();
-    env.add_env_cleanup_hook((index, tid), |(index, tid)| signal::unregister_thread(index, tid))?;
+    env.add_env_cleanup_hook((index, tid), |(index, tid)| {
+      signal::unregister_thread(index, tid);
+      capture::labels::forget_thread(tid);
+    })?;
   }
   let cell = signal::context_cell(index).ok_or_else(|| Error::from_reason("thread slot out of range"))?;
   // SAFETY: the cell is in static memory, so it outlives every view; the notify is a no-op.
-  Ok(unsafe { Uint32Array::with_external_data(cell, 3, |_, _| {}) })
+  Ok(unsafe { Uint32Array::with_external_data(cell, signal::CELL_LEN, |_, _| {}) })
 }
 
 fn this_thread() -> Option<&'static signal::ThreadContext> {
@@ -295,6 +285,67 @@ pub fn set_thread_context(id: u32) {
   if let Some(t) = this_thread() {
     t.cell[0].store(id, Ordering::Relaxed);
     t.cell[1].fetch_add(1, Ordering::Relaxed);
+  }
+}
+
+/// The id the handler last recorded on the calling thread, cleared (the fallback for the
+/// cell's `sampled` element where JS has no view of the cell).
+#[napi]
+pub fn take_sampled_context() -> u32 {
+  this_thread().map_or(0, |t| t.cell[2].swap(0, Ordering::Relaxed))
+}
+
+/// Reserves `count` label-set ids, unique in the process (every copy of the JS module and
+/// every thread draws from one counter); returns the first.
+#[napi]
+pub fn reserve_label_ids(count: u32) -> u32 {
+  capture::labels::reserve_ids(count)
+}
+
+/// Keeps the labels of set `id` of the calling thread, as `[key, value, key, value, ...]`
+/// (a sample references it). Strings arrive as UTF-8: a lone surrogate is U+FFFD.
+#[napi]
+pub fn save_labels(id: u32, flat: Vec<String>) -> Result<()> {
+  let set = capture::labels::label_set(flat).ok_or_else(|| invalid("labels must come as key, value pairs"))?;
+  capture::labels::save(signal::gettid(), id, set, signal::monotonic_ns());
+  Ok(())
+}
+
+/// A recording starts on the calling thread: returns its token for `labelsRecordingBuilt`,
+/// and counts it in the thread's cell.
+#[napi]
+pub fn labels_recording_started() -> u32 {
+  if let Some(t) = this_thread() {
+    t.cell[3].fetch_add(1, Ordering::Relaxed);
+  }
+  capture::labels::recording_started(signal::gettid(), signal::monotonic_ns())
+}
+
+/// The trace of recording `token` was built (or never will be): label sets only it could
+/// reference are dropped.
+#[napi]
+pub fn labels_recording_built(token: u32) {
+  capture::labels::recording_built(signal::gettid(), token);
+}
+
+/// `{ saved, bytes, dropped, unbuilt }`: label sets kept, their bytes, sets dropped to the
+/// bounds, unbuilt recordings (process-wide; for tests and diagnostics).
+#[napi(object)]
+pub struct LabelStats {
+  pub saved: u32,
+  pub bytes: f64,
+  pub dropped: f64,
+  pub unbuilt: u32,
+}
+
+#[napi]
+pub fn label_stats() -> LabelStats {
+  let (saved, bytes, dropped, unbuilt) = capture::labels::stats();
+  LabelStats {
+    saved: saved as u32,
+    bytes: bytes as f64,
+    dropped: dropped as f64,
+    unbuilt: unbuilt as u32,
   }
 }
 

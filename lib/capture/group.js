@@ -48,6 +48,11 @@ function post(session, method, params) {
 
 const gcd = (a, b) => (b === 0 ? a : gcd(b, a % b));
 
+/** The longest sampling interval the inspector takes: `interval` is an int32 of µs. */
+const MAX_INTERVAL_US = 2 ** 31 - 1;
+/** setTimeout's longest delay (ms); longer ones fire after 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /**
  * A member: `{ intervalUs, maxSamples, onFull }`, given by the group: `recordings`
  * ([{ profile, stride }] in time order), `samples` (its samples in them, estimated from
@@ -60,7 +65,10 @@ class ProfilerGroup {
   #common = 0; // the sampler's interval (µs) while recording, 0 when not
   #timer = null;
 
-  /** Adds a member; V8 samples for it from now on. */
+  /**
+   * Adds a member; V8 samples for it from now on. Transactional: if V8 cannot start for
+   * it, it is not a member and the others sample on as before.
+   */
   join(member) {
     member.recordings = [];
     member.samples = 0;
@@ -72,16 +80,42 @@ class ProfilerGroup {
     }
     this.#collect();
     this.#members.add(member);
-    this.#start();
+    try {
+      this.#start();
+    } catch (err) {
+      this.#members.delete(member);
+      this.#resume();
+      throw new DOMException(`The profiler could not start: ${err.message}`, 'NotSupportedError');
+    }
   }
 
-  /** Removes a member; its `recordings` are complete. */
+  /** Removes a member; its `recordings` are complete. Never throws: a stop must succeed. */
   leave(member) {
     if (!this.#members.has(member)) return;
-    this.#collect();
+    try {
+      this.#collect();
+    } catch (err) {
+      this.#common = 0;
+      warnOnce('group-collect', `selfprof: V8's recording could not be taken: ${err.message}`);
+    }
     this.#members.delete(member);
-    if (this.#members.size > 0) this.#start();
-    else this.#shutdown();
+    this.#resume();
+  }
+
+  /** Restarts V8 for the members left (or shuts it down when none is). */
+  #resume() {
+    if (this.#members.size === 0) {
+      if (this.#session !== null) this.#shutdown();
+      return;
+    }
+    try {
+      this.#start();
+    } catch (err) {
+      // The members keep what they recorded; they take no more samples.
+      this.#common = 0;
+      clearTimeout(this.#timer);
+      warnOnce('group-restart', `selfprof: V8's profiler could not restart; running profilers take no more samples: ${err.message}`);
+    }
   }
 
   get size() {
@@ -112,9 +146,15 @@ class ProfilerGroup {
     this.#baseUs = us;
   }
 
-  /** The interval (µs) used for a requested one (ms): the next multiple of the base. */
+  /**
+   * The interval (µs) used for a requested one (ms): the next multiple of the base, at
+   * most the largest multiple V8's inspector accepts (a 32-bit count of µs). The spec lets
+   * an implementation pick the nearest interval it supports.
+   */
   intervalFor(requestedMs) {
-    return Math.max(1, Math.ceil((requestedMs * 1000) / this.#baseUs - 1e-9)) * this.#baseUs;
+    const most = Math.floor(MAX_INTERVAL_US / this.#baseUs);
+    const multiple = Math.ceil((requestedMs * 1000) / this.#baseUs - 1e-9);
+    return Math.min(most, Math.max(1, multiple)) * this.#baseUs;
   }
 
   #start() {
@@ -179,6 +219,7 @@ class ProfilerGroup {
    */
   #schedule() {
     clearTimeout(this.#timer);
+    if (this.#common === 0) return; // not sampling: nothing fills
     let soonest = Infinity;
     const signals = native.signalCount();
     for (const m of this.#members) {
@@ -186,17 +227,22 @@ class ProfilerGroup {
       soonest = Math.min(soonest, (Math.max(0, left) * m.intervalUs) / 1000);
     }
     if (soonest === Infinity) return;
-    // setTimeout takes at most 2^31 - 1 ms (and turns more into 1 ms): check again then.
-    this.#timer = setTimeout(() => this.#check(), Math.min(Math.max(1, soonest), 2 ** 31 - 1));
+    // setTimeout turns more than its longest delay into 1 ms: check again then.
+    this.#timer = setTimeout(() => this.#check(), Math.min(Math.max(1, soonest), MAX_TIMER_MS));
     this.#timer.unref();
   }
 
+  /** Runs from a timer: nothing here may throw into the application. */
   #check() {
-    const signals = native.signalCount();
-    const full = [...this.#members].filter((m) => this.#samplesOf(m, signals) >= m.maxSamples);
-    for (const m of full) this.leave(m);
-    for (const m of full) m.onFull();
-    if (this.#members.size > 0 && full.length === 0) this.#schedule();
+    try {
+      const signals = native.signalCount();
+      const full = [...this.#members].filter((m) => this.#samplesOf(m, signals) >= m.maxSamples);
+      for (const m of full) this.leave(m);
+      for (const m of full) m.onFull();
+      if (this.#members.size > 0 && full.length === 0) this.#schedule();
+    } catch (err) {
+      warnOnce('group-check', `selfprof: the sample buffer check failed: ${err.message}`);
+    }
   }
 }
 

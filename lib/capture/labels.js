@@ -4,14 +4,17 @@
 //
 // The signal handler cannot call into V8 to ask for the current store, so each thread
 // publishes the id of its current label set in a cell the handler reads: withLabels and
-// setLabels write it directly, and while a profiler records, an async_hooks `before` hook
-// writes it on every async continuation switch (promise reactions, timers, immediates,
-// nextTicks, I/O callbacks).
+// setLabels write it directly, and while a profiler records, async_hooks write it around
+// every async continuation: `before` publishes the store of the callback being entered,
+// `after` the one it returns to (EMPTY at the top of the stack). So JS entered without a
+// `before` (FinalizationRegistry callbacks, 'exit' listeners, native code calling into JS
+// from the event loop) finds "no labels" in the cell, never the last request's.
 //
 // Label sets live in their AsyncLocalStorage stores; most are never sampled. The handler
 // leaves the id it recorded in the cell, and the next switch saves the labels of that
-// (still current) store, so only sampled label sets are kept: bounded by the samples of
-// unbuilt recordings, and dropped once those are built.
+// (still current) store natively (src/capture/labels.rs), where trace builds look them up:
+// only sampled label sets are kept, nothing is serialized at stop, and ids come from one
+// process-wide counter, so copies of this module loaded side by side never share an id.
 
 const { AsyncLocalStorage, createHook } = require('node:async_hooks');
 const native = require('../native');
@@ -20,68 +23,53 @@ const { warnOnce } = require('../log');
 const MAX_KEYS = 64;
 const MAX_KEY_LENGTH = 256;
 const MAX_VALUE_LENGTH = 4096;
-/** Saved label sets kept at most (past it, the oldest are dropped and counted). */
-const MAX_SAVED = 1 << 16;
+/** Ids reserved from the process-wide counter at a time. */
+const ID_BLOCK = 1024;
 
-const EMPTY = Object.freeze({ id: 0, labels: Object.freeze({}) });
+const EMPTY = Object.freeze({ id: 0, labels: Object.freeze({}), flat: null, savedFor: -1 });
 const als = new AsyncLocalStorage();
-
-// --- saved label sets ----------------------------------------------------------------
-
-// id -> { labels, tag } of sampled label sets; `tag` is the count of recordings started
-// when the set was last sampled: a recording started after that cannot reference it.
-const saved = new Map();
-const savedOrder = []; // [id, tag] in save order (stale entries are skipped)
-let savedDropped = 0;
-let started = 0; // recordings ever started on this thread
-const unbuiltStarts = []; // `started` value of each unbuilt recording, ascending
-
-function save(store) {
-  if (store.id === 0) return;
-  const entry = saved.get(store.id);
-  if (entry !== undefined && entry.tag === started) return;
-  if (entry === undefined && saved.size >= MAX_SAVED) {
-    while (savedOrder.length && !dropSaved(savedOrder.shift()));
-    savedDropped++;
-  }
-  saved.set(store.id, { labels: store.labels, tag: started });
-  savedOrder.push([store.id, started]);
-}
-
-/** Drops the saved set of an order entry unless it was sampled again since. */
-function dropSaved([id, tag]) {
-  if (saved.get(id)?.tag !== tag) return false;
-  saved.delete(id);
-  return true;
-}
-
-/** Drops saved label sets that only built recordings could reference. */
-function pruneSaved() {
-  const oldest = unbuiltStarts.length ? unbuiltStarts[0] : Infinity;
-  let n = 0;
-  while (n < savedOrder.length && savedOrder[n][1] < oldest) dropSaved(savedOrder[n++]);
-  if (n) savedOrder.splice(0, n);
-}
 
 // --- the published context ---------------------------------------------------------
 
 let currentStore = EMPTY;
 let previousStore = EMPTY;
-// [context id, switch count, id the handler last recorded (0 once JS took note)]: a view
-// of the native cell, or a plain array where Node refuses external buffers.
-let cell = new Uint32Array(3);
+// [context id, switch count, id the handler last recorded (0 once JS took note),
+// recordings started on this thread]: a view of the native cell, or a plain array where
+// Node refuses external buffers (then the native calls below stand in for it).
+let cell = new Uint32Array(4);
 let shared = false;
+let localRecordings = 0;
+
+/** Recordings started on this thread (by any copy of this module): a save is current
+ * for every recording started before it. */
+const recordingsStarted = () => (shared ? cell[3] : localRecordings);
+
+/** Keeps a sampled store's labels for the traces that may reference it. */
+function save(store) {
+  if (store.id === 0) return;
+  const stamp = recordingsStarted();
+  if (store.savedFor === stamp) return;
+  store.flat ??= Object.entries(store.labels).flat();
+  try {
+    native.saveLabels(store.id, store.flat);
+    store.savedFor = stamp;
+  } catch (err) {
+    warnOnce('labels-save', `selfprof: a label set could not be kept: ${err.message}`);
+  }
+}
 
 /** A signal recorded a context since JS last looked: keep its labels. */
 function noteSampled() {
-  const id = Atomics.exchange(cell, 2, 0);
+  const id = shared ? Atomics.exchange(cell, 2, 0) : native.takeSampledContext();
+  if (id === 0) return;
   if (id === currentStore.id) save(currentStore);
   else if (id === previousStore.id) save(previousStore); // recorded as we switched
+  else if (shared) Atomics.compareExchange(cell, 2, 0, id); // another copy's: leave it
 }
 
 function publish(store) {
   if (store === currentStore) return;
-  if (cell[2] !== 0) noteSampled();
+  if (cell[2] !== 0 || !shared) noteSampled();
   previousStore = currentStore;
   currentStore = store;
   cell[0] = store.id;
@@ -89,6 +77,7 @@ function publish(store) {
   if (!shared) native.setThreadContext(store.id);
 }
 
+let available = true;
 function initCell() {
   try {
     const view = native.registerThread();
@@ -98,6 +87,7 @@ function initCell() {
     if (shared) cell = view;
     else warnOnce('labels-copy', 'selfprof: external buffers are not allowed here; labels cost a native call per switch');
   } catch (err) {
+    available = false;
     shared = true; // nothing to call either
     warnOnce('labels', `selfprof: samples will carry no labels on this thread: ${err.message}`);
   }
@@ -110,12 +100,17 @@ function currentStoreOfContext() {
 
 // --- continuation tracking -----------------------------------------------------------
 
-// On every async continuation, publish the store of the callback being entered. There is
-// no `after` hook: it would double the per-hop cost, and until the next continuation only
-// native work or idle time follows (idle samples carry no labels; see trace.rs).
+// The stores to return to, one per continuation being run (callback scopes nest: an HTTP
+// parser's callbacks run inside a socket read's). Bounded: a lost `after` cannot grow it.
+const outer = [];
 const hook = createHook({
   before() {
+    if (outer.length >= 4096) outer.length = 0;
+    outer.push(currentStore);
     publish(als.getStore() ?? EMPTY);
+  },
+  after() {
+    publish(outer.pop() ?? EMPTY);
   },
 });
 
@@ -123,12 +118,13 @@ let recordings = 0;
 let labelsUsed = false;
 let hookEnabled = false;
 
-// The hook costs every async hop, so it runs only while a profiler records and labels
+// The hooks cost every async hop, so they run only while a profiler records and labels
 // have been used at all.
 function updateHook() {
   const want = recordings > 0 && labelsUsed;
   if (want === hookEnabled) return;
   hookEnabled = want;
+  outer.length = 0;
   if (want) {
     hook.enable();
     publish(currentStoreOfContext());
@@ -137,12 +133,13 @@ function updateHook() {
   }
 }
 
-/** A recording starts on this thread. */
+/** A recording starts on this thread; returns its token for `recordingBuilt`. */
 function recordingStarted() {
-  unbuiltStarts.push(++started);
   recordings++;
   updateHook();
-  return started;
+  localRecordings++;
+  if (!available) return 0;
+  return native.labelsRecordingStarted();
 }
 
 /** A recording stopped sampling; its trace is still to be built. */
@@ -151,35 +148,37 @@ function recordingStopped() {
   updateHook();
 }
 
-/** The trace of the recording `startedAs` was built (or never will be). */
-function recordingBuilt(startedAs) {
-  const i = unbuiltStarts.indexOf(startedAs);
-  if (i >= 0) unbuiltStarts.splice(i, 1);
-  pruneSaved();
+/** The trace of the recording `token` was built (or never will be). */
+function recordingBuilt(token) {
+  if (available && token) native.labelsRecordingBuilt(token);
 }
 
-/**
- * The labels of every context a trace built now can reference (the saved ones and the
- * current ones), as `[[id, labels], ...]` JSON.
- */
+/** Before a trace is built: saves what a signal recorded since JS last looked. */
 function labelsForTrace() {
-  if (cell[2] !== 0) noteSampled();
-  const contexts = new Map();
-  for (const [id, { labels }] of saved) contexts.set(id, labels);
-  contexts.set(currentStore.id, currentStore.labels);
-  contexts.set(previousStore.id, previousStore.labels);
-  contexts.delete(0);
-  return JSON.stringify([...contexts]);
+  if (!available) return;
+  noteSampled();
+  save(currentStore);
+  save(previousStore);
 }
 
-/** Counts for tests and diagnostics. */
+/** Counts for tests and diagnostics (process-wide). */
 function labelStats() {
-  return { saved: saved.size, unbuilt: unbuiltStarts.length, dropped: savedDropped };
+  return available ? native.labelStats() : { saved: 0, bytes: 0, dropped: 0, unbuilt: 0 };
 }
 
 // --- label sets ----------------------------------------------------------------------
 
-let nextId = 1;
+let nextId = 0;
+let lastId = -1;
+
+/** The next label-set id: from a block reserved from the process-wide counter. */
+function newId() {
+  if (nextId > lastId) {
+    nextId = available ? native.reserveLabelIds(ID_BLOCK) : (lastId + 1 > 0 ? lastId + 1 : 1);
+    lastId = nextId + ID_BLOCK - 1;
+  }
+  return nextId++;
+}
 
 function labelValue(fn, key, value) {
   switch (typeof value) {
@@ -211,6 +210,8 @@ function storeWith(fn, labels) {
     if (key.length === 0 || key.length > MAX_KEY_LENGTH) {
       throw new RangeError(`${fn}: label keys must be 1 to ${MAX_KEY_LENGTH} characters, got ${key.length}`);
     }
+    // Assigning it would set the object's prototype instead of a label.
+    if (key === '__proto__') throw new TypeError(`${fn}: "__proto__" cannot be a label key`);
     const value = labels[key];
     if (value === undefined || value === null) delete out[key];
     else out[key] = labelValue(fn, key, value);
@@ -220,9 +221,7 @@ function storeWith(fn, labels) {
     throw new RangeError(`${fn}: at most ${MAX_KEYS} labels per set, got ${Object.keys(out).length}`);
   }
   if (count === 0) return EMPTY;
-  const id = nextId;
-  nextId = nextId >= 0xfffffffe ? 1 : nextId + 1;
-  return { id, labels: Object.freeze(out) };
+  return { id: newId(), labels: Object.freeze(out), flat: null, savedFor: -1 };
 }
 
 /** The labels in effect (a frozen object). */

@@ -193,12 +193,16 @@ class Profiler extends EventTarget {
     return this.#build(taken, format);
   }
 
-  /** Builds what #take took, off the main thread. */
+  /** Builds what #take took, off the main thread. Built or failed, its labels are let go. */
   #build({ chunks, build, member }, format) {
-    return native
-      .buildTrace(chunks, build)
-      .finally(() => labels.recordingBuilt(member.startedAs))
-      .then((out) => (format === 'json' ? JSON.parse(out) : out));
+    let task;
+    try {
+      task = native.buildTrace(chunks, build);
+    } catch (err) {
+      labels.recordingBuilt(member.startedAs);
+      return Promise.reject(err);
+    }
+    return task.finally(() => labels.recordingBuilt(member.startedAs)).then((out) => (format === 'json' ? JSON.parse(out) : out));
   }
 
   /** Moves the profiler to stopped and returns what building its trace needs. */
@@ -215,6 +219,13 @@ class Profiler extends EventTarget {
     member.state = 'stopped';
     this.#stopped = true;
     abandoned.unregister(this);
+    try {
+      labels.labelsForTrace();
+    } catch (err) {
+      labels.recordingBuilt(member.startedAs); // a stop that fails lets go of what it held
+      member.recordings = [];
+      throw err;
+    }
     const build = {
       originUs: timeOriginUs(),
       fromMs: this.#startedAt,
@@ -225,7 +236,6 @@ class Profiler extends EventTarget {
       labels: true,
       tid: member.tid,
       cpuStartNs: member.cpuStartNs,
-      contexts: labels.labelsForTrace(),
       timeOriginUnixMs: performance.timeOrigin,
       periodNs: this.#sampleInterval * 1e6,
       cpuTime: cpuTime ?? true,

@@ -4,14 +4,24 @@
 // A profiler must never take the service down: failures are logged once and contained.
 
 const os = require('node:os');
+const { performance } = require('node:perf_hooks');
 const { Profiler, stopForExport } = require('../capture/profiler');
 const { createExporter } = require('./exporters');
+const { MAX_TIMER_MS } = require('./exporters/uploader');
 const { warnOnce } = require('../log');
 const { version: profilerVersion } = require('../../package.json');
 
 const DEFAULT_INTERVAL_MS = 1000 / 99; // 99 Hz, off the beat of 10 ms timers
 const DEFAULT_PERIOD_MS = 60_000;
 const EXIT_FLUSH_MS = 2000;
+
+/** A numeric environment variable; not a number is an error naming the variable. */
+function envNumber(env, name) {
+  const text = env[name].trim();
+  const n = Number(text);
+  if (text === '' || !Number.isFinite(n)) throw new TypeError(`start: ${name} must be a number of ms, got ${JSON.stringify(env[name])}`);
+  return n;
+}
 
 function fromEnv(env) {
   const options = {};
@@ -28,8 +38,8 @@ function fromEnv(env) {
         }),
     );
   }
-  if (env.SELFPROF_PERIOD_MS) options.period = Number(env.SELFPROF_PERIOD_MS);
-  if (env.SELFPROF_SAMPLE_INTERVAL_MS) options.sampleInterval = Number(env.SELFPROF_SAMPLE_INTERVAL_MS);
+  if (env.SELFPROF_PERIOD_MS) options.period = envNumber(env, 'SELFPROF_PERIOD_MS');
+  if (env.SELFPROF_SAMPLE_INTERVAL_MS) options.sampleInterval = envNumber(env, 'SELFPROF_SAMPLE_INTERVAL_MS');
   const type = env.SELFPROF_EXPORTER ?? (env.SELFPROF_EXPORTER_URL ? 'datadog' : env.SELFPROF_DIR ? 'file' : undefined);
   if (type) {
     const exporter = { type };
@@ -50,10 +60,10 @@ function validate(options) {
     if (v !== undefined && (typeof v !== 'string' || v === '')) throw new TypeError(`start: ${key} must be a non-empty string`);
     return v;
   };
-  const num = (key, fallback, min) => {
+  const num = (key, fallback, min, max) => {
     const v = o[key] ?? fallback;
     if (typeof v !== 'number' || !Number.isFinite(v)) throw new TypeError(`start: ${key} must be a finite number of ms, got ${v}`);
-    if (v < min) throw new RangeError(`start: ${key} must be at least ${min} ms, got ${v}`);
+    if (v < min || v > max) throw new RangeError(`start: ${key} must be from ${min} to ${max} ms, got ${v}`);
     return v;
   };
   const tags = o.tags ?? {};
@@ -73,8 +83,10 @@ function validate(options) {
     env: str('env'),
     version: str('version'),
     tags,
-    sampleInterval: num('sampleInterval', DEFAULT_INTERVAL_MS, 0),
-    period: num('period', DEFAULT_PERIOD_MS, 100),
+    // The Profiler clamps an interval it cannot sample at to the nearest it can.
+    sampleInterval: num('sampleInterval', DEFAULT_INTERVAL_MS, 0, Number.MAX_VALUE),
+    // The rotation is a timer: longer than setTimeout can wait, it would fire every 1 ms.
+    period: num('period', DEFAULT_PERIOD_MS, 100, MAX_TIMER_MS),
     collectCpuTime: o.collectCpuTime ?? true,
     exporters,
   };
@@ -87,7 +99,6 @@ class Session {
   #timer = null;
   #stopped = false;
   #withTrace = false;
-  #exitHandlers = [];
 
   constructor(options) {
     this.#options = validate(options);
@@ -105,7 +116,7 @@ class Session {
     this.#begin();
     this.#timer = setInterval(() => this.#rotate(), this.#options.period);
     this.#timer.unref();
-    this.#installExitHandlers();
+    exitGuard.add(this);
   }
 
   get exporters() {
@@ -138,42 +149,70 @@ class Session {
 
   /** Ships the current period now and waits (up to `timeoutMs`) for the uploads. */
   async flush(timeoutMs = EXIT_FLUSH_MS) {
+    const deadline = performance.now() + timeoutMs;
     await this.#rotate(this.#stopped);
-    await Promise.all(this.#exporters.map((e) => e.flush(timeoutMs)));
+    await Promise.all(this.#exporters.map((e) => e.flush(Math.max(0, deadline - performance.now()))));
   }
 
-  /** Stops profiling; the last partial period is shipped. */
+  /**
+   * Stops profiling and ships the last partial period: waits up to `timeoutMs` for the
+   * uploads, then abandons any still in flight (a receiver that never answers must not hold
+   * the process open).
+   */
   async stop(timeoutMs = EXIT_FLUSH_MS) {
     if (this.#stopped) return;
     this.#stopped = true;
     clearInterval(this.#timer);
-    for (const [event, handler] of this.#exitHandlers) process.removeListener(event, handler);
-    await this.flush(timeoutMs);
+    exitGuard.remove(this);
+    const deadline = performance.now() + timeoutMs;
+    await this.#rotate(true);
+    await Promise.all(this.#exporters.map((e) => e.close(Math.max(0, deadline - performance.now()))));
   }
+}
 
-  #installExitHandlers() {
-    const onBeforeExit = () => {
-      this.stop().catch(() => {});
-    };
+/**
+ * One set of exit handlers for every session in the process: on `beforeExit`, SIGTERM and
+ * SIGINT each session ships its last profile (within EXIT_FLUSH_MS), and only when all have
+ * is the signal raised again (if the app has no handler of its own). Per-session handlers
+ * would let the first session to finish end the process under the others' uploads.
+ */
+const exitGuard = {
+  sessions: new Set(),
+  handlers: null,
+
+  add(session) {
+    this.sessions.add(session);
+    if (this.handlers) return;
+    const stopAll = () => Promise.allSettled([...this.sessions].map((s) => s.stop()));
     const onSignal = (signal) => {
-      // Flush within a bounded time, then let the signal do what it would have done.
-      const done = () => {
+      this.uninstall();
+      let raised = false;
+      const raise = () => {
+        if (raised) return;
+        raised = true;
         if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
       };
-      const timer = setTimeout(done, EXIT_FLUSH_MS + 500);
-      this.stop().then(() => {
-        clearTimeout(timer);
-        done();
-      }, done);
+      setTimeout(raise, EXIT_FLUSH_MS + 500);
+      stopAll().then(raise);
     };
-    this.#exitHandlers = [
-      ['beforeExit', onBeforeExit],
+    this.handlers = [
+      ['beforeExit', () => stopAll()],
       ['SIGTERM', onSignal],
       ['SIGINT', onSignal],
     ];
-    for (const [event, handler] of this.#exitHandlers) process.on(event, handler);
-  }
-}
+    for (const [event, handler] of this.handlers) process.on(event, handler);
+  },
+
+  remove(session) {
+    this.sessions.delete(session);
+    if (this.sessions.size === 0) this.uninstall();
+  },
+
+  uninstall() {
+    for (const [event, handler] of this.handlers ?? []) process.removeListener(event, handler);
+    this.handlers = null;
+  },
+};
 
 /** Starts continuous profiling; returns the session (`stop()`, `flush()`). */
 function start(options = {}) {

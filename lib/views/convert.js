@@ -8,12 +8,33 @@ const native = require('../native');
 
 const TARGETS = ['cpuprofile', 'folded', 'pprof', 'trace'];
 
+const INPUT = 'a trace object, its JSON, json-gzip bytes, or pprof bytes (Buffer, Uint8Array, ArrayBuffer)';
+
+/** What `value` is, for a message. */
+function kind(value) {
+  if (value === null) return 'null';
+  if (typeof value !== 'object') return typeof value;
+  return Array.isArray(value) ? 'an array' : `a ${value.constructor?.name ?? 'null-prototype object'}`;
+}
+
 /** The input as bytes for the native reader, which tells JSON from pprof and gunzips. */
 function inputBytes(input) {
   if (typeof input === 'string') return Buffer.from(input, 'utf8');
-  if (input instanceof Uint8Array) return Buffer.from(input.buffer, input.byteOffset, input.byteLength);
-  if (input !== null && typeof input === 'object' && !Array.isArray(input)) return Buffer.from(JSON.stringify(input), 'utf8');
-  throw new TypeError('convert: input must be a trace object, its JSON, json-gzip bytes, or pprof bytes');
+  if (ArrayBuffer.isView(input)) return Buffer.from(input.buffer, input.byteOffset, input.byteLength);
+  if (input instanceof ArrayBuffer || (typeof SharedArrayBuffer === 'function' && input instanceof SharedArrayBuffer)) {
+    return Buffer.from(input);
+  }
+  const proto = input !== null && typeof input === 'object' ? Object.getPrototypeOf(input) : undefined;
+  if (proto === Object.prototype || proto === null) {
+    let json;
+    try {
+      json = JSON.stringify(input);
+    } catch (err) {
+      throw new TypeError(`convert: the trace object cannot be serialized: ${err.message}`);
+    }
+    return Buffer.from(json, 'utf8');
+  }
+  throw new TypeError(`convert: input must be ${INPUT}, got ${kind(input)}`);
 }
 
 /**

@@ -105,7 +105,9 @@ function diffProfiles(a, b, { ignoreLines = false } = {}) {
 function diffLabelValues(trace, key, a, b, { ignoreLines = false } = {}) {
   const t = readProfile(trace);
   const has = (value) => (s) => {
-    const v = s.contextId === undefined ? undefined : t.contexts[s.contextId].labels[key];
+    const labels = s.contextId === undefined ? undefined : t.contexts[s.contextId].labels;
+    // Own properties only: a label key such as `constructor` must not find Object's.
+    const v = labels !== undefined && Object.hasOwn(labels, key) ? labels[key] : undefined;
     return value === null ? v === undefined : v === value;
   };
   return compare(countSide(t, has(a), ignoreLines), countSide(t, has(b), ignoreLines));

@@ -53,7 +53,9 @@ function samplesByLabel(trace, key) {
   for (const s of trace.samples) {
     if (s.stackId === undefined) continue;
     total++;
-    const value = s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels[key];
+    const labels = s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels;
+    // Own properties only: a label key such as `constructor` must not find Object's.
+    const value = labels !== undefined && Object.hasOwn(labels, key) ? labels[key] : undefined;
     const name = value ?? '(none)';
     let g = groups.get(name);
     if (!g) groups.set(name, (g = { value: name, samples: 0, self: new Map() }));

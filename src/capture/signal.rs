@@ -87,15 +87,20 @@ pub static RING: [Slot; RING_CAPACITY] = [EMPTY_SLOT; RING_CAPACITY];
 pub static RING_WRITE: CachePadded<AtomicU64> = CachePadded::new(AtomicU64::new(0));
 
 /// A thread that publishes its current label context: `tid` (0 = free) and the cell its
-/// JS reads and writes through a three-element Uint32Array view: `[context id,
-/// generation, sampled]`. JS writes the id and bumps the generation (a count of context
-/// switches) on every switch; the handler stores the id it recorded in `sampled`, and JS
-/// keeps that context's labels and zeroes it at its next switch.
+/// JS reads and writes through a Uint32Array view: `[context id, generation, sampled,
+/// recordings]`. JS writes the id and bumps the generation (a count of context switches)
+/// on every switch; the handler stores the id it recorded in `sampled`, and JS saves that
+/// context's labels and zeroes it at its next switch. `recordings` counts the recordings
+/// started on the thread (written outside signal context): a set saved since the last
+/// start need not be saved again. The handler touches only the first three.
 #[repr(C)]
 pub struct ThreadContext {
-  pub cell: [AtomicU32; 3],
+  pub cell: [AtomicU32; CELL_LEN],
   pub tid: AtomicI32,
 }
+
+/// Elements of a thread's cell.
+pub const CELL_LEN: usize = 4;
 
 impl ThreadContext {
   pub fn context(&self) -> u32 {
@@ -108,7 +113,12 @@ impl ThreadContext {
 
 #[allow(clippy::declare_interior_mutable_const)]
 const EMPTY_THREAD: CachePadded<ThreadContext> = CachePadded::new(ThreadContext {
-  cell: [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)],
+  cell: [
+    AtomicU32::new(0),
+    AtomicU32::new(0),
+    AtomicU32::new(0),
+    AtomicU32::new(0),
+  ],
   tid: AtomicI32::new(0),
 });
 
@@ -145,7 +155,7 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 }
 
 /// CLOCK_MONOTONIC in ns: V8's TimeTicks clock on Linux.
-fn monotonic_ns() -> u64 {
+pub fn monotonic_ns() -> u64 {
   clock_ns(libc::CLOCK_MONOTONIC)
 }
 
@@ -386,7 +396,7 @@ pub fn unregister_thread(index: usize, tid: i32) {
   }
 }
 
-/// Pointer to a thread slot's three-element cell, for the JS typed-array view.
+/// Pointer to a thread slot's `CELL_LEN`-element cell, for the JS typed-array view.
 pub fn context_cell(index: usize) -> Option<*mut u32> {
   THREADS.get(index).map(|t| t.cell[0].as_ptr())
 }

@@ -21,31 +21,58 @@ impl std::fmt::Display for ConvertError {
   }
 }
 
-/// Decompressed input is bounded, so a gzip bomb is an error rather than an OOM.
-const MAX_INPUT_BYTES: u64 = 1 << 30;
+/// What converting outside input (files given to the CLI, `convert`, `readProfile`,
+/// `htmlReport`) may cost: past a limit, one error naming it. The README's bounds table.
+pub mod limits {
+  /// Input, decompressed.
+  pub const INPUT_BYTES: u64 = 256 << 20;
+  /// What decoding a pprof profile may allocate (estimated before decoding).
+  pub const DECODED_PPROF_BYTES: u64 = 256 << 20;
+  /// Samples listed from a pprof's counts (for `trace`, `cpuprofile` and the report).
+  pub const LISTED_SAMPLES: u64 = 5_000_000;
+  /// Stack frames walked or written in all (samples × depth).
+  pub const FRAMES: u64 = 1 << 26;
+  /// Distinct stacks built from a pprof profile.
+  pub const STACKS: usize = 4_000_000;
+  /// Text output of a conversion (folded, trace, `.cpuprofile`): it is held once in Rust
+  /// and once as a JS string.
+  pub const TEXT_BYTES: usize = 256 << 20;
+  /// V8's longest string, in one-byte characters (a trace's JSON from `stop()`).
+  pub const JS_STRING_BYTES: usize = (1 << 29) - 24;
+}
 
-/// Reads a trace from any input selfprof converts: a trace's JSON, a V8 CPU profile's JSON
-/// (a `.cpuprofile` file, the inspector's `Profiler.stop` result) or a pprof profile, each
+/// A profile read from outside: a trace, and for a pprof profile what each of its samples
+/// stands for (counts are not expanded until a target lists samples) and its own timing.
+pub struct Profile {
+  pub trace: Trace,
+  pub weights: Option<Vec<pprof::Weight>>,
+  pub timing: Option<pprof::Timing>,
+}
+
+impl From<Trace> for Profile {
+  fn from(trace: Trace) -> Profile {
+    Profile {
+      trace,
+      weights: None,
+      timing: None,
+    }
+  }
+}
+
+/// Reads any input selfprof converts: a trace's JSON, a V8 CPU profile's JSON (a
+/// `.cpuprofile` file, the inspector's `Profiler.stop` result) or a pprof profile, each
 /// plain or gzip'd. JSON is told from protobuf by its first non-blank byte, and a CPU
 /// profile from a trace by its fields.
-pub fn read_input(bytes: &[u8]) -> Result<Trace, ConvertError> {
+pub fn read_input(bytes: &[u8]) -> Result<Profile, ConvertError> {
   if bytes.is_empty() {
     return Err(ConvertError("empty input".into()));
   }
   let plain;
   let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
-    let mut out = Vec::new();
-    flate2::read::MultiGzDecoder::new(bytes)
-      .take(MAX_INPUT_BYTES + 1)
-      .read_to_end(&mut out)
-      .map_err(|e| ConvertError(format!("truncated or corrupt gzip: {e}")))?;
-    if out.len() as u64 > MAX_INPUT_BYTES {
-      return Err(ConvertError(format!(
-        "input is over {MAX_INPUT_BYTES} bytes uncompressed"
-      )));
-    }
-    plain = out;
+    plain = gunzip(bytes)?;
     &plain[..]
+  } else if bytes.len() as u64 > limits::INPUT_BYTES {
+    return Err(too_big());
   } else {
     bytes
   };
@@ -54,11 +81,18 @@ pub fn read_input(bytes: &[u8]) -> Result<Trace, ConvertError> {
     Some(b'{') => {
       let json = std::str::from_utf8(bytes).map_err(|e| ConvertError(format!("not a selfprof trace: {e}")))?;
       if is_cpu_profile(json) {
-        return from_cpu_profile(json);
+        return from_cpu_profile(json).map(Profile::from);
       }
-      parse_trace(json)
+      parse_trace(json).map(Profile::from)
     }
-    Some(_) => pprof_decode::decode(bytes),
+    Some(_) => {
+      let d = pprof_decode::decode(bytes)?;
+      Ok(Profile {
+        trace: d.trace,
+        weights: Some(d.weights),
+        timing: Some(d.timing),
+      })
+    }
   }
 }
 
@@ -92,6 +126,31 @@ pub fn from_cpu_profile(json: &str) -> Result<Trace, ConvertError> {
   let trace = builder.finish();
   check(&trace)?;
   Ok(trace)
+}
+
+fn too_big() -> ConvertError {
+  ConvertError(format!(
+    "input is over {} MiB uncompressed; that is the limit",
+    limits::INPUT_BYTES >> 20
+  ))
+}
+
+/// Gunzips at most `limits::INPUT_BYTES`, reserving what the gzip trailer says it holds
+/// (so an honest file is decompressed without reallocating).
+fn gunzip(bytes: &[u8]) -> Result<Vec<u8>, ConvertError> {
+  let trailer = bytes
+    .len()
+    .checked_sub(4)
+    .map(|at| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]) as u64);
+  let mut out = Vec::with_capacity(trailer.unwrap_or(0).min(limits::INPUT_BYTES) as usize);
+  flate2::read::MultiGzDecoder::new(bytes)
+    .take(limits::INPUT_BYTES + 1)
+    .read_to_end(&mut out)
+    .map_err(|e| ConvertError(format!("truncated or corrupt gzip: {e}")))?;
+  if out.len() as u64 > limits::INPUT_BYTES {
+    return Err(too_big());
+  }
+  Ok(out)
 }
 
 /// Parses and checks a trace's JSON.
@@ -157,32 +216,106 @@ pub fn pprof_timing(t: &Trace) -> pprof::Timing {
   }
 }
 
-/// The trace as the named format: `cpuprofile`, `folded` and `trace` are text (JSON,
-/// folded lines, JSON), `pprof` gzip'd protobuf.
-pub fn to_format(t: &Trace, to: &str) -> Result<Vec<u8>, ConvertError> {
+/// The profile with every count listed as samples (each pprof sample's `count` samples
+/// laid end to end over its wall time), for the targets that list samples.
+pub fn expand(p: &Profile) -> Result<std::borrow::Cow<'_, Trace>, ConvertError> {
+  let Some(weights) = &p.weights else {
+    return Ok(std::borrow::Cow::Borrowed(&p.trace));
+  };
+  let total = weights
+    .iter()
+    .map(|w| w.count.max(0) as u64)
+    .fold(0u64, u64::saturating_add);
+  if total > limits::LISTED_SAMPLES {
+    return Err(ConvertError(format!(
+      "the profile stands for {total} samples; listing them is limited to {} (convert it to pprof or folded instead: they keep the counts)",
+      limits::LISTED_SAMPLES
+    )));
+  }
+  let mut samples = Vec::with_capacity(total as usize);
+  for (s, w) in p.trace.samples.iter().zip(weights) {
+    let step = w.wall_ns as f64 / 1e6 / w.count as f64;
+    let cpu = s.cpu_time.map(|c| c / w.count as f64);
+    for k in 1..=w.count {
+      samples.push(crate::trace::Sample {
+        timestamp: s.timestamp + step * k as f64,
+        cpu_time: cpu,
+        ..s.clone()
+      });
+    }
+  }
+  Ok(std::borrow::Cow::Owned(Trace {
+    samples,
+    ..p.trace.clone()
+  }))
+}
+
+/// Stack frames that writing every sample's stack walks: samples × depth.
+fn frames_written(t: &Trace) -> u64 {
+  let mut depth = vec![0u64; t.stacks.len()];
+  for (i, s) in t.stacks.iter().enumerate() {
+    depth[i] = 1 + s.parent_id.map_or(0, |p| depth[p as usize]);
+  }
+  t.samples
+    .iter()
+    .map(|s| s.stack_id.map_or(1, |id| depth[id as usize]))
+    .fold(0u64, u64::saturating_add)
+}
+
+/// The error for text output of `bytes`, over `limits::TEXT_BYTES`.
+pub(crate) fn too_long(what: &str, bytes: u64) -> ConvertError {
+  ConvertError(format!(
+    "the {what} would be {} MiB; text output is limited to {} MiB (pprof keeps deep stacks compact)",
+    bytes >> 20,
+    limits::TEXT_BYTES >> 20
+  ))
+}
+
+/// Text output, if a JS string can hold it.
+fn text(out: Vec<u8>, what: &str) -> Result<Vec<u8>, ConvertError> {
+  if out.len() > limits::TEXT_BYTES {
+    return Err(too_long(what, out.len() as u64));
+  }
+  Ok(out)
+}
+
+/// The profile as the named format: `cpuprofile`, `folded` and `trace` are text (JSON,
+/// folded lines, JSON), `pprof` gzip'd protobuf. Each stays within `limits`.
+pub fn to_format(p: &Profile, to: &str) -> Result<Vec<u8>, ConvertError> {
   let io = |e: std::io::Error| ConvertError(e.to_string());
   match to {
-    "cpuprofile" => serde_json::to_vec(&cpuprofile::to_cpuprofile(t)).map_err(|e| ConvertError(e.to_string())),
-    "folded" => Ok(folded::to_folded(t).into_bytes()),
-    "trace" => Ok(t.to_json().into_bytes()),
-    "pprof" => pprof::encode_gzip(t, &pprof_timing(t)).map_err(io),
+    "cpuprofile" => {
+      let t = expand(p)?;
+      let profile = cpuprofile::to_cpuprofile(&t);
+      let estimate = profile.estimated_bytes();
+      if estimate > limits::TEXT_BYTES as u64 {
+        return Err(too_long(".cpuprofile", estimate));
+      }
+      text(
+        serde_json::to_vec(&profile).map_err(|e| ConvertError(e.to_string()))?,
+        ".cpuprofile",
+      )
+    }
+    "folded" => text(
+      folded::to_folded_weighted(&p.trace, p.weights.as_deref())?.into_bytes(),
+      "folded output",
+    ),
+    "trace" => text(expand(p)?.to_json().into_bytes(), "trace"),
+    "pprof" => {
+      let frames = frames_written(&p.trace);
+      if frames > limits::FRAMES {
+        return Err(ConvertError(format!(
+          "the pprof would hold {frames} stack frames (samples × depth); the limit is {}",
+          limits::FRAMES
+        )));
+      }
+      let timing = p.timing.unwrap_or_else(|| pprof_timing(&p.trace));
+      pprof::encode_weighted_gzip(&p.trace, &timing, p.weights.as_deref()).map_err(io)
+    }
     other => Err(ConvertError(format!(
       "unknown target format {other:?}: expected \"cpuprofile\", \"folded\", \"pprof\" or \"trace\""
     ))),
   }
-}
-
-/// Frame ids of a stack, outermost first.
-pub(crate) fn path(t: &Trace, stack_id: Option<u32>) -> Vec<u32> {
-  let mut out = Vec::new();
-  let mut at = stack_id;
-  while let Some(id) = at {
-    let s = &t.stacks[id as usize];
-    out.push(s.frame_id);
-    at = s.parent_id;
-  }
-  out.reverse();
-  out
 }
 
 pub(crate) fn pseudo(marker: Option<Marker>) -> &'static str {
@@ -273,15 +406,13 @@ mod tests {
   #[test]
   fn inputs_are_sniffed_and_gunzipped() {
     let t = parse_trace(TRACE).unwrap();
-    assert_eq!(read_input(TRACE.as_bytes()).unwrap(), t);
-    assert_eq!(read_input(&t.to_json_gzip().unwrap()).unwrap(), t);
-    assert_eq!(read_input(b"").unwrap_err().0, "empty input");
-    assert_eq!(read_input(b"  \n").unwrap_err().0, "empty input");
+    assert_eq!(read_input(TRACE.as_bytes()).unwrap().trace, t);
+    assert_eq!(read_input(&t.to_json_gzip().unwrap()).unwrap().trace, t);
+    let err = |b: &[u8]| read_input(b).err().map(|e| e.0).unwrap_or_default();
+    assert_eq!(err(b""), "empty input");
+    assert_eq!(err(b"  \n"), "empty input");
     let gz = t.to_json_gzip().unwrap();
-    assert!(read_input(&gz[..gz.len() / 2])
-      .unwrap_err()
-      .0
-      .starts_with("truncated or corrupt gzip"));
+    assert!(err(&gz[..gz.len() / 2]).starts_with("truncated or corrupt gzip"));
     assert!(read_input(b"\x08\x96\x01garbage").is_err());
     let unknown_marker = r#"{"resources":[],"frames":[],"stacks":[],"samples":[{"timestamp":1,"marker":"nap"}]}"#;
     assert!(read_input(unknown_marker.as_bytes()).is_err());
@@ -301,9 +432,13 @@ mod tests {
       "contexts": [{ "labels": { "endpoint": "GET /a" } }, { "labels": { "endpoint": "GET /b", "span_id": "7" } }]
     }"#;
     let t = parse_trace(labeled).unwrap();
-    let pprof = to_format(&t, "pprof").unwrap();
-    let back = read_input(&pprof).unwrap();
-    assert_eq!(to_folded(&back), to_folded(&t));
+    let pprof = to_format(&Profile::from(t.clone()), "pprof").unwrap();
+    let read = read_input(&pprof).unwrap();
+    assert_eq!(
+      folded::to_folded_weighted(&read.trace, read.weights.as_deref()).unwrap(),
+      to_folded(&t)
+    );
+    let back = expand(&read).unwrap().into_owned();
     assert_eq!(back.samples.len(), 6);
     assert_eq!(back.frames, t.frames);
     let labels = |tr: &Trace| -> Vec<Option<Vec<(String, String)>>> {
@@ -318,5 +453,93 @@ mod tests {
     assert_eq!(labels(&back), labels(&t));
     let markers = |tr: &Trace| tr.samples.iter().filter_map(|s| s.marker).count();
     assert_eq!(markers(&back), 2);
+  }
+
+  /// A pprof of one sample: `refs` references to one location, standing for `count` samples.
+  fn pprof_of(refs: usize, count: i64) -> Vec<u8> {
+    use prost::Message;
+    let t = parse_trace(TRACE).unwrap();
+    let mut p = pprof::profile(&t, &pprof_timing(&t));
+    p.sample.truncate(1);
+    p.sample[0].location_id = vec![p.location[0].id; refs];
+    p.sample[0].value = vec![count, count * 1_000_000, 0];
+    p.encode_to_vec()
+  }
+
+  #[test]
+  fn pprof_counts_are_kept_not_expanded_and_listing_them_is_bounded() {
+    let p = read_input(&pprof_of(3, 19_999_999)).unwrap();
+    assert_eq!(p.trace.samples.len(), 1, "one sample standing for its count");
+    let folded = String::from_utf8(to_format(&p, "folded").unwrap()).unwrap();
+    assert_eq!(folded, "main;main;main 19999999\n");
+    let again = read_input(&to_format(&p, "pprof").unwrap()).unwrap();
+    assert_eq!(
+      again.weights.unwrap()[0].count,
+      19_999_999,
+      "pprof to pprof keeps the count"
+    );
+    let err = to_format(&p, "trace").err().unwrap().0;
+    assert!(
+      err.contains("19999999 samples") && err.contains("limited to 5000000"),
+      "{err}"
+    );
+    // 20,000 frames deep, a million times: one line, one pprof sample.
+    let deep = read_input(&pprof_of(20_000, 1_000_000)).unwrap();
+    assert_eq!(
+      to_format(&deep, "folded").unwrap().len(),
+      20_000 * 5 + " 1000000\n".len() - 1
+    );
+    assert!(to_format(&deep, "pprof").unwrap().len() < 1 << 20);
+  }
+
+  #[test]
+  fn what_decoding_a_pprof_would_allocate_is_bounded_before_decoding() {
+    use prost::Message;
+    // 8 MiB of empty samples: 2 bytes each in the file, 72 bytes each decoded.
+    let mut bomb = Vec::new();
+    pprof::Profile {
+      string_table: vec![String::new()],
+      ..Default::default()
+    }
+    .encode(&mut bomb)
+    .unwrap();
+    bomb.extend(std::iter::repeat_n([0x12u8, 0x00], 4 << 20).flatten());
+    let err = read_input(&bomb).err().unwrap().0;
+    assert!(err.contains("would take") && err.contains("limit is 256 MiB"), "{err}");
+  }
+
+  #[test]
+  fn deep_stacks_fold_in_linear_time_and_stay_within_the_frame_budget() {
+    // A chain 3,000 deep with a sample at every depth: 4.5M frames to write as pprof.
+    let n = 3_000u32;
+    let t = Trace {
+      frames: vec![crate::trace::Frame {
+        name: "f".into(),
+        resource_id: None,
+        line: None,
+        column: None,
+      }],
+      stacks: (0..n)
+        .map(|i| crate::trace::Stack {
+          frame_id: 0,
+          parent_id: i.checked_sub(1),
+        })
+        .collect(),
+      samples: (0..n)
+        .map(|i| crate::trace::Sample {
+          timestamp: i as f64,
+          stack_id: Some(i),
+          marker: None,
+          context_id: None,
+          cpu_time: None,
+        })
+        .collect(),
+      ..Trace::default()
+    };
+    let p = Profile::from(t);
+    let folded = to_format(&p, "folded").unwrap();
+    assert_eq!(folded.iter().filter(|b| **b == b'\n').count(), n as usize);
+    assert!(to_format(&p, "pprof").is_ok());
+    assert_eq!(frames_written(&p.trace), (n as u64) * (n as u64 + 1) / 2);
   }
 }

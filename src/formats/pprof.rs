@@ -8,7 +8,7 @@
 //! come back as frames named `(idle)`, `(garbage collector)` and `(program)` so that wall
 //! time adds up to the recording's duration.
 
-use crate::trace::{Marker, Metadata, Trace};
+use crate::trace::{Marker, Metadata, Sample as TraceSample, Trace};
 use prost::Message;
 use std::collections::HashMap;
 use std::io::Write;
@@ -145,86 +145,157 @@ fn ms_to_ns(ms: f64) -> i64 {
   (ms * 1e6).round() as i64
 }
 
-/// Builds the pprof profile of a trace.
-pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
-  let mut strings = Strings::new();
-  let value_type = |strings: &mut Strings, t: &str, u: &str| ValueType {
-    r#type: strings.id(t),
-    unit: strings.id(u),
-  };
-  let mut sample_type = vec![
-    value_type(&mut strings, "sample", "count"),
-    value_type(&mut strings, "wall", "nanoseconds"),
-  ];
-  if timing.cpu {
-    sample_type.push(value_type(&mut strings, "cpu", "nanoseconds"));
+/// What a pprof sample stands for when it is not one trace sample: a decoded pprof's
+/// aggregates (its count, wall time and CPU time), so re-encoding never expands them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Weight {
+  pub count: i64,
+  pub wall_ns: i64,
+  pub cpu_ns: i64,
+}
+
+/// Everything of a profile but its samples, and what encoding a sample needs.
+struct Encoder {
+  header: Profile,
+  labels: Vec<Vec<Label>>,
+  idle: u64,
+  gc: u64,
+  program: u64,
+  root: u64,
+  cpu: bool,
+  /// Line-level locations: (frame, line) -> location id (see `LinePieces`).
+  line_location: HashMap<(u32, u32), u64>,
+}
+
+impl Encoder {
+  fn new(trace: &Trace, timing: &Timing) -> Encoder {
+    let mut strings = Strings::new();
+    let value_type = |strings: &mut Strings, t: &str, u: &str| ValueType {
+      r#type: strings.id(t),
+      unit: strings.id(u),
+    };
+    let mut sample_type = vec![
+      value_type(&mut strings, "sample", "count"),
+      value_type(&mut strings, "wall", "nanoseconds"),
+    ];
+    if timing.cpu {
+      sample_type.push(value_type(&mut strings, "cpu", "nanoseconds"));
+    }
+    let period_type = Some(value_type(&mut strings, "wall", "nanoseconds"));
+
+    // One function and one location per frame, ids = frame index + 1; pseudo-frames after.
+    let mut function = Vec::with_capacity(trace.frames.len() + 4);
+    let mut location = Vec::with_capacity(trace.frames.len() + 4);
+    let mut add = |strings: &mut Strings, name: &str, file: &str, line: Option<u32>, column: Option<u32>| {
+      let id = function.len() as u64 + 1;
+      let name = strings.id(if name.is_empty() { "(anonymous)" } else { name });
+      function.push(Function {
+        id,
+        name,
+        system_name: name,
+        filename: strings.id(file),
+        start_line: line.map_or(0, i64::from),
+      });
+      location.push(Location {
+        id,
+        line: vec![Line {
+          function_id: id,
+          line: line.map_or(0, i64::from),
+          column: column.map_or(0, i64::from),
+        }],
+      });
+      id
+    };
+    for f in &trace.frames {
+      let file = f
+        .resource_id
+        .and_then(|r| trace.resources.get(r as usize))
+        .map_or("", String::as_str);
+      add(&mut strings, &f.name, file, f.line, f.column);
+    }
+    let idle = add(&mut strings, "(idle)", "", None, None);
+    let gc = add(&mut strings, "(garbage collector)", "", None, None);
+    let program = add(&mut strings, "(program)", "", None, None);
+    let root = add(&mut strings, "(root)", "", None, None);
+
+    // Line-level locations, after those: one per (frame, line) of the trace's line ticks,
+    // holding the line in its frame's function.
+    let first_line_location = location.len() as u64 + 1;
+    let mut line_location: HashMap<(u32, u32), u64> = HashMap::new();
+    for l in &trace.line_ticks {
+      let Some(frame) = trace.stacks.get(l.stack_id as usize).map(|s| s.frame_id) else {
+        continue;
+      };
+      line_location.entry((frame, l.line)).or_insert_with(|| {
+        let id = location.len() as u64 + 1;
+        location.push(Location {
+          id,
+          line: vec![Line {
+            function_id: u64::from(frame) + 1,
+            line: i64::from(l.line),
+            column: 0,
+          }],
+        });
+        id
+      });
+    }
+
+    // Label keys and values, per context.
+    let labels: Vec<Vec<Label>> = trace
+      .contexts
+      .iter()
+      .map(|c| {
+        c.labels
+          .iter()
+          .map(|(k, v)| Label {
+            key: strings.id(k),
+            str: strings.id(v),
+            ..Label::default()
+          })
+          .collect()
+      })
+      .collect();
+
+    // How many samples the SIGPROF join labeled, so that a reader of the pprof alone can
+    // tell "no labels by design" (V8 sampled without a signal) from labels lost.
+    let mut comment: Vec<i64> = trace
+      .metadata
+      .iter()
+      .map(|m| strings.id(&metadata_comment(m)))
+      .collect();
+    if !line_location.is_empty() {
+      comment.push(strings.id(&format!("{LINES_COMMENT}{first_line_location}")));
+    }
+
+    let header = Profile {
+      sample_type,
+      sample: Vec::new(),
+      location,
+      function,
+      string_table: strings.table,
+      // Whole ms as integers, so the ns are not lost to f64 rounding at 1.7e18.
+      time_nanos: (timing.time_origin_unix_ms.trunc() as i64) * 1_000_000
+        + ms_to_ns(timing.time_origin_unix_ms.fract() + timing.start_ms),
+      duration_nanos: ms_to_ns((timing.end_ms - timing.start_ms).max(0.0)),
+      period_type,
+      period: timing.period_ns,
+      default_sample_type: 1,
+      comment,
+    };
+    Encoder {
+      header,
+      labels,
+      idle,
+      gc,
+      program,
+      root,
+      cpu: timing.cpu,
+      line_location,
+    }
   }
-  let period_type = Some(value_type(&mut strings, "wall", "nanoseconds"));
 
-  // One function and one location per frame, ids = frame index + 1; pseudo-frames after.
-  let mut function = Vec::with_capacity(trace.frames.len() + 4);
-  let mut location = Vec::with_capacity(trace.frames.len() + 4);
-  let mut add = |strings: &mut Strings, name: &str, file: &str, line: Option<u32>, column: Option<u32>| {
-    let id = function.len() as u64 + 1;
-    let name = strings.id(if name.is_empty() { "(anonymous)" } else { name });
-    function.push(Function {
-      id,
-      name,
-      system_name: name,
-      filename: strings.id(file),
-      start_line: line.map_or(0, i64::from),
-    });
-    location.push(Location {
-      id,
-      line: vec![Line {
-        function_id: id,
-        line: line.map_or(0, i64::from),
-        column: column.map_or(0, i64::from),
-      }],
-    });
-    id
-  };
-  for f in &trace.frames {
-    let file = f
-      .resource_id
-      .and_then(|r| trace.resources.get(r as usize))
-      .map_or("", String::as_str);
-    add(&mut strings, &f.name, file, f.line, f.column);
-  }
-  let idle = add(&mut strings, "(idle)", "", None, None);
-  let gc = add(&mut strings, "(garbage collector)", "", None, None);
-  let program = add(&mut strings, "(program)", "", None, None);
-  let root = add(&mut strings, "(root)", "", None, None);
-
-  // Line-level locations, after those: one per (frame, line) that a sample's leaf is dealt
-  // (`sample_lines`), holding the line in its frame's function.
-  let first_line_location = location.len() as u64 + 1;
-  let sample_line = sample_lines(trace);
-  let mut line_location: HashMap<(u32, u32), u64> = HashMap::new();
-
-  // Label keys and values, per context.
-  let labels: Vec<Vec<Label>> = trace
-    .contexts
-    .iter()
-    .map(|c| {
-      c.labels
-        .iter()
-        .map(|(k, v)| Label {
-          key: strings.id(k),
-          str: strings.id(v),
-          ..Label::default()
-        })
-        .collect()
-    })
-    .collect();
-
-  let mut sample = Vec::with_capacity(trace.samples.len());
-  let mut prev_ms = timing.start_ms;
-  for (n, s) in trace.samples.iter().enumerate() {
-    // Wall time: the time since the previous sample, so that wall time adds up to the
-    // time the samples cover even when V8 sampled late.
-    let wall_ns = ms_to_ns((s.timestamp - prev_ms).max(0.0));
-    prev_ms = s.timestamp;
+  /// The pprof sample of trace sample `s`, with values `[count, wall, cpu?]`.
+  fn sample(&self, trace: &Trace, s: &TraceSample, weight: Weight) -> Sample {
     let mut location_id = Vec::new();
     let mut at = s.stack_id;
     while let Some(id) = at {
@@ -236,68 +307,94 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
         None => break,
       }
     }
-    if let (Some(line), Some(leaf)) = (sample_line[n], location_id.first_mut()) {
-      let frame = (*leaf - 1) as u32;
-      *leaf = *line_location.entry((frame, line)).or_insert_with(|| {
-        let id = location.len() as u64 + 1;
-        location.push(Location {
-          id,
-          line: vec![Line {
-            function_id: u64::from(frame) + 1,
-            line: i64::from(line),
-            column: 0,
-          }],
-        });
-        id
-      });
-    }
     match s.marker {
-      Some(Marker::Idle) => location_id.insert(0, idle),
-      Some(Marker::Gc) => location_id.insert(0, gc),
-      Some(Marker::Other) => location_id.insert(0, program),
-      None if location_id.is_empty() => location_id.push(root),
+      Some(Marker::Idle) => location_id.insert(0, self.idle),
+      Some(Marker::Gc) => location_id.insert(0, self.gc),
+      Some(Marker::Other) => location_id.insert(0, self.program),
+      None if location_id.is_empty() => location_id.push(self.root),
       None => {}
     }
-    let mut value = vec![1, wall_ns];
-    if timing.cpu {
-      value.push(s.cpu_time.map_or(0, ms_to_ns));
+    let mut value = vec![weight.count, weight.wall_ns];
+    if self.cpu {
+      value.push(weight.cpu_ns);
     }
-    sample.push(Sample {
+    Sample {
       location_id,
       value,
       label: s
         .context_id
-        .and_then(|c| labels.get(c as usize))
+        .and_then(|c| self.labels.get(c as usize))
         .cloned()
         .unwrap_or_default(),
-    });
+    }
   }
 
-  // How many samples the SIGPROF join labeled, so that a reader of the pprof alone can
-  // tell "no labels by design" (V8 sampled without a signal) from labels lost.
-  let mut comment: Vec<i64> = trace
-    .metadata
-    .iter()
-    .map(|m| strings.id(&metadata_comment(m)))
-    .collect();
-  if !line_location.is_empty() {
-    comment.push(strings.id(&format!("{LINES_COMMENT}{first_line_location}")));
+  /// Each sample with its weight: the given ones, or one trace sample each (count 1, the
+  /// wall time since the previous sample, so that wall time adds up to the time the
+  /// samples cover even when V8 sampled late, and its CPU time). A sample whose count is
+  /// dealt to lines (`LinePieces`) becomes one pprof sample per line, at its line-level
+  /// location, with its wall and CPU time split in proportion.
+  fn each(&self, trace: &Trace, start_ms: f64, weights: Option<&[Weight]>, mut f: impl FnMut(Sample)) {
+    let lines = LinePieces::deal(trace, weights);
+    let mut prev_ms = start_ms;
+    for (i, s) in trace.samples.iter().enumerate() {
+      let weight = match weights.and_then(|w| w.get(i)) {
+        Some(w) => *w,
+        None => {
+          let wall_ns = ms_to_ns((s.timestamp - prev_ms).max(0.0));
+          prev_ms = s.timestamp;
+          Weight {
+            count: 1,
+            wall_ns,
+            cpu_ns: s.cpu_time.map_or(0, ms_to_ns),
+          }
+        }
+      };
+      let pieces = lines.as_ref().map_or(&[][..], |l| l.of(i));
+      if pieces.is_empty() {
+        f(self.sample(trace, s, weight));
+        continue;
+      }
+      let (mut wall_left, mut cpu_left, mut count_left) = (weight.wall_ns, weight.cpu_ns, weight.count);
+      for (k, &(line, count)) in pieces.iter().enumerate() {
+        let last = k + 1 == pieces.len();
+        let part = |total: i64, left: i64| {
+          if last {
+            left
+          } else {
+            (i128::from(total) * i128::from(count) / i128::from(weight.count.max(1))) as i64
+          }
+        };
+        let piece = Weight {
+          count: if last { count_left } else { count },
+          wall_ns: part(weight.wall_ns, wall_left),
+          cpu_ns: part(weight.cpu_ns, cpu_left),
+        };
+        wall_left -= piece.wall_ns;
+        cpu_left -= piece.cpu_ns;
+        count_left -= piece.count;
+        let mut sample = self.sample(trace, s, piece);
+        if let (Some(line), Some(leaf), Some(stack)) = (line, sample.location_id.first_mut(), s.stack_id) {
+          let frame = trace.stacks[stack as usize].frame_id;
+          if let Some(id) = self.line_location.get(&(frame, line)) {
+            *leaf = *id;
+          }
+        }
+        f(sample);
+      }
+    }
   }
+}
 
+/// Builds the pprof profile of a trace, samples and all (small profiles and tests;
+/// `encode_gzip` streams instead).
+pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
+  let encoder = Encoder::new(trace, timing);
+  let mut sample = Vec::with_capacity(trace.samples.len());
+  encoder.each(trace, timing.start_ms, None, |s| sample.push(s));
   Profile {
-    sample_type,
     sample,
-    location,
-    function,
-    string_table: strings.table,
-    // Whole ms as integers, so the ns are not lost to f64 rounding at 1.7e18.
-    time_nanos: (timing.time_origin_unix_ms.trunc() as i64) * 1_000_000
-      + ms_to_ns(timing.time_origin_unix_ms.fract() + timing.start_ms),
-    duration_nanos: ms_to_ns((timing.end_ms - timing.start_ms).max(0.0)),
-    period_type,
-    period: timing.period_ns,
-    default_sample_type: 1,
-    comment,
+    ..encoder.header
   }
 }
 
@@ -337,71 +434,154 @@ pub fn parse_metadata_comment(comment: &str) -> Option<Metadata> {
 /// line-level locations), so that a reader can tell them from the function's own location.
 const LINES_COMMENT: &str = "selfprof-lines: locations from id ";
 
-/// The first line-level location id of a comment `profile` wrote, if `comment` is one.
+/// The first line-level location id of a comment the encoder wrote, if `comment` is one.
 pub fn parse_lines_comment(comment: &str) -> Option<u64> {
   comment.strip_prefix(LINES_COMMENT)?.parse().ok()
 }
 
-/// The source line each sample's innermost frame is put at in pprof, from the trace's line
-/// ticks (`None`: no line; the frame's own location).
+/// The source lines each sample's count is put at in pprof, from the trace's line ticks:
+/// per sample, `(line, count)` pieces (`None`: no line, the frame's own location), empty
+/// for samples on stacks without line ticks.
 ///
-/// V8 counts lines per stack, not per sample, so the line of one sample is not known. Each
-/// stack's samples (in time order) are dealt to its lines, and to "no line" for the samples
-/// V8 gave none, so that the per-line counts equal the trace's line ticks exactly and each
-/// line's samples are spread evenly over the stack's samples: every sample goes to the line
-/// furthest behind its share so far. So per-line totals are V8's, while the line of a
-/// single sample (and the lines per label) are an apportionment.
-pub fn sample_lines(trace: &Trace) -> Vec<Option<u32>> {
-  let mut out = vec![None; trace.samples.len()];
-  if trace.line_ticks.is_empty() {
-    return out;
-  }
-  let mut by_stack: HashMap<u32, Vec<usize>> = HashMap::new();
-  for (i, s) in trace.samples.iter().enumerate() {
-    if let (Some(stack), None) = (s.stack_id, s.marker) {
-      by_stack.entry(stack).or_default().push(i);
+/// V8 counts lines per stack, not per sample, so the line of one sample is not known. The
+/// counts of each stack's samples (in time order) are dealt to its lines, and to "no line"
+/// for what V8 gave none, so that the per-line counts equal the trace's line ticks exactly.
+/// A sample of count 1 (every trace from V8) goes to the line furthest behind its share so
+/// far, which spreads each line's samples evenly; a larger count (a decoded pprof's) is
+/// split in proportion to what each line has left. So per-line totals are V8's, while the
+/// line of a single sample (and the lines per label) are an apportionment.
+pub struct LinePieces {
+  /// Pieces of sample i: `pieces[offsets[i]..offsets[i + 1]]`.
+  offsets: Vec<u32>,
+  pieces: Vec<(Option<u32>, i64)>,
+}
+
+impl LinePieces {
+  pub fn of(&self, sample: usize) -> &[(Option<u32>, i64)] {
+    match (self.offsets.get(sample), self.offsets.get(sample + 1)) {
+      (Some(&a), Some(&b)) => &self.pieces[a as usize..b as usize],
+      _ => &[],
     }
   }
-  let mut lines: HashMap<u32, Vec<(u32, u64)>> = HashMap::new();
-  for l in &trace.line_ticks {
-    lines.entry(l.stack_id).or_default().push((l.line, l.ticks));
-  }
-  for (stack, ticks) in lines {
-    let Some(samples) = by_stack.get(&stack) else {
-      continue;
-    };
-    let n = samples.len() as u64;
-    let sum: u64 = ticks.iter().map(|t| t.1).sum();
-    let mut buckets: Vec<(Option<u32>, u64)> = if sum > n {
-      crate::trace::scale_ticks(&ticks, n, sum)
-        .into_iter()
-        .map(|(l, t)| (Some(l), t))
-        .collect()
-    } else {
-      ticks.iter().map(|&(l, t)| (Some(l), t)).collect()
-    };
-    let dealt: u64 = buckets.iter().map(|b| b.1).sum();
-    buckets.push((None, n - dealt));
-    let mut given = vec![0u64; buckets.len()];
-    for (k, &i) in samples.iter().enumerate() {
-      // How far behind its share each bucket is, times n.
-      let behind = |b: usize| i128::from(buckets[b].1) * (k as i128 + 1) - i128::from(given[b]) * i128::from(n);
-      let b = (0..buckets.len())
-        .max_by(|&a, &b| behind(a).cmp(&behind(b)).then(b.cmp(&a)))
-        .unwrap_or(0);
-      given[b] += 1;
-      out[i] = buckets[b].0;
+
+  pub fn deal(trace: &Trace, weights: Option<&[Weight]>) -> Option<LinePieces> {
+    if trace.line_ticks.is_empty() {
+      return None;
     }
+    let count = |i: usize| weights.and_then(|w| w.get(i)).map_or(1, |w| w.count.max(0) as u64);
+    let mut by_stack: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, s) in trace.samples.iter().enumerate() {
+      if let (Some(stack), None) = (s.stack_id, s.marker) {
+        by_stack.entry(stack).or_default().push(i);
+      }
+    }
+    let mut ticks: HashMap<u32, Vec<(u32, u64)>> = HashMap::new();
+    for l in &trace.line_ticks {
+      ticks.entry(l.stack_id).or_default().push((l.line, l.ticks));
+    }
+    // (sample, line, count), for the samples on stacks with line ticks.
+    let mut dealt: Vec<(usize, Option<u32>, i64)> = Vec::new();
+    for (stack, lines) in ticks {
+      let Some(samples) = by_stack.get(&stack) else {
+        continue;
+      };
+      let n: u64 = samples.iter().map(|&i| count(i)).sum();
+      let sum: u64 = lines.iter().map(|t| t.1).sum();
+      let lines = if sum > n {
+        crate::trace::scale_ticks(&lines, n, sum)
+      } else {
+        lines
+      };
+      let mut quota: Vec<(Option<u32>, u64)> = lines.iter().map(|&(l, t)| (Some(l), t)).collect();
+      let with_line: u64 = quota.iter().map(|q| q.1).sum();
+      quota.push((None, n - with_line));
+      let mut given = vec![0u64; quota.len()];
+      let mut units: u64 = 0;
+      for &i in samples {
+        let w = count(i);
+        let mut got = vec![0u64; quota.len()];
+        if w <= 64 {
+          for _ in 0..w {
+            // How far behind its share each bucket is, times n.
+            let behind =
+              |b: usize| i128::from(quota[b].1) * i128::from(units + 1) - i128::from(given[b]) * i128::from(n);
+            let b = (0..quota.len())
+              .max_by(|&a, &b| behind(a).cmp(&behind(b)).then(b.cmp(&a)))
+              .unwrap_or(0);
+            given[b] += 1;
+            got[b] += 1;
+            units += 1;
+          }
+        } else {
+          let left = u128::from(n - units);
+          let rem: Vec<u128> = (0..quota.len()).map(|b| u128::from(quota[b].1 - given[b])).collect();
+          let mut order: Vec<(usize, u128)> = Vec::with_capacity(quota.len());
+          let mut spare = w;
+          for b in 0..quota.len() {
+            let q = u128::from(w) * rem[b];
+            got[b] = (q / left) as u64;
+            spare -= got[b];
+            order.push((b, q % left));
+          }
+          order.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+          for (b, _) in order.into_iter().take(spare as usize) {
+            got[b] += 1;
+          }
+          for b in 0..quota.len() {
+            given[b] += got[b];
+          }
+          units += w;
+        }
+        dealt.extend(
+          (0..quota.len())
+            .filter(|&b| got[b] > 0)
+            .map(|b| (i, quota[b].0, got[b] as i64)),
+        );
+      }
+    }
+    dealt.sort_by_key(|d| d.0);
+    let mut offsets = Vec::with_capacity(trace.samples.len() + 1);
+    let mut at = 0;
+    for i in 0..=trace.samples.len() {
+      while at < dealt.len() && dealt[at].0 < i {
+        at += 1;
+      }
+      offsets.push(at as u32);
+    }
+    let pieces = dealt.into_iter().map(|(_, line, count)| (line, count)).collect();
+    Some(LinePieces { offsets, pieces })
   }
-  out
 }
 
 /// The trace as a gzip'd pprof profile.
 pub fn encode_gzip(trace: &Trace, timing: &Timing) -> std::io::Result<Vec<u8>> {
-  let bytes = profile(trace, timing).encode_to_vec();
-  let mut gz = flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 4), flate2::Compression::default());
-  gz.write_all(&bytes)?;
-  gz.finish()
+  encode_weighted_gzip(trace, timing, None)
+}
+
+/// The trace as a gzip'd pprof profile, each sample standing for its weight if given.
+/// Streamed: the samples go into the gzip stream one at a time (protobuf lets a repeated
+/// field's elements follow the rest), so memory holds the compressed output, not a
+/// decoded copy of every sample's stack.
+pub fn encode_weighted_gzip(trace: &Trace, timing: &Timing, weights: Option<&[Weight]>) -> std::io::Result<Vec<u8>> {
+  let encoder = Encoder::new(trace, timing);
+  let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+  gz.write_all(&encoder.header.encode_to_vec())?;
+  let mut buf = Vec::new();
+  let mut failed = None;
+  encoder.each(trace, timing.start_ms, weights, |sample| {
+    if failed.is_some() {
+      return;
+    }
+    buf.clear();
+    prost::encoding::message::encode(2, &sample, &mut buf);
+    if let Err(e) = gz.write_all(&buf) {
+      failed = Some(e);
+    }
+  });
+  match failed {
+    Some(e) => Err(e),
+    None => gz.finish(),
+  }
 }
 
 #[cfg(test)]

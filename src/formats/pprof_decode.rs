@@ -2,29 +2,169 @@
 //! Pyroscope write it) into a selfprof trace, so every converter and the report take
 //! pprof files too.
 //!
-//! pprof aggregates: a sample has no time and stands for `count` samples. The trace
-//! repeats it `count` times (from `sample/count`, else its first value over the period),
-//! with timestamps laid end to end by its wall time (else the period) from 0 ms. Each
-//! location's lines become frames (inlined callees first, as pprof lists them); a sample
-//! whose only frame is `(idle)`, `(garbage collector)` or `(program)` becomes a marker
-//! sample, and `(root)` a sample with no stack. String labels (and numeric ones, as
-//! text) become the sample's context.
+//! pprof aggregates: a sample has no time and stands for `count` samples. The trace keeps
+//! one sample per pprof sample with its aggregates beside it (`Weight`: its `sample/count`,
+//! else its first value over the period; its wall and CPU time), so pprof and folded
+//! output never expand counts; `formats::expand` lists them as samples for the targets
+//! that need one entry per sample. Timestamps lay the samples end to end by wall time
+//! from 0 ms. Each location's lines become frames (inlined callees first, as pprof lists
+//! them); a sample whose only frame is `(idle)`, `(garbage collector)` or `(program)`
+//! becomes a marker sample, and `(root)` a sample with no stack. String labels (and
+//! numeric ones, as text) become the sample's context.
+//!
+//! Hostile input: before decoding, `prescan` walks the protobuf (no allocation) and
+//! estimates what decoding would allocate (a 2-byte empty sample decodes to a 72-byte
+//! struct); over `limits::DECODED_PPROF_BYTES` it is refused. Frames walked and distinct
+//! stacks are bounded too.
 
-use crate::formats::pprof::Profile;
-use crate::formats::ConvertError;
+use super::limits;
+use super::ConvertError;
+use crate::formats::pprof::{Profile, Timing, Weight};
 use crate::trace::{element_id, Context, Frame, LabelSet, Marker, Sample, Stack, Trace};
 use prost::Message;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Samples a decoded profile may expand to: past this, counts are not believable.
-const MAX_SAMPLES: u64 = 20_000_000;
-
 fn bad(what: impl std::fmt::Display) -> ConvertError {
   ConvertError(format!("not a selfprof trace or pprof profile: {what}"))
 }
 
-pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
+/// A decoded pprof: its samples as a trace, one per pprof sample, and what each stands for.
+pub struct Decoded {
+  pub trace: Trace,
+  pub weights: Vec<Weight>,
+  pub timing: Timing,
+}
+
+// --- the pre-scan ---------------------------------------------------------------------
+
+/// Bytes the decoded structs take per element (64-bit), doubled for Vec growth.
+mod cost {
+  pub const SAMPLE: u64 = 72;
+  pub const LOCATION: u64 = 32;
+  pub const LINE: u64 = 24;
+  pub const FUNCTION: u64 = 40;
+  pub const VALUE_TYPE: u64 = 16;
+  pub const STRING: u64 = 24;
+  pub const LABEL: u64 = 32;
+  pub const SCALAR: u64 = 8;
+}
+
+struct Reader<'a> {
+  bytes: &'a [u8],
+  at: usize,
+}
+
+impl Reader<'_> {
+  fn varint(&mut self) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+      let b = *self.bytes.get(self.at)?;
+      self.at += 1;
+      v |= u64::from(b & 0x7f) << shift;
+      if b & 0x80 == 0 {
+        return Some(v);
+      }
+    }
+    None
+  }
+
+  /// The next field: `(field number, wire type, length-delimited payload if any)`.
+  fn field(&mut self) -> Option<(u64, u8, &[u8])> {
+    let key = self.varint()?;
+    let wire = (key & 7) as u8;
+    let payload: &[u8] = match wire {
+      0 => {
+        self.varint()?;
+        &[]
+      }
+      1 => {
+        self.at = self.at.checked_add(8).filter(|e| *e <= self.bytes.len())?;
+        &[]
+      }
+      5 => {
+        self.at = self.at.checked_add(4).filter(|e| *e <= self.bytes.len())?;
+        &[]
+      }
+      2 => {
+        let len = usize::try_from(self.varint()?).ok()?;
+        let end = self.at.checked_add(len).filter(|e| *e <= self.bytes.len())?;
+        let p = &self.bytes[self.at..end];
+        self.at = end;
+        p
+      }
+      _ => return None,
+    };
+    Some((key >> 3, wire, payload))
+  }
+
+  fn done(&self) -> bool {
+    self.at >= self.bytes.len()
+  }
+}
+
+/// Elements of a repeated scalar field occurrence: one unpacked, or one per varint packed.
+fn scalars(wire: u8, payload: &[u8]) -> u64 {
+  if wire == 2 {
+    payload.iter().filter(|b| **b & 0x80 == 0).count() as u64
+  } else {
+    1
+  }
+}
+
+/// What decoding `bytes` as a Profile would allocate, estimated from its fields; `None`
+/// if it is not well-formed protobuf.
+fn prescan(bytes: &[u8]) -> Option<u64> {
+  let mut total = 0u64;
+  let mut r = Reader { bytes, at: 0 };
+  while !r.done() {
+    let (field, wire, payload) = r.field()?;
+    total += match field {
+      1 | 11 => cost::VALUE_TYPE,
+      2 => {
+        let mut s = Reader { bytes: payload, at: 0 };
+        let mut c = cost::SAMPLE;
+        while !s.done() {
+          let (f, w, p) = s.field()?;
+          c += match f {
+            1 | 2 => cost::SCALAR * scalars(w, p),
+            3 => cost::LABEL,
+            _ => 0,
+          };
+        }
+        c
+      }
+      4 => {
+        let mut l = Reader { bytes: payload, at: 0 };
+        let mut c = cost::LOCATION;
+        while !l.done() {
+          let (f, _, _) = l.field()?;
+          if f == 4 {
+            c += cost::LINE;
+          }
+        }
+        c
+      }
+      5 => cost::FUNCTION,
+      6 => cost::STRING + payload.len() as u64,
+      13 => cost::SCALAR * scalars(wire, payload),
+      _ => 0,
+    };
+  }
+  Some(total * 2)
+}
+
+// --- decoding -------------------------------------------------------------------------
+
+pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
+  let estimate = prescan(bytes).ok_or_else(|| bad("protobuf: malformed fields"))?;
+  if estimate > limits::DECODED_PPROF_BYTES {
+    return Err(ConvertError(format!(
+      "the pprof profile would take {} MiB to decode; the limit is {} MiB",
+      estimate >> 20,
+      limits::DECODED_PPROF_BYTES >> 20
+    )));
+  }
   let p = Profile::decode(bytes).map_err(|e| bad(format!("protobuf: {e}")))?;
   // Every pprof encoder writes the string table, starting with "": a protobuf message
   // without one is something else that happened to decode.
@@ -48,7 +188,12 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
   let cpu_at = value_index(&["cpu"], "nanoseconds");
 
   let functions: HashMap<u64, &crate::formats::pprof::Function> = p.function.iter().map(|f| (f.id, f)).collect();
-  let locations: HashMap<u64, &crate::formats::pprof::Location> = p.location.iter().map(|l| (l.id, l)).collect();
+  let mut trace = Trace::default();
+  let mut resource_ids: HashMap<String, u32> = HashMap::new();
+  let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
+  let mut stack_ids: HashMap<Stack, u32> = HashMap::new();
+  let mut context_ids: HashMap<LabelSet, u32> = HashMap::new();
+
   // selfprof's line-level locations (ids from `lines_from` on): the line is a position in
   // the function, whose frame is its own location's; they come back as line ticks.
   let lines_from = p
@@ -65,16 +210,59 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
       .collect(),
     None => HashMap::new(),
   };
+  let mut line_of_location: HashMap<u64, u32> = HashMap::new();
   let mut line_ticks: HashMap<(u32, u32), u64> = HashMap::new();
 
-  let mut trace = Trace::default();
-  let mut resource_ids: HashMap<String, u32> = HashMap::new();
-  let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
-  let mut stack_ids: HashMap<Stack, u32> = HashMap::new();
-  let mut context_ids: HashMap<LabelSet, u32> = HashMap::new();
-  let mut total: u64 = 0;
-  let mut now_ns: f64 = 0.0;
+  // Each location's frames, leaf first: `(name, file, line, column)`, resolved once; put
+  // into the trace (with their resources) only when a sample's stack uses them.
+  type Raw<'a> = (&'a str, &'a str, Option<u32>, Option<u32>);
+  let mut location_frames: HashMap<u64, Vec<Raw>> = HashMap::with_capacity(p.location.len());
+  for loc in &p.location {
+    let mut frames = Vec::with_capacity(loc.line.len());
+    let positional = lines_from.is_some_and(|from| loc.id >= from) && loc.line.len() == 1;
+    for line in &loc.line {
+      let f = functions.get(&line.function_id).ok_or_else(|| {
+        bad(format!(
+          "location {} names unknown function {}",
+          loc.id, line.function_id
+        ))
+      })?;
+      let positive = |v: i64| u32::try_from(v).ok().filter(|v| *v > 0);
+      let (at_line, at_column) = if positional {
+        if let Some(l) = positive(line.line) {
+          line_of_location.insert(loc.id, l);
+        }
+        function_at.get(&line.function_id).copied().unwrap_or((f.start_line, 0))
+      } else {
+        (line.line, line.column)
+      };
+      frames.push((
+        str(f.name)?,
+        str(f.filename)?,
+        positive(at_line).or_else(|| positive(f.start_line)),
+        positive(at_column),
+      ));
+    }
+    location_frames.insert(loc.id, frames);
+  }
+  let mut interned: HashMap<(u64, usize), u32> = HashMap::new();
+  let pseudo = |(name, file, _, _): &Raw| -> Option<Option<Marker>> {
+    if !file.is_empty() {
+      return None;
+    }
+    match *name {
+      "(idle)" => Some(Some(Marker::Idle)),
+      "(garbage collector)" => Some(Some(Marker::Gc)),
+      "(program)" => Some(Some(Marker::Other)),
+      "(root)" => Some(None),
+      _ => None,
+    }
+  };
 
+  let mut weights = Vec::with_capacity(p.sample.len());
+  let mut frames_walked: u64 = 0;
+  let mut now_ns: f64 = 0.0;
+  let mut names: Vec<(u64, usize)> = Vec::new();
   for (n, s) in p.sample.iter().enumerate() {
     let value = |i: Option<usize>| i.and_then(|i| s.value.get(i)).copied();
     let count = match (value(count_at), p.period) {
@@ -85,82 +273,68 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
     if count <= 0 {
       continue;
     }
-    total += count as u64;
-    if total > MAX_SAMPLES {
-      return Err(bad(format!("it holds more than {MAX_SAMPLES} samples")));
-    }
-
-    // Frames, leaf first, as pprof lists them.
-    let mut names: Vec<Frame> = Vec::new();
-    let mut leaf_line = None;
-    for (depth, id) in s.location_id.iter().enumerate() {
-      let loc = locations
+    // Frames as (location, line index), leaf first, as pprof lists them.
+    names.clear();
+    for id in &s.location_id {
+      let frames = location_frames
         .get(id)
         .ok_or_else(|| bad(format!("sample {n} names unknown location {id}")))?;
-      let positional = lines_from.is_some_and(|from| *id >= from);
-      for line in &loc.line {
-        let f = functions
-          .get(&line.function_id)
-          .ok_or_else(|| bad(format!("location {id} names unknown function {}", line.function_id)))?;
-        let file = str(f.filename)?;
-        let resource_id = if file.is_empty() {
-          None
-        } else {
-          Some(element_id(
-            &mut resource_ids,
-            &mut trace.resources,
-            file.to_owned(),
-            |u| u,
-          ))
-        };
-        let positive = |v: i64| u32::try_from(v).ok().filter(|v| *v > 0);
-        let name = str(f.name)?;
-        let (at_line, at_column) = if positional {
-          if depth == 0 {
-            leaf_line = positive(line.line);
-          }
-          function_at.get(&line.function_id).copied().unwrap_or((f.start_line, 0))
-        } else {
-          (line.line, line.column)
-        };
-        names.push(Frame {
-          name: if name == "(anonymous)" {
-            String::new()
-          } else {
-            name.to_owned()
-          },
-          resource_id,
-          line: positive(at_line).or_else(|| positive(f.start_line)),
-          column: positive(at_column),
-        });
+      frames_walked += frames.len() as u64;
+      if frames_walked > limits::FRAMES {
+        return Err(ConvertError(format!(
+          "the pprof profile's stacks hold more than {} frames in all; that is the limit",
+          limits::FRAMES
+        )));
       }
+      names.extend((0..frames.len()).map(|k| (*id, k)));
     }
     let marker = match names.as_slice() {
-      [only] if only.resource_id.is_none() => match only.name.as_str() {
-        "(idle)" => Some(Some(Marker::Idle)),
-        "(garbage collector)" => Some(Some(Marker::Gc)),
-        "(program)" => Some(Some(Marker::Other)),
-        "(root)" => Some(None),
-        _ => None,
-      },
+      [(id, k)] => pseudo(&location_frames[id][*k]),
       _ => None,
     };
     let (stack_id, marker) = match marker {
       Some(m) => (None, m),
       None => {
         let mut parent: Option<u32> = None;
-        for frame in names.into_iter().rev() {
-          let frame_id = element_id(&mut frame_ids, &mut trace.frames, frame, |f| f);
+        for &(id, k) in names.iter().rev() {
+          let frame_id = match interned.get(&(id, k)) {
+            Some(f) => *f,
+            None => {
+              let (name, file, line, column) = location_frames[&id][k];
+              let resource_id =
+                (!file.is_empty()).then(|| element_id(&mut resource_ids, &mut trace.resources, file.to_owned(), |u| u));
+              let frame = Frame {
+                name: if name == "(anonymous)" {
+                  String::new()
+                } else {
+                  name.to_owned()
+                },
+                resource_id,
+                line,
+                column,
+              };
+              let f = element_id(&mut frame_ids, &mut trace.frames, frame, |f| f);
+              interned.insert((id, k), f);
+              f
+            }
+          };
           let stack = Stack {
             frame_id,
             parent_id: parent,
           };
           parent = Some(element_id(&mut stack_ids, &mut trace.stacks, stack, |s| s));
         }
+        if trace.stacks.len() > limits::STACKS {
+          return Err(ConvertError(format!(
+            "the pprof profile has more than {} distinct stacks; that is the limit",
+            limits::STACKS
+          )));
+        }
         (parent, None)
       }
     };
-    if let (Some(stack), Some(line)) = (stack_id, leaf_line) {
+    let leaf_line = s.location_id.first().and_then(|id| line_of_location.get(id));
+    if let (Some(stack), Some(&line)) = (stack_id, leaf_line) {
       *line_ticks.entry((stack, line)).or_default() += count as u64;
     }
 
@@ -182,22 +356,25 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
       })
     });
 
-    let step_ns = match value(wall_at) {
-      Some(w) if w > 0 => w as f64 / count as f64,
-      _ if p.period > 0 => p.period as f64,
-      _ => 1e6,
+    let wall_ns = match value(wall_at) {
+      Some(w) if w > 0 => w as f64,
+      _ if p.period > 0 => p.period as f64 * count as f64,
+      _ => 1e6 * count as f64,
     };
-    let cpu_ms = value(cpu_at).map(|c| c as f64 / 1e6 / count as f64);
-    for _ in 0..count {
-      now_ns += step_ns;
-      trace.samples.push(Sample {
-        timestamp: now_ns / 1e6,
-        stack_id,
-        marker,
-        context_id,
-        cpu_time: cpu_ms,
-      });
-    }
+    let cpu_ns = value(cpu_at);
+    trace.samples.push(Sample {
+      timestamp: now_ns / 1e6,
+      stack_id,
+      marker,
+      context_id,
+      cpu_time: cpu_ns.map(|c| c as f64 / 1e6),
+    });
+    now_ns += wall_ns;
+    weights.push(Weight {
+      count,
+      wall_ns: wall_ns.round() as i64,
+      cpu_ns: cpu_ns.unwrap_or(0),
+    });
   }
   // selfprof's own comment: how many samples the SIGPROF join labeled.
   trace.metadata = p
@@ -210,5 +387,16 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, ConvertError> {
     .map(|((stack_id, line), ticks)| crate::trace::LineTicks { stack_id, line, ticks })
     .collect();
   trace.line_ticks.sort_by_key(|l| (l.stack_id, l.line));
-  Ok(trace)
+  let timing = Timing {
+    time_origin_unix_ms: p.time_nanos as f64 / 1e6,
+    start_ms: 0.0,
+    end_ms: if p.duration_nanos > 0 {
+      p.duration_nanos as f64 / 1e6
+    } else {
+      now_ns / 1e6
+    },
+    period_ns: p.period,
+    cpu: cpu_at.is_some(),
+  };
+  Ok(Decoded { trace, weights, timing })
 }

@@ -12,8 +12,7 @@ use std::io::Write;
 use std::sync::Arc;
 use v8_profile::{CpuProfile, IndexedProfile, NodeKind, ProfileError};
 
-/// A label set: `(key, value)` pairs, sorted by key.
-pub type LabelSet = Vec<(String, String)>;
+pub use crate::capture::labels::LabelSet;
 
 /// The context id of "no labels".
 pub const NO_CONTEXT: u32 = 0;

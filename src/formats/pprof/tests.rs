@@ -180,7 +180,7 @@ fn join_counts_travel_as_a_comment_and_read_back() {
     vec!["selfprof: matchedSamples=4 betweenSignalsSamples=0 unmatchedSamples=1"]
   );
   let back = crate::formats::pprof_decode::decode(&p.encode_to_vec()).unwrap();
-  assert_eq!(back.metadata, Some(m));
+  assert_eq!(back.trace.metadata, Some(m));
   assert_eq!(
     profile(&trace(), &TIMING).comment,
     Vec::<i64>::new(),

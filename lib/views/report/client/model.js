@@ -75,10 +75,13 @@ function makeModel(trace) {
   return { trace, resources, frames, stacks, samples, contexts, n, time, stack, kind, ctx, gcStack, parent, frameOf, depth, url, locationOf, labelKeys, linesOf };
 }
 
-/** The label `key` of sample i, or undefined. */
+/** The label `key` of sample i, or undefined. Own properties only: a label key such as
+ * `constructor` must not find Object's. */
 function labelAt(m, i, key) {
   const c = m.ctx[i];
-  return c < 0 ? undefined : m.contexts[c].labels[key];
+  if (c < 0) return undefined;
+  const labels = m.contexts[c].labels;
+  return Object.hasOwn(labels, key) ? labels[key] : undefined;
 }
 
 /** Whether sample i has label `key` = `value` (`none`: has no such label). */

@@ -1,0 +1,194 @@
+'use strict';
+// Service mode against hostile options and receivers: values that pass a naive check but
+// overflow a timer, credentials in URLs, a receiver that never answers or answers without
+// end, and several sessions in one process. The app must keep running, exit on time, and
+// no message may carry a secret.
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const path = require('node:path');
+const { spawn } = require('node:child_process');
+const { setTimeout: sleep } = require('node:timers/promises');
+const { start, withLabels } = require('..');
+const { spin } = require('./helpers');
+
+const root = path.join(__dirname, '..');
+
+/** A loopback HTTP server; `handler(req, res, body)` answers (or not). */
+async function server(handler) {
+  const requests = [];
+  const sockets = new Set();
+  const srv = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const record = { url: req.url, headers: req.headers, body: Buffer.concat(chunks) };
+      requests.push(record);
+      handler(req, res, record);
+    });
+  });
+  srv.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${srv.address().port}`,
+    requests,
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise((r) => srv.close(r));
+    },
+  };
+}
+
+/** Runs `script` in a child Node process; resolves to { code, signal, stdout, stderr, ms }. */
+function child(script, args = [], { onStdout } = {}) {
+  return new Promise((resolve) => {
+    const started = performance.now();
+    const p = spawn(process.execPath, ['-e', script, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => {
+      stdout += d;
+      onStdout?.(p, stdout);
+    });
+    p.stderr.on('data', (d) => (stderr += d));
+    p.on('exit', (code, signal) => resolve({ code, signal, stdout, stderr, ms: performance.now() - started }));
+  });
+}
+
+test('options that would overflow a timer are RangeErrors naming the option', () => {
+  const cases = [
+    [{ period: 3e9 }, /period must be from 100 to 2147483647 ms/],
+    [{ exporters: [{ type: 'datadog', url: 'http://127.0.0.1:1', timeoutMs: 5e9 }] }, /exporter timeoutMs must be .* from 1 to 2147483647/],
+    [{ exporters: [{ type: 'datadog', url: 'http://127.0.0.1:1', backoffMs: 1e12 }] }, /exporter backoffMs/],
+    [{ exporters: [{ type: 'datadog', url: 'http://127.0.0.1:1', retries: 1.5 }] }, /exporter retries must be a whole number/],
+    [{ exporters: [{ type: 'datadog', url: 'http://127.0.0.1:1', queueSize: 0 }] }, /exporter queueSize must be a whole number from 1/],
+  ];
+  for (const [options, message] of cases) {
+    assert.throws(() => start(options), (err) => err instanceof RangeError && message.test(err.message), JSON.stringify(options));
+  }
+  // From the environment, the variable is named.
+  process.env.SELFPROF_PERIOD_MS = 'soon';
+  try {
+    assert.throws(() => start({}), /SELFPROF_PERIOD_MS must be a number of ms, got "soon"/);
+    process.env.SELFPROF_PERIOD_MS = '3000000000';
+    assert.throws(() => start({}), RangeError);
+  } finally {
+    delete process.env.SELFPROF_PERIOD_MS;
+  }
+});
+
+test('URL credentials become a Basic header and never appear in a warning', async () => {
+  const agent = await server((req, res) => res.writeHead(200).end());
+  const closed = await server(() => {});
+  const closedUrl = closed.url;
+  await closed.close();
+  const withCreds = (url) => url.replace('http://', 'http://bob:S3CRET@');
+  const script = `
+    const { start, withLabels } = require('.');
+    const s = start({ service: 'creds', period: 150, exporters: [
+      { type: 'datadog', url: process.argv[1], retries: 0 },
+      { type: 'pyroscope', url: process.argv[2], retries: 0, timeoutMs: 300 },
+      { type: 'datadog', url: 'http://alice:An0therSecret@no-such-host.invalid', retries: 0, timeoutMs: 300 },
+    ] });
+    const end = Date.now() + 400;
+    withLabels({ endpoint: 'GET /x' }, () => { while (Date.now() < end); });
+    setTimeout(() => s.stop(), 300);
+  `;
+  const r = await child(script, [withCreds(agent.url), withCreds(closedUrl)]);
+  await agent.close();
+  assert.equal(r.code, 0, r.stderr);
+  assert.ok(agent.requests.length >= 1, `uploads reached the agent: ${r.stderr}`);
+  for (const req of agent.requests) {
+    assert.equal(req.headers.authorization, `Basic ${Buffer.from('bob:S3CRET').toString('base64')}`);
+    assert.doesNotMatch(req.url, /S3CRET|bob/);
+  }
+  assert.match(r.stderr, /pyroscope export failed/, 'the failures were reported');
+  assert.doesNotMatch(r.stderr, /S3CRET|An0therSecret/, `no secret in: ${r.stderr}`);
+});
+
+test('a natural exit does not wait for a receiver that never answers', async () => {
+  const silent = await server(() => {}); // accepts, reads, never answers
+  const script = `
+    const { start, withLabels } = require('.');
+    start({ service: 'exiting', period: 60000, exporters: [{ type: 'datadog', url: process.argv[1] }] });
+    const end = Date.now() + 200;
+    withLabels({ endpoint: 'GET /bye' }, () => { while (Date.now() < end); });
+    console.log('done ' + performance.now());
+  `;
+  const r = await child(script, [silent.url]);
+  await silent.close();
+  assert.equal(r.code, 0, r.stderr);
+  const workEnded = Number(/done ([\d.]+)/.exec(r.stdout)[1]);
+  assert.equal(silent.requests.length, 1, 'the final profile was sent');
+  // README: the last profile is flushed within 2 s; then the upload is abandoned.
+  const after = r.ms - workEnded;
+  assert.ok(after < 3500, `exited ${after.toFixed(0)} ms after the work ended`);
+});
+
+test('a reply without end is read only as far as a small prefix', async (t) => {
+  let written = 0;
+  const chunk = Buffer.alloc(1 << 20, 120);
+  const flood = await server((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/octet-stream' });
+    const pump = () => {
+      while (written < 6 * 2 ** 30 && !res.destroyed) {
+        written += chunk.length;
+        if (!res.write(chunk)) return res.once('drain', pump);
+      }
+      res.end();
+    };
+    res.on('close', () => res.destroy());
+    pump();
+  });
+  const rss0 = process.memoryUsage().rss;
+  const session = start({ service: 'flood', period: 300, exporters: [{ type: 'datadog', url: flood.url, timeoutMs: 3000, retries: 0 }] });
+  const end = performance.now() + 1200;
+  while (performance.now() < end) {
+    await withLabels({ endpoint: 'GET /f' }, async () => {
+      spin(3);
+      await sleep(2);
+    });
+  }
+  await session.stop(3000);
+  const grown = (process.memoryUsage().rss - rss0) / 2 ** 20;
+  await flood.close();
+  t.diagnostic(`${flood.requests.length} uploads; the receiver wrote ${(written / 2 ** 20).toFixed(0)} MiB; RSS +${grown.toFixed(0)} MiB`);
+  assert.ok(flood.requests.length >= 2);
+  assert.ok(session.exporters[0].sent >= 2, 'each upload counted as sent once its status arrived');
+  assert.ok(written < 256 * 2 ** 20, `the reply was abandoned early (${written} bytes written)`);
+  assert.ok(grown < 100, `RSS grew ${grown.toFixed(0)} MiB`);
+});
+
+test('two sessions and SIGTERM: both ship their last profile before the signal ends the process', async () => {
+  // Each answers after a while; an upload is cut if its client hangs up before that.
+  const cut = [];
+  const slow = (ms, name) => (req, res) => {
+    const timer = setTimeout(() => res.writeHead(200).end(), ms);
+    req.socket.once('close', () => {
+      if (!res.headersSent) cut.push(name);
+      clearTimeout(timer);
+    });
+  };
+  const a = await server(slow(300, 'a'));
+  const b = await server(slow(600, 'b'));
+  const script = `
+    const { start, withLabels } = require('.');
+    start({ service: 'a', period: 60000, exporters: [{ type: 'datadog', url: process.argv[1] }] });
+    start({ service: 'b', period: 60000, exporters: [{ type: 'datadog', url: process.argv[2] }] });
+    const end = Date.now() + 200;
+    withLabels({ endpoint: 'GET /two' }, () => { while (Date.now() < end); });
+    setInterval(() => {}, 1000);
+    console.log('ready');
+  `;
+  const r = await child(script, [a.url, b.url], { onStdout: (p, out) => out.includes('ready') && p.kill('SIGTERM') });
+  await a.close();
+  await b.close();
+  assert.equal(r.signal, 'SIGTERM', `the signal still ends the process: ${r.stderr}`);
+  assert.equal(a.requests.length, 1, 'session a shipped');
+  assert.equal(b.requests.length, 1, 'session b shipped');
+  assert.deepEqual(cut, [], 'no upload was cut short by the other session re-raising the signal');
+  assert.doesNotMatch(r.stderr, /export failed|abandoned/, r.stderr);
+});
