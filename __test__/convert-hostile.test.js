@@ -67,13 +67,13 @@ test('a 61-byte pprof standing for 19,999,999 samples: pprof and folded keep the
   for (const [to, via] of [['trace', 'convert'], ['cpuprofile', 'convert'], ['trace', 'readProfile']]) {
     const r = convertIn(file, to, via);
     assert.equal(r.ok, undefined, `${via} ${to}`);
-    assert.match(r.error, /stands for 19999999 samples; listing them is limited to 5000000/);
+    assert.match(r.error, /stands for 19999999 samples; listing them is limited to 500000/);
     assert.ok(r.rssMiB < 256, `${via} ${to}: peak RSS ${r.rssMiB} MiB`);
   }
 });
 
-test('a pprof sample 20,000 frames deep standing for a million: every target, no abort, bounded', (t) => {
-  const file = write('deep.pb', onePprof(20_000, 1_000_000));
+test('a pprof sample 20,000 frames deep standing for 400,000: every target, no abort, bounded', (t) => {
+  const file = write('deep.pb', onePprof(20_000, 400_000));
   for (const to of ['pprof', 'folded', 'trace', 'cpuprofile']) {
     const r = convertIn(file, to);
     t.diagnostic(`to ${to}: ${JSON.stringify(r)}`);
