@@ -156,3 +156,16 @@ test('convert and readProfile name the input type they cannot read', () => {
   assert.equal(convert(ab, { to: 'folded' }), 'hot;hot 3\n');
   assert.equal(convert(new DataView(ab), { to: 'folded' }), 'hot;hot 3\n');
 });
+
+test('the CLI refuses a file over the input limit before reading it', () => {
+  const file = path.join(dir, 'huge.pb');
+  fs.writeFileSync(file, Buffer.from([0x0a]));
+  fs.truncateSync(file, 300 << 20); // sparse: no disk used
+  for (const args of [['report', file], ['convert', file, '--to', 'folded']]) {
+    const t0 = performance.now();
+    const r = spawnSync(process.execPath, [path.join(root, 'bin', 'selfprof.js'), ...args], { encoding: 'utf8', timeout: 60_000 });
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /^selfprof: cannot read .*huge\.pb: is 300 MiB; input is limited to 256 MiB\n$/);
+    assert.ok(performance.now() - t0 < 10_000);
+  }
+});
