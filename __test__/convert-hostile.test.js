@@ -67,13 +67,13 @@ test('a 61-byte pprof standing for 19,999,999 samples: pprof and folded keep the
   for (const [to, via] of [['trace', 'convert'], ['cpuprofile', 'convert'], ['trace', 'readProfile']]) {
     const r = convertIn(file, to, via);
     assert.equal(r.ok, undefined, `${via} ${to}`);
-    assert.match(r.error, /stands for 19999999 samples; listing them is limited to 5000000/);
+    assert.match(r.error, /stands for 19999999 samples; listing them is limited to 500000/);
     assert.ok(r.rssMiB < 256, `${via} ${to}: peak RSS ${r.rssMiB} MiB`);
   }
 });
 
-test('a pprof sample 20,000 frames deep standing for a million: every target, no abort, bounded', (t) => {
-  const file = write('deep.pb', onePprof(20_000, 1_000_000));
+test('a pprof sample 20,000 frames deep standing for 400,000: every target, no abort, bounded', (t) => {
+  const file = write('deep.pb', onePprof(20_000, 400_000));
   for (const to of ['pprof', 'folded', 'trace', 'cpuprofile']) {
     const r = convertIn(file, to);
     t.diagnostic(`to ${to}: ${JSON.stringify(r)}`);
@@ -155,4 +155,17 @@ test('convert and readProfile name the input type they cannot read', () => {
   const ab = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length);
   assert.equal(convert(ab, { to: 'folded' }), 'hot;hot 3\n');
   assert.equal(convert(new DataView(ab), { to: 'folded' }), 'hot;hot 3\n');
+});
+
+test('the CLI refuses a file over the input limit before reading it', () => {
+  const file = path.join(dir, 'huge.pb');
+  fs.writeFileSync(file, Buffer.from([0x0a]));
+  fs.truncateSync(file, 300 << 20); // sparse: no disk used
+  for (const args of [['report', file], ['convert', file, '--to', 'folded']]) {
+    const t0 = performance.now();
+    const r = spawnSync(process.execPath, [path.join(root, 'bin', 'selfprof.js'), ...args], { encoding: 'utf8', timeout: 60_000 });
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /^selfprof: cannot read .*huge\.pb: is 300 MiB; input is limited to 256 MiB\n$/);
+    assert.ok(performance.now() - t0 < 10_000);
+  }
 });

@@ -192,3 +192,18 @@ test('two sessions and SIGTERM: both ship their last profile before the signal e
   assert.deepEqual(cut, [], 'no upload was cut short by the other session re-raising the signal');
   assert.doesNotMatch(r.stderr, /export failed|abandoned/, r.stderr);
 });
+
+test('the file exporter keeps files inside its dir whatever the service is called', async () => {
+  const fs = require('node:fs');
+  const os = require('node:os');
+  const base = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-file-'));
+  const dir = path.join(base, 'profiles');
+  const session = start({ service: '../../escaped/evil', period: 60_000, exporters: [{ type: 'file', dir }] });
+  withLabels({ endpoint: 'GET /f' }, () => spin(30));
+  await session.stop();
+  const inside = fs.readdirSync(dir);
+  assert.equal(inside.length, 1, inside.join());
+  assert.match(inside[0], /^__\.\._escaped_evil-\d{4}-.*\.pb\.gz$/);
+  assert.deepEqual(fs.readdirSync(base), ['profiles'], 'nothing written outside dir');
+  fs.rmSync(base, { recursive: true });
+});

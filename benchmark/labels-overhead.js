@@ -7,7 +7,12 @@
 // Each request is labeled with its endpoint and span id where the mode labels.
 //
 //   node benchmark/labels-overhead.js [--workload http|inproc] [--seconds 3] [--rounds 5]
-//                                     [--interval 10] [--node path]
+//                                     [--interval 10] [--node path] [--modes a,b,...]
+//                                     [--baseline DIR]
+//
+// --baseline DIR adds 'baseline-labels': selfprof with labels loaded from another checkout
+// (built), e.g. the commit before a change, measured in the same rounds as this one.
+// --modes picks modes (the no-profiler run is always there: it is what ratios divide by).
 //
 // Each (mode, round) runs in fresh processes; rounds shuffle the mode order, and each
 // mode's requests/s is reported as the median over rounds of its ratio to the
@@ -23,6 +28,11 @@ const MODES = {
   'selfprof-labels': 'selfprof with labels',
   datadog: '@datadog/pprof with contexts',
 };
+// The parent passes --baseline to the mode processes through the environment.
+if (process.argv.includes('--baseline')) process.env.SELFPROF_BASELINE = path.resolve(arg('baseline'));
+if (process.env.SELFPROF_BASELINE) {
+  MODES['baseline-labels'] = `selfprof with labels (${path.basename(process.env.SELFPROF_BASELINE)})`;
+}
 
 function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);
@@ -36,7 +46,7 @@ const ENDPOINTS = ['GET /users/:id', 'POST /orders', 'GET /search', 'GET /health
 /** Starts `mode`; returns { label(i, endpoint, fn), stop() }. */
 async function startMode(mode, intervalMs) {
   const { AsyncLocalStorage, createHook } = require('node:async_hooks');
-  const selfprof = require('..');
+  const selfprof = mode.startsWith('baseline') ? require(process.env.SELFPROF_BASELINE) : require('..');
   let label = (i, endpoint, fn) => fn();
   let stop = async () => {};
   if (mode === 'inspector') {
@@ -48,10 +58,10 @@ async function startMode(mode, intervalMs) {
     await post('Profiler.setSamplingInterval', { interval: intervalMs * 1000 });
     await post('Profiler.start');
     stop = () => post('Profiler.stop');
-  } else if (mode === 'selfprof' || mode === 'selfprof-labels') {
+  } else if (mode === 'selfprof' || mode === 'selfprof-labels' || mode === 'baseline-labels') {
     const profiler = new selfprof.Profiler({ sampleInterval: intervalMs, maxBufferSize: 1e6 });
     stop = () => profiler.stop();
-    if (mode === 'selfprof-labels') {
+    if (mode !== 'selfprof') {
       label = (i, endpoint, fn) => selfprof.withLabels({ endpoint, span_id: spanId(i) }, fn);
     }
   } else if (mode === 'datadog') {
@@ -306,11 +316,13 @@ async function parent() {
   const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim();
   const run = workload === 'http' ? runHttp : runInproc;
   console.log(`labels overhead (${workload}): node ${version}, ${interval} ms interval, ${rounds} rounds × ${seconds} s per mode`);
-  const results = Object.fromEntries(Object.keys(MODES).map((m) => [m, { rps: [], ratio: [], cpuRatio: [] }]));
+  const modes = ['none', ...(arg('modes')?.split(',') ?? Object.keys(MODES)).filter((m) => m !== 'none')];
+  for (const m of modes) if (!MODES[m]) throw new Error(`unknown mode ${m}: ${Object.keys(MODES).join(', ')}`);
+  const results = Object.fromEntries(modes.map((m) => [m, { rps: [], ratio: [], cpuRatio: [] }]));
   for (let round = 0; round < rounds; round++) {
     const got = {};
-    for (const mode of shuffle(Object.keys(MODES))) got[mode] = await run(node, mode, seconds, interval);
-    for (const mode of Object.keys(MODES)) {
+    for (const mode of shuffle(modes)) got[mode] = await run(node, mode, seconds, interval);
+    for (const mode of modes) {
       results[mode].rps.push(got[mode].rps);
       results[mode].ratio.push(got[mode].rps / got.none.rps);
       results[mode].cpuRatio.push(got[mode].perCpuSecond / got.none.perCpuSecond);
@@ -319,14 +331,15 @@ async function parent() {
   }
   const range = (xs) => `${median(xs).toFixed(3)} [${Math.min(...xs).toFixed(3)}, ${Math.max(...xs).toFixed(3)}]`;
   console.log('\nmode                          req/s (median)  req/s × none [min, max]   req per CPU-s × none [min, max]');
-  for (const [mode, title] of Object.entries(MODES)) {
-    const r = results[mode];
+  for (const mode of modes) {
+    const [title, r] = [MODES[mode], results[mode]];
     console.log(`${title.padEnd(30)}${median(r.rps).toFixed(0).padStart(14)}  ${range(r.ratio).padEnd(26)}${range(r.cpuRatio)}`);
   }
+  if (!results['selfprof-labels']) return;
   const summary = (key) => {
     const labels = median(results['selfprof-labels'][key]);
-    const dd = median(results.datadog[key]);
-    return `${labels.toFixed(3)}× no profiler, ${(labels / dd).toFixed(3)}× @datadog/pprof with contexts`;
+    const vs = (other, name) => (results[other] ? `, ${(labels / median(results[other][key])).toFixed(3)}× ${name}` : '');
+    return `${labels.toFixed(3)}× no profiler${vs('datadog', '@datadog/pprof with contexts')}${vs('baseline-labels', 'the baseline')}`;
   };
   console.log(`\nselfprof with labels, throughput:     ${summary('ratio')}`);
   console.log(`selfprof with labels, CPU efficiency: ${summary('cpuRatio')}`);

@@ -45,10 +45,16 @@ function number(value, name, { min = 0, max = Infinity, integer = false } = {}) 
   return n;
 }
 
+/** Input files are read whole: past this (the converters' own input limit, plus room for
+ * gzip's framing) a file is refused before it is read. */
+const MAX_FILE_BYTES = (256 << 20) + (1 << 20);
+
 /** A file's bytes, or one clear error naming the file. */
 function readFile(file) {
   let bytes;
   try {
+    const { size } = fs.statSync(file);
+    if (size > MAX_FILE_BYTES) throw new Error(`is ${Math.round(size / 2 ** 20)} MiB; input is limited to 256 MiB`);
     bytes = fs.readFileSync(file);
   } catch (err) {
     throw new Error(`cannot read ${file}: ${err.code ?? err.message}`);

@@ -29,11 +29,14 @@ pub mod limits {
   /// What decoding a pprof profile may allocate (estimated before decoding).
   pub const DECODED_PPROF_BYTES: u64 = 256 << 20;
   /// Samples listed from a pprof's counts (for `trace`, `cpuprofile` and the report).
-  pub const LISTED_SAMPLES: u64 = 5_000_000;
-  /// Stack frames walked or written in all (samples × depth).
+  pub const LISTED_SAMPLES: u64 = 500_000;
+  /// Stack frames written in all (samples × depth), e.g. a trace as pprof.
   pub const FRAMES: u64 = 1 << 26;
+  /// Stack frames walked to build a pprof's distinct stacks (samples sharing a stack
+  /// walk it once).
+  pub const DECODED_FRAMES: u64 = 1 << 23;
   /// Distinct stacks built from a pprof profile.
-  pub const STACKS: usize = 4_000_000;
+  pub const STACKS: usize = 1 << 20;
   /// Text output of a conversion (folded, trace, `.cpuprofile`): it is held once in Rust
   /// and once as a JS string.
   pub const TEXT_BYTES: usize = 256 << 20;
@@ -480,7 +483,7 @@ mod tests {
     );
     let err = to_format(&p, "trace").err().unwrap().0;
     assert!(
-      err.contains("19999999 samples") && err.contains("limited to 5000000"),
+      err.contains("19999999 samples") && err.contains("limited to 500000"),
       "{err}"
     );
     // 20,000 frames deep, a million times: one line, one pprof sample.

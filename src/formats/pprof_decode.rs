@@ -262,7 +262,9 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
   let mut weights = Vec::with_capacity(p.sample.len());
   let mut frames_walked: u64 = 0;
   let mut now_ns: f64 = 0.0;
-  let mut names: Vec<(u64, usize)> = Vec::new();
+  // Samples with the same locations (one stack under other labels or values) share the
+  // stack built for the first of them: only new stacks cost frame walks.
+  let mut built: HashMap<&[u64], (Option<u32>, Option<Marker>)> = HashMap::new();
   for (n, s) in p.sample.iter().enumerate() {
     let value = |i: Option<usize>| i.and_then(|i| s.value.get(i)).copied();
     let count = match (value(count_at), p.period) {
@@ -273,64 +275,77 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
     if count <= 0 {
       continue;
     }
-    // Frames as (location, line index), leaf first, as pprof lists them.
-    names.clear();
-    for id in &s.location_id {
-      let frames = location_frames
-        .get(id)
-        .ok_or_else(|| bad(format!("sample {n} names unknown location {id}")))?;
-      frames_walked += frames.len() as u64;
-      if frames_walked > limits::FRAMES {
-        return Err(ConvertError(format!(
-          "the pprof profile's stacks hold more than {} frames in all; that is the limit",
-          limits::FRAMES
-        )));
-      }
-      names.extend((0..frames.len()).map(|k| (*id, k)));
-    }
-    let marker = match names.as_slice() {
-      [(id, k)] => pseudo(&location_frames[id][*k]),
-      _ => None,
-    };
-    let (stack_id, marker) = match marker {
-      Some(m) => (None, m),
+    let (stack_id, marker) = match built.get(s.location_id.as_slice()) {
+      Some(known) => *known,
       None => {
-        let mut parent: Option<u32> = None;
-        for &(id, k) in names.iter().rev() {
-          let frame_id = match interned.get(&(id, k)) {
-            Some(f) => *f,
-            None => {
-              let (name, file, line, column) = location_frames[&id][k];
-              let resource_id =
-                (!file.is_empty()).then(|| element_id(&mut resource_ids, &mut trace.resources, file.to_owned(), |u| u));
-              let frame = Frame {
-                name: if name == "(anonymous)" {
-                  String::new()
-                } else {
-                  name.to_owned()
-                },
-                resource_id,
-                line,
-                column,
-              };
-              let f = element_id(&mut frame_ids, &mut trace.frames, frame, |f| f);
-              interned.insert((id, k), f);
-              f
+        let frames_of = |id: &u64| {
+          location_frames
+            .get(id)
+            .ok_or_else(|| bad(format!("sample {n} names unknown location {id}")))
+        };
+        // A lone `(idle)`, `(garbage collector)`, `(program)` or `(root)` frame is a marker.
+        let marker = match s.location_id.as_slice() {
+          [only] => match frames_of(only)?.as_slice() {
+            [frame] => pseudo(frame),
+            _ => None,
+          },
+          _ => None,
+        };
+        let made = match marker {
+          Some(m) => (None, m),
+          None => {
+            // Root first: locations in reverse, each location's lines in reverse (pprof
+            // lists the leaf first, and a location's inlined callees before its caller).
+            let mut parent: Option<u32> = None;
+            for id in s.location_id.iter().rev() {
+              let lines = frames_of(id)?.len();
+              frames_walked += lines as u64;
+              if frames_walked > limits::DECODED_FRAMES {
+                return Err(ConvertError(format!(
+                  "the pprof profile's distinct stacks hold more than {} frames in all; that is the limit",
+                  limits::DECODED_FRAMES
+                )));
+              }
+              for k in (0..lines).rev() {
+                let frame_id = match interned.get(&(*id, k)) {
+                  Some(f) => *f,
+                  None => {
+                    let (name, file, line, column) = location_frames[id][k];
+                    let resource_id = (!file.is_empty())
+                      .then(|| element_id(&mut resource_ids, &mut trace.resources, file.to_owned(), |u| u));
+                    let frame = Frame {
+                      name: if name == "(anonymous)" {
+                        String::new()
+                      } else {
+                        name.to_owned()
+                      },
+                      resource_id,
+                      line,
+                      column,
+                    };
+                    let f = element_id(&mut frame_ids, &mut trace.frames, frame, |f| f);
+                    interned.insert((*id, k), f);
+                    f
+                  }
+                };
+                let stack = Stack {
+                  frame_id,
+                  parent_id: parent,
+                };
+                parent = Some(element_id(&mut stack_ids, &mut trace.stacks, stack, |s| s));
+                if trace.stacks.len() > limits::STACKS {
+                  return Err(ConvertError(format!(
+                    "the pprof profile has more than {} distinct stacks; that is the limit",
+                    limits::STACKS
+                  )));
+                }
+              }
             }
-          };
-          let stack = Stack {
-            frame_id,
-            parent_id: parent,
-          };
-          parent = Some(element_id(&mut stack_ids, &mut trace.stacks, stack, |s| s));
-        }
-        if trace.stacks.len() > limits::STACKS {
-          return Err(ConvertError(format!(
-            "the pprof profile has more than {} distinct stacks; that is the limit",
-            limits::STACKS
-          )));
-        }
-        (parent, None)
+            (parent, None)
+          }
+        };
+        built.insert(s.location_id.as_slice(), made);
+        made
       }
     };
     let leaf_line = s.location_id.first().and_then(|id| line_of_location.get(id));

@@ -1,0 +1,436 @@
+#!/usr/bin/env node
+'use strict';
+// Mutation fuzzing of everything selfprof reads from outside: trace JSON, json-gzip,
+// pprof, pprof.gz and V8's .cpuprofile, through convert() (every target), readProfile()
+// and fromCpuProfile(). Seeds are real recordings made at start; mutations are byte-level
+// (flips, interesting bytes, inserts, deletes, duplicated ranges, truncation) and
+// structure-aware (JSON values and arrays; pprof fields decoded by pprof-format).
+//
+//   node scripts/fuzz.js [--cases N] [--seconds S] [--seed N] [--formats trace,pprof,...]
+//                        [--max-rss-mib 512] [--max-case-ms 2000]
+//
+// --max-case-ms bounds each operation (one conversion of one input); the table also shows
+// each case's total (every target, readProfile and, for .cpuprofile, fromCpuProfile).
+//
+// CI runs it bounded (`npm run test:fuzz`: a few thousand cases per format); run it with
+// --seconds for as long as you like. The cases run in a child process under a data-size
+// rlimit, so a runaway allocation aborts that process instead of the machine: the driver
+// then names the case and keeps its input in out/fuzz/. Fails (exit 1) if any case
+// crashes, throws something that is not an Error with a message, takes longer than
+// --max-case-ms, or takes the process's peak RSS over --max-rss-mib.
+
+const fs = require('node:fs');
+const path = require('node:path');
+const zlib = require('node:zlib');
+const { spawn, spawnSync } = require('node:child_process');
+
+const FORMATS = ['trace', 'json-gzip', 'pprof', 'pprof.gz', 'cpuprofile'];
+const TARGETS = ['trace', 'folded', 'pprof', 'cpuprofile'];
+const root = path.resolve(__dirname, '..');
+const outDir = path.join(root, 'out', 'fuzz');
+
+function arg(name, fallback) {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : fallback;
+}
+
+// --- a seeded PRNG (mulberry32) ---------------------------------------------------------
+
+function prng(seed) {
+  let a = seed >>> 0;
+  const next = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const int = (n) => Math.floor(next() * n);
+  return { next, int, pick: (xs) => xs[int(xs.length)] };
+}
+
+// --- seeds: real recordings -------------------------------------------------------------
+
+async function makeSeeds() {
+  const selfprof = require('..');
+  const { setTimeout: sleep } = require('node:timers/promises');
+  const work = (ms) => {
+    const end = performance.now() + ms;
+    let x = 0;
+    while (performance.now() < end) x += Math.sqrt(x + 1);
+    return x;
+  };
+  function fuzzSeedHandler(i) {
+    return work(2 + (i % 3));
+  }
+  const run = async () => {
+    for (let i = 0; i < 40; i++) {
+      await selfprof.withLabels({ endpoint: `GET /seed/${i % 4}`, span_id: (0x5eedn + BigInt(i)).toString(16).padStart(16, '0') }, async () => {
+        fuzzSeedHandler(i);
+        await sleep(1);
+      });
+    }
+  };
+  const p = new selfprof.Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  await run();
+  const trace = await p.stop();
+  const q = new selfprof.Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  await run();
+  const pprofGz = await q.stop({ format: 'pprof' });
+  // A V8 CPU profile as DevTools saves it, straight from the inspector.
+  const inspector = require('node:inspector');
+  const session = new inspector.Session();
+  session.connect();
+  const post = (m, params) => new Promise((res, rej) => session.post(m, params, (e, r) => (e ? rej(e) : res(r))));
+  await post('Profiler.enable');
+  await post('Profiler.setSamplingInterval', { interval: 1000 });
+  await post('Profiler.start');
+  await run();
+  const { profile } = await post('Profiler.stop');
+  session.disconnect();
+  return {
+    trace: Buffer.from(JSON.stringify(trace)),
+    pprof: zlib.gunzipSync(pprofGz),
+    cpuprofile: Buffer.from(JSON.stringify(profile)),
+  };
+}
+
+// --- mutations ----------------------------------------------------------------------------
+
+const INTERESTING_BYTES = [0x00, 0x01, 0x7f, 0x80, 0xff, 0x0a, 0x12, 0x22, 0x7b, 0x7d, 0x5b, 0x5d, 0x22, 0x2c];
+const INTERESTING_NUMBERS = [0, -1, 1, 2 ** 31, 2 ** 32, 2 ** 53, -(2 ** 53), 1e308, -1e308, 0.5, 19_999_999, 1e6, 65535];
+
+function mutateBytes(r, bytes) {
+  let b = Buffer.from(bytes);
+  const rounds = 1 + r.int(6);
+  for (let k = 0; k < rounds && b.length > 0; k++) {
+    const at = r.int(b.length);
+    switch (r.int(7)) {
+      case 0:
+        b[at] ^= 1 << r.int(8);
+        break;
+      case 1:
+        b[at] = r.pick(INTERESTING_BYTES);
+        break;
+      case 2:
+        b = Buffer.concat([b.subarray(0, at), Buffer.from([r.int(256), r.int(256)]), b.subarray(at)]);
+        break;
+      case 3:
+        b = Buffer.concat([b.subarray(0, at), b.subarray(Math.min(b.length, at + 1 + r.int(64)))]);
+        break;
+      case 4: {
+        // Duplicate a range many times: what turns small files into big work.
+        const len = 1 + r.int(Math.min(64, b.length - at));
+        const range = b.subarray(at, at + len);
+        b = Buffer.concat([b.subarray(0, at), ...Array(1 + r.int(200)).fill(range), b.subarray(at)]);
+        break;
+      }
+      case 5:
+        b = b.subarray(0, at);
+        break;
+      default: {
+        const other = r.int(b.length);
+        const len = 1 + r.int(32);
+        b = Buffer.concat([b.subarray(0, at), b.subarray(other, other + len), b.subarray(at)]);
+      }
+    }
+  }
+  return b;
+}
+
+/** Values and arrays of a parsed JSON document, changed in place at random paths. */
+function mutateJsonValue(r, doc) {
+  const paths = [];
+  (function walk(v, depth) {
+    if (depth > 6 || paths.length > 4000) return;
+    if (Array.isArray(v)) {
+      paths.push(v);
+      for (let i = 0; i < v.length && i < 50; i++) if (v[i] && typeof v[i] === 'object') walk(v[i], depth + 1);
+    } else if (v && typeof v === 'object') {
+      paths.push(v);
+      for (const k of Object.keys(v)) if (v[k] && typeof v[k] === 'object') walk(v[k], depth + 1);
+    }
+  })(doc, 0);
+  const rounds = 1 + r.int(4);
+  for (let k = 0; k < rounds && paths.length; k++) {
+    const target = r.pick(paths);
+    if (Array.isArray(target)) {
+      if (target.length === 0) continue;
+      switch (r.int(4)) {
+        case 0: {
+          const i = r.int(target.length);
+          for (let n = r.int(2000); n > 0; n--) target.splice(i, 0, target[i]);
+          break;
+        }
+        case 1:
+          target.length = r.int(target.length);
+          break;
+        case 2:
+          target.reverse();
+          break;
+        default:
+          target[r.int(target.length)] = r.pick([null, 'x', -1, 1e308, {}, [], true]);
+      }
+    } else {
+      const keys = Object.keys(target);
+      const key = keys.length && r.int(5) ? r.pick(keys) : r.pick(['stackId', 'parentId', 'frameId', 'resourceId', 'contextId', 'marker', 'line', '__proto__', 'constructor']);
+      switch (r.int(6)) {
+        case 0:
+          delete target[key];
+          break;
+        case 1:
+          target[key] = r.pick(INTERESTING_NUMBERS);
+          break;
+        case 2:
+          target[key] = r.pick(['', '\ud800', 'x'.repeat(5000), '</script>', 'gc', 'idle', '(root)']);
+          break;
+        case 3:
+          target[key] = r.pick([null, true, [], {}]);
+          break;
+        default:
+          if (typeof target[key] === 'number') target[key] = target[key] + r.pick([-1, 1, 1000, 1e9]);
+          else target[key] = r.pick(INTERESTING_NUMBERS);
+      }
+    }
+  }
+  return doc;
+}
+
+function mutateJson(r, bytes) {
+  if (r.int(2)) return mutateBytes(r, bytes);
+  const doc = mutateJsonValue(r, JSON.parse(bytes));
+  return Buffer.from(JSON.stringify(doc));
+}
+
+/** pprof fields changed through an independent decoder (pprof-format), else bytes. */
+function mutatePprof(r, bytes) {
+  if (r.int(2)) return mutateBytes(r, bytes);
+  const { Profile } = require('pprof-format');
+  try {
+    const p = Profile.decode(bytes);
+    const rounds = 1 + r.int(3);
+    for (let k = 0; k < rounds; k++) {
+      const s = p.sample.length ? r.pick(p.sample) : null;
+      switch (r.int(8)) {
+        case 0:
+          if (s) s.value = s.value.map(() => r.pick(INTERESTING_NUMBERS));
+          break;
+        case 1:
+          if (s && s.locationId.length) s.locationId = Array(1 + r.int(20000)).fill(r.pick(s.locationId));
+          break;
+        case 2:
+          if (s) s.locationId.push(r.pick([0, 999999, 2 ** 40]));
+          break;
+        case 3:
+          if (p.function.length) r.pick(p.function).name = r.pick([0, 999999, -1]);
+          break;
+        case 4:
+          if (p.location.length) {
+            const l = r.pick(p.location);
+            l.line = Array(1 + r.int(5000)).fill(l.line[0] ?? { functionId: 1 });
+          }
+          break;
+        case 5:
+          p.period = r.pick(INTERESTING_NUMBERS);
+          break;
+        case 6:
+          for (let n = r.int(2000); n > 0 && s; n--) p.sample.push(s);
+          break;
+        default:
+          if (s && s.label.length) r.pick(s.label).str = r.pick([0, 999999, -5]);
+      }
+    }
+    return Buffer.from(p.encode());
+  } catch {
+    return mutateBytes(r, bytes);
+  }
+}
+
+function caseInput(r, format, seeds) {
+  const gz = (b) => zlib.gzipSync(b, { level: 1 });
+  switch (format) {
+    case 'trace':
+      return mutateJson(r, seeds.trace);
+    case 'json-gzip':
+      return r.int(5) ? gz(mutateJson(r, seeds.trace)) : mutateBytes(r, gz(seeds.trace));
+    case 'pprof':
+      return mutatePprof(r, seeds.pprof);
+    case 'pprof.gz':
+      return r.int(5) ? gz(mutatePprof(r, seeds.pprof)) : mutateBytes(r, gz(seeds.pprof));
+    default:
+      return mutateJson(r, seeds.cpuprofile);
+  }
+}
+
+// --- the cases (child process) -----------------------------------------------------------
+
+function peakRssMiB() {
+  try {
+    const m = /^VmHWM:\s+(\d+) kB/m.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+    if (m) return Number(m[1]) / 1024;
+  } catch {
+    // no /proc
+  }
+  return process.resourceUsage().maxRSS / 1024;
+}
+
+/**
+ * Runs `fn`, timed; an exception must be an Error with a message. Returns 'ok' | 'error'
+ * and adds its time to `clock` (`slowest`: the longest single operation).
+ */
+async function expectCleanly(fn, problems, what, clock) {
+  const t0 = performance.now();
+  try {
+    await fn();
+    return 'ok';
+  } catch (err) {
+    if (!(err instanceof Error) || typeof err.message !== 'string' || err.message === '') {
+      problems.push(`${what}: threw ${Object.prototype.toString.call(err)} ${String(err).slice(0, 200)}`);
+    }
+    return 'error';
+  } finally {
+    const ms = performance.now() - t0;
+    if (ms > clock.slowest.ms) clock.slowest = { ms, what };
+  }
+}
+
+async function child() {
+  const selfprof = require('..');
+  const cases = Number(arg('cases', 2000));
+  const seconds = Number(arg('seconds', 0));
+  const seed = Number(arg('seed', 1));
+  const formats = arg('formats', FORMATS.join(',')).split(',');
+  const maxCaseMs = Number(arg('max-case-ms', 2000));
+  const maxRss = Number(arg('max-rss-mib', 512));
+  fs.mkdirSync(outDir, { recursive: true });
+  const seeds = await makeSeeds();
+  for (const [name, bytes] of Object.entries(seeds)) fs.writeFileSync(path.join(outDir, `seed.${name}`), bytes);
+  const current = path.join(outDir, 'current.bin');
+  const started = performance.now();
+  const deadline = seconds > 0 ? started + seconds * 1000 : Infinity;
+  const stats = Object.fromEntries(formats.map((f) => [f, { cases: 0, ok: 0, errors: 0, ms: [] }]));
+  const problems = [];
+  const r = prng(seed);
+  let slowest = { ms: 0 };
+  for (let n = 0; seconds > 0 ? performance.now() < deadline : n < cases; n++) {
+    for (const format of formats) {
+      const input = caseInput(r, format, seeds);
+      fs.writeFileSync(current, input);
+      process.stdout.write(`${JSON.stringify({ case: n, format })}\n`);
+      const t0 = performance.now();
+      const clock = { slowest: { ms: 0 } };
+      let outcome = await expectCleanly(() => selfprof.readProfile(input), problems, `${format} #${n} readProfile`, clock);
+      for (const to of TARGETS) {
+        const o = await expectCleanly(() => selfprof.convert(input, { to }), problems, `${format} #${n} to ${to}`, clock);
+        if (o === 'ok') outcome = 'ok';
+      }
+      if (format === 'cpuprofile') {
+        let parsed;
+        try {
+          parsed = JSON.parse(input);
+        } catch {
+          parsed = undefined;
+        }
+        if (parsed !== undefined) {
+          const o = await expectCleanly(() => selfprof.fromCpuProfile(parsed), problems, `${format} #${n} fromCpuProfile`, clock);
+          if (o === 'ok') outcome = 'ok';
+        }
+      }
+      const ms = performance.now() - t0;
+      const s = stats[format];
+      s.cases++;
+      s[outcome === 'ok' ? 'ok' : 'errors']++;
+      s.ms.push(ms);
+      if (clock.slowest.ms > slowest.ms) slowest = clock.slowest;
+      if (clock.slowest.ms > maxCaseMs) {
+        problems.push(`${clock.slowest.what} took ${clock.slowest.ms.toFixed(0)} ms (limit ${maxCaseMs})`);
+        fs.copyFileSync(current, path.join(outDir, `slow-${format}-${n}.bin`));
+      }
+      const rss = peakRssMiB();
+      if (rss > maxRss && !problems.some((p) => p.includes('peak RSS'))) {
+        // The peak only grows: the case that first crosses the limit is the one to keep.
+        problems.push(`${format} #${n} took the peak RSS to ${rss.toFixed(0)} MiB (limit ${maxRss})`);
+        fs.copyFileSync(current, path.join(outDir, `rss-${format}-${n}.bin`));
+      }
+      if (problems.length >= 20) break;
+    }
+    if (problems.length >= 20) break;
+  }
+  const summary = {
+    done: true,
+    seconds: (performance.now() - started) / 1000,
+    stats: Object.fromEntries(
+      Object.entries(stats).map(([f, s]) => {
+        const sorted = s.ms.sort((a, b) => a - b);
+        const q = (p) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? 0;
+        return [f, { cases: s.cases, ok: s.ok, errors: s.errors, median: q(0.5), p99: q(0.99), max: sorted.at(-1) ?? 0 }];
+      }),
+    ),
+    peakRssMiB: peakRssMiB(),
+    slowest,
+    problems,
+  };
+  process.stdout.write(`${JSON.stringify(summary)}\n`);
+}
+
+// --- the driver --------------------------------------------------------------------------
+
+function driver() {
+  const args = process.argv.slice(2);
+  const seed = Number(arg('seed', 1));
+  const maxRss = Number(arg('max-rss-mib', 512));
+  const maxCaseMs = Number(arg('max-case-ms', 2000));
+  // A data-size limit well above the RSS limit: a runaway allocation aborts the child.
+  const limit = String(4 * maxRss * 2 ** 20);
+  const hasPrlimit = spawnSync('prlimit', ['--version']).status === 0;
+  const cmd = hasPrlimit ? 'prlimit' : process.execPath;
+  const cmdArgs = hasPrlimit ? [`--data=${limit}`, process.execPath, __filename, '--child', ...args] : [__filename, '--child', ...args];
+  const started = Date.now();
+  const p = spawn(cmd, cmdArgs, { stdio: ['ignore', 'pipe', 'inherit'] });
+  let buffered = '';
+  let last = null;
+  let summary = null;
+  p.stdout.on('data', (d) => {
+    buffered += d;
+    const lines = buffered.split('\n');
+    buffered = lines.pop();
+    for (const line of lines) {
+      const msg = JSON.parse(line);
+      if (msg.done) summary = msg;
+      else last = msg;
+    }
+  });
+  p.on('exit', (code, signal) => {
+    if (!summary) {
+      const kept = path.join(outDir, `crash-${last?.format}-${last?.case}.bin`);
+      try {
+        fs.copyFileSync(path.join(outDir, 'current.bin'), kept);
+      } catch {
+        // nothing to keep
+      }
+      console.error(`fuzz: the case process died (${signal ?? `exit ${code}`}) at ${last ? `${last.format} #${last.case}` : 'start'} (seed ${seed}); its input is in ${path.relative(root, kept)}`);
+      process.exitCode = 1;
+      return;
+    }
+    const rows = Object.entries(summary.stats).map(([f, s]) => [f, s.cases, s.ok, s.errors, s.median.toFixed(2), s.p99.toFixed(1), s.max.toFixed(1)]);
+    const head = ['format', 'cases', 'read ok', 'errors', 'case median ms', 'p99 ms', 'max ms'];
+    const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
+    const line = (cells) => cells.map((c, i) => (i ? String(c).padStart(widths[i]) : String(c).padEnd(widths[i]))).join('  ');
+    console.log(`fuzz: seed ${seed}, ${summary.seconds.toFixed(1)} s of cases (${((Date.now() - started) / 1000).toFixed(1)} s in all)`);
+    console.log(line(head));
+    for (const r of rows) console.log(line(r));
+    console.log(`peak RSS ${summary.peakRssMiB.toFixed(0)} MiB (limit ${maxRss}); slowest operation: ${summary.slowest.what}, ${summary.slowest.ms.toFixed(0)} ms (limit ${maxCaseMs})`);
+    for (const problem of summary.problems) console.log(`FAIL ${problem}`);
+    console.log(`fuzz: ${summary.problems.length ? 'FAIL' : 'pass'}`);
+    process.exitCode = summary.problems.length ? 1 : 0;
+  });
+}
+
+if (process.argv.includes('--child')) {
+  child().catch((err) => {
+    console.error(err);
+    process.exit(2);
+  });
+} else {
+  driver();
+}
