@@ -399,6 +399,33 @@ test('diff: a function made slower shows the expected positive share (profile B 
   assert.deepEqual(page.problems, []);
 });
 
+test('diff: a baseline picked in the page from a trace file gives the same numbers; bad files are a message', async (t) => {
+  if (needsBrowser(t)) return;
+  const page = await open(t, 'diff-picked', htmlReport(traceB, { title: 'pick a baseline', view: 'diff' }));
+  const pick = async (name, content) => {
+    const file = path.join(OUT, name);
+    fs.writeFileSync(file, content);
+    await page.$eval('body', (b) => delete b.dataset.baselinePicked);
+    await page.setInputFiles('#diff-file', file);
+    await page.waitForSelector('body[data-baseline-picked]');
+    return page.textContent('#diff-file-status');
+  };
+  assert.match(await page.textContent('#diff-summary'), /Nothing to compare/);
+  assert.match(await pick('baseline-a.json.gz', require('node:zlib').gzipSync(JSON.stringify(traceA))), new RegExp(`^baseline-a\\.json\\.gz: ${traceA.samples.length} samples$`));
+  const rows = await deltas(page);
+  const got = Object.entries(rows).find(([k]) => k.startsWith('diffSlowed '))[1].total;
+  const want = shares(traceB, 'diffSlowed').total - shares(traceA, 'diffSlowed').total;
+  assert.ok(Math.abs(got - want) < 1e-9, `page ${got}, Node ${want}`);
+  // Bad files: one message, the diff unchanged, no page error.
+  const bad = { ...traceA, stacks: [...traceA.stacks, { frameId: 99999 }] };
+  assert.match(await pick('bad.json', JSON.stringify(bad)), /^bad\.json: not a valid trace: stack \d+ is out of range$/);
+  assert.match(await pick('garbage.json', '{"resources": ['), /^garbage\.json: .*JSON/);
+  assert.match(await pick('x.cpuprofile', JSON.stringify({ nodes: [], startTime: 0, endTime: 1, samples: [], timeDeltas: [] })), /V8 CPU profile: selfprof convert/);
+  assert.match(await pick('x.pb', Buffer.from([0x0a, 0x02, 0x08, 0x01])), /not JSON: a pprof file is read by selfprof diff/);
+  assert.equal(Object.entries(await deltas(page)).find(([k]) => k.startsWith('diffSlowed '))[1].total, got, 'still the picked baseline');
+  assert.deepEqual(page.problems, []);
+});
+
 test('diff of two label values: what POST /orders does that GET /primes does not', async (t) => {
   if (needsBrowser(t)) return;
   const page = await open(t, 'diff-labels', htmlReport(trace, { title: 'label diff', labelDiff: { key: 'endpoint', a: 'GET /primes', b: 'POST /orders' } }));

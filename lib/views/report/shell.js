@@ -74,6 +74,8 @@ function page({ title, json, script }) {
     <span id="diff-label-pick"><label>key <select id="diff-key"></select></label>
       <label>A <select id="diff-a"></select></label> <label>B <select id="diff-b"></select></label></span>
     <label class="opt" title="Match functions by name and file only, so code that moved between the two profiles still matches"><input type="checkbox" id="diff-ignore-lines"> ignore line numbers</label>
+    <label class="opt" title="A selfprof trace (.json or .json.gz) to compare this profile with; it is read in the page, nothing is uploaded">baseline file <input type="file" id="diff-file" accept=".json,.gz,application/json,application/gzip"></label>
+    <span id="diff-file-status" class="hint"></span>
   </div>
   <div id="diff-legend"></div>
   <div id="diff-summary" class="hint"></div>

@@ -3,7 +3,7 @@
 // kept samples: those in the time range with the label filter's value.
 
 const main = makeModel(data.trace);
-const base = data.baseline ? makeModel(data.baseline) : null;
+let base = data.baseline ? makeModel(data.baseline) : null;
 const state = {
   label: null, // { key, value, none }
   range: null, // [from, to] in the trace's ms
@@ -255,6 +255,32 @@ function diffSides() {
   return { a: side(d.a), b: side(d.b) };
 }
 
+/** A baseline picked in the page: a trace file (JSON or json-gzip), checked, then diffed. */
+async function pickBaseline(file) {
+  const say = (text) => {
+    $('diff-file-status').textContent = text;
+  };
+  try {
+    let bytes = new Uint8Array(await file.arrayBuffer());
+    if (bytes[0] === 0x1f && bytes[1] === 0x8b) {
+      const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+      bytes = new Uint8Array(await new Response(stream).arrayBuffer());
+    }
+    const first = bytes.find((b) => b > 0x20);
+    if (first !== 0x7b) throw new Error('not JSON: a pprof file is read by selfprof diff A B --html OUT');
+    const trace = checkTrace(JSON.parse(new TextDecoder().decode(bytes)));
+    base = makeModel(trace);
+    data.baselineName = file.name;
+    state.diff.mode = 'profile';
+    setupDiff();
+    renderDiff();
+    renderSummary();
+    say(`${file.name}: ${trace.samples.length} samples`);
+  } catch (err) {
+    say(`${file.name}: ${err.message}`);
+  }
+}
+
 function renderDiff() {
   const d = state.diff;
   $('diff-mode').value = d.mode;
@@ -393,6 +419,10 @@ for (const side of ['a', 'b']) {
     renderDiff();
   };
 }
+$('diff-file').onchange = (e) => {
+  const file = e.target.files && e.target.files[0];
+  if (file) pickBaseline(file).finally(() => (document.body.dataset.baselinePicked = file.name));
+};
 $('diff-ignore-lines').onchange = (e) => {
   state.diff.ignoreLines = e.target.checked;
   renderDiff();

@@ -75,6 +75,45 @@ function makeModel(trace) {
   return { trace, resources, frames, stacks, samples, contexts, n, time, stack, kind, ctx, gcStack, parent, frameOf, depth, url, locationOf, labelKeys, linesOf };
 }
 
+/**
+ * A trace read in the page (a baseline picked from a file) checked as the Rust reader
+ * checks one: the arrays, every id in range, parents before children, finite timestamps,
+ * known markers, labels as strings. Returns it (with `contexts` defaulted); throws an
+ * Error naming the first problem.
+ */
+function checkTrace(t) {
+  const fail = (what) => {
+    throw new Error(`not a valid trace: ${what}`);
+  };
+  if (t === null || typeof t !== 'object' || Array.isArray(t)) fail('not a JSON object');
+  if (Array.isArray(t.nodes) && t.startTime !== undefined) fail('a V8 CPU profile: selfprof convert FILE --to trace first');
+  for (const k of ['resources', 'frames', 'stacks', 'samples']) if (!Array.isArray(t[k])) fail(`no ${k} array`);
+  const contexts = t.contexts === undefined ? [] : t.contexts;
+  if (!Array.isArray(contexts)) fail('contexts is not an array');
+  const index = (v, n) => Number.isInteger(v) && v >= 0 && v < n;
+  t.resources.forEach((r, i) => typeof r !== 'string' && fail(`resource ${i} is not a string`));
+  t.frames.forEach((f, i) => {
+    if (!f || typeof f.name !== 'string') fail(`frame ${i} has no name`);
+    if (f.resourceId !== undefined && !index(f.resourceId, t.resources.length)) fail(`the resource of frame ${i} is out of range`);
+  });
+  t.stacks.forEach((st, i) => {
+    if (!st || !index(st.frameId, t.frames.length) || (st.parentId !== undefined && !index(st.parentId, i))) fail(`stack ${i} is out of range`);
+  });
+  contexts.forEach((c, i) => {
+    if (!c || typeof c.labels !== 'object' || c.labels === null || Object.values(c.labels).some((v) => typeof v !== 'string')) fail(`context ${i} has no labels`);
+  });
+  t.samples.forEach((x, i) => {
+    if (!x || typeof x.timestamp !== 'number' || !Number.isFinite(x.timestamp)) fail(`sample ${i} has no finite timestamp`);
+    if (x.stackId !== undefined && !index(x.stackId, t.stacks.length)) fail(`the stack of sample ${i} is out of range`);
+    if (x.contextId !== undefined && !index(x.contextId, contexts.length)) fail(`the context of sample ${i} is out of range`);
+    if (x.marker !== undefined && !Object.hasOwn(KIND_OF_MARKER, x.marker)) fail(`sample ${i} has an unknown marker`);
+  });
+  (t.lineTicks || []).forEach((l, i) => {
+    if (!l || !index(l.stackId, t.stacks.length) || !(l.line >= 1) || !(l.ticks >= 0)) fail(`line tick ${i} is out of range`);
+  });
+  return { ...t, contexts };
+}
+
 /** The label `key` of sample i, or undefined. Own properties only: a label key such as
  * `constructor` must not find Object's. */
 function labelAt(m, i, key) {
