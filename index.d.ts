@@ -75,6 +75,22 @@ export interface ProfilerTraceMetadata {
   labelsLostSamples?: number
 }
 
+/**
+ * Extension: how many of the samples on a stack (as its innermost stack) V8 took at one
+ * source line of that stack's innermost function, from V8's position ticks. Totals per
+ * stack over the recording, not per sample; a stack's ticks add up to at most its samples
+ * (V8 has no line for some). When a trace keeps only part of a V8 recording (another
+ * profiler shared the sampler at a finer interval, or the buffer filled), each call-tree
+ * node's ticks are scaled to the samples kept.
+ */
+export interface ProfilerLineTicks {
+  /** Index into `stacks`. */
+  stackId: number
+  /** 1-based line in the stack's frame's resource. */
+  line: number
+  ticks: number
+}
+
 export interface ProfilerTrace {
   resources: ProfilerResource[]
   frames: ProfilerFrame[]
@@ -84,6 +100,8 @@ export interface ProfilerTrace {
   contexts: ProfilerContext[]
   /** Present on traces from `Profiler`; absent on `fromCpuProfile` ones. */
   metadata?: ProfilerTraceMetadata
+  /** Extension, optional: per-line sample counts (absent when V8 recorded none). */
+  lineTicks?: ProfilerLineTicks[]
 }
 
 /** A sampling profiling session; starts when constructed. */
@@ -210,7 +228,8 @@ export declare function openTelemetrySpanProcessor(): {
 }
 
 /**
- * Converts a selfprof trace (object, JSON text, or json-gzip bytes) or a pprof profile
+ * Converts a selfprof trace (object, JSON text, or json-gzip bytes), a V8 CPU profile (a
+ * `.cpuprofile` file's contents, as object, text or gzip'd bytes) or a pprof profile
  * (bytes, plain or gzip'd): `'cpuprofile'` gives a Chrome DevTools `.cpuprofile` (JSON text,
  * also read by speedscope), `'folded'` folded stacks (`outer;...;leaf count` lines, for
  * flamegraph.pl, inferno and speedscope), `'trace'` the spec trace's JSON, `'pprof'` a
@@ -222,19 +241,81 @@ export declare function convert(input: ProfilerTrace | string | Uint8Array, opti
 /** Reads a trace or pprof profile (as `convert` takes it) into a trace object. */
 export declare function readProfile(input: ProfilerTrace | string | Uint8Array): ProfilerTrace
 
+/** A profile as `readProfile` takes it: a trace, a V8 CPU profile's JSON, or pprof bytes. */
+export type ProfileInput = ProfilerTrace | string | Uint8Array
+
 /** Options of `htmlReport`. */
 export interface HtmlReportOptions {
   /** The document's title and heading (default `'selfprof report'`). */
   title?: string
   /** The profiler's `sampleInterval` (ms), shown in the summary; else the median gap between samples is. */
   sampleInterval?: number
+  /**
+   * Another profile to compare with: the report opens on its diff view, A = `baseline`,
+   * B = `trace`. A bad baseline is a TypeError naming it.
+   */
+  baseline?: ProfileInput
+  /** Names of A and B in the diff view (e.g. file names). */
+  baselineName?: string
+  name?: string
+  /** Open the diff view on two values of a label (`null`: samples without it). */
+  labelDiff?: { key: string; a: string | null; b: string | null }
+  /**
+   * Embed the source text of the hot lines of functions whose `file://` script is readable
+   * here (default true; bounded: 4 MiB files, 240 characters a line, 4000 lines).
+   */
+  sources?: boolean
+  /** The view to open (default `'flame'`, or `'diff'` with `baseline`/`labelDiff`). */
+  view?: 'flame' | 'timeorder' | 'sandwich' | 'diff'
 }
 
 /**
- * A self-contained HTML report of a trace (object, JSON text, or json-gzip bytes), as one
- * document string: an interactive flame graph (click a box to zoom, search highlights
- * matching frames), the top functions by self/total samples, and samples per label value,
- * where clicking a value filters the whole report to its samples. The trace is embedded as
+ * A self-contained HTML report of a profile, as one document string: a timeline of the
+ * samples (colored by kind or by a label; dragging selects a time range that filters every
+ * view), a flame graph (click to zoom, search), a time-ordered flame chart, a sandwich view
+ * (a function's callers and callees merged over its call sites, and its hot source lines),
+ * a diff view (against `baseline`, or between two label values), the top functions, and
+ * samples per label value (click one to filter everything to it). Optionally GC samples
+ * under the code that ran just before them (marked as attributed). The trace is embedded as
  * JSON; the page loads nothing from the network.
  */
-export declare function htmlReport(trace: ProfilerTrace | string | Uint8Array, options?: HtmlReportOptions): string
+export declare function htmlReport(trace: ProfileInput, options?: HtmlReportOptions): string
+
+/** One side's share of a function: % of that side's busy samples, and B − A in percentage points. */
+export interface DiffShare {
+  a: number
+  b: number
+  delta: number
+}
+
+export interface DiffResult {
+  /** Each side's samples, and busy samples (all but idle): the shares' denominators. */
+  a: { samples: number; busy: number }
+  b: { samples: number; busy: number }
+  /** Biggest |self.delta| first. `(garbage collector)` and `(program)` are rows too. */
+  functions: Array<{
+    name: string
+    location: string
+    samples: { aSelf: number; bSelf: number; aTotal: number; bTotal: number }
+    /** As the innermost frame. */
+    self: DiffShare
+    /** Anywhere on the stack, each sample once. */
+    total: DiffShare
+  }>
+}
+
+/**
+ * The change from profile `a` (the baseline) to `b`: each function's share of its side's
+ * busy samples in B minus in A. Functions match by name, file, line and column
+ * (`ignoreLines`: name and file).
+ */
+export declare function diffProfiles(a: ProfileInput, b: ProfileInput, options?: { ignoreLines?: boolean }): DiffResult
+
+/** The same between the samples with label `key` = `a` and those with `key` = `b` (`null`: without the label). */
+export declare function diffLabelValues(
+  trace: ProfileInput,
+  key: string,
+  a: string | null,
+  b: string | null,
+  options?: { ignoreLines?: boolean },
+): DiffResult

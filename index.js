@@ -5,6 +5,7 @@ const { start } = require('./lib/service');
 const { openTelemetrySpanProcessor } = require('./lib/integrations/otel');
 const { convert, readProfile } = require('./lib/views/convert');
 const { htmlReport } = require('./lib/views/report');
+const { diffProfiles, diffLabelValues } = require('./lib/views/diff');
 
 module.exports = {
   Profiler,
@@ -18,4 +19,6 @@ module.exports = {
   convert,
   readProfile,
   htmlReport,
+  diffProfiles,
+  diffLabelValues,
 };

@@ -175,3 +175,52 @@ test('in headless Chromium: flame graph, search, zoom and label filter', async (
     await browser.close();
   }
 });
+
+test('embedded source lines and a baseline stay inert: a hot line containing </script> is shown, not run', async (t) => {
+  // A real hot line whose text closes the script element, profiled from a file.
+  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'selfprof-inert-'));
+  const file = path.join(dir, 'hot.js');
+  fs.writeFileSync(
+    file,
+    [
+      "'use strict';",
+      'module.exports = function inertHot(ms) {',
+      '  const end = Date.now() + ms; let s = 0;',
+      `  while (Date.now() < end) for (let i = 0; i < 2000; i++) s += '${SCRIPT_BREAKER}'.length * Math.sqrt(i);`,
+      '  return s;',
+      '};',
+      '',
+    ].join('\n'),
+  );
+  const inertHot = require(file);
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100000 });
+  inertHot(150);
+  const hotTrace = await p.stop();
+  const html = htmlReport(hotTrace, { title: 'inert', baseline: trace, view: 'sandwich' });
+  fs.rmSync(dir, { recursive: true });
+  assert.ok(!html.includes(SCRIPT_BREAKER), 'neither the source line nor the baseline\'s label appears raw');
+  assert.equal(html.match(/<\/script>/g).length, 2, 'only the two script elements close');
+  const embedded = JSON.parse(html.match(/<script type="application\/json" id="trace-data">([^<]*)<\/script>/)[1]);
+  assert.ok(Object.values(embedded.sources).some((lines) => Object.values(lines).some((l) => l.includes(SCRIPT_BREAKER))), 'the line was read and embedded');
+  if (!fs.existsSync(CHROMIUM)) {
+    t.skip(`no chromium at ${CHROMIUM}`);
+    return;
+  }
+  const { chromium } = require('playwright-core');
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+  try {
+    const page = await browser.newPage();
+    const out = path.join(OUT, 'inert.html');
+    fs.writeFileSync(out, html);
+    await page.goto(pathToFileURL(out).href);
+    const frame = hotTrace.frames.findIndex((f) => f.name === 'inertHot');
+    await page.selectOption('#sandwich-fn', String(frame));
+    const sources = await page.$$eval('#lines-table td.src', (tds) => tds.map((td) => td.textContent));
+    assert.ok(sources.some((s) => s.includes(SCRIPT_BREAKER)), 'shown as text');
+    assert.equal(await page.evaluate(() => window.broken), undefined, 'not run');
+    await page.click('#tabs button[data-view=diff]');
+    assert.equal(await page.evaluate(() => window.broken), undefined);
+  } finally {
+    await browser.close();
+  }
+});

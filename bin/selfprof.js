@@ -12,9 +12,15 @@ const USAGE = `usage:
       profiles the Node.js processes COMMAND starts; writes DIR/profile.trace.json.gz,
       profile.pb.gz and profile.html (default DIR: selfprof-out)
   selfprof report FILE [--html OUT] [--by KEY] [--top N]
-      top functions and samples per label value of a trace or pprof file
+      top functions and samples per label value of a profile file
   selfprof convert FILE --to cpuprofile|folded|pprof|trace [-o OUT]
-      FILE: a selfprof trace (.json, .json.gz) or a pprof profile (.pb, .pb.gz)`;
+  selfprof diff A B [--html OUT] [--top N] [--ignore-lines]
+      what changed from profile A (the baseline) to B: each function's share of the busy
+      samples (all but idle) in B minus in A, in percentage points
+  selfprof diff FILE --by KEY VALUE_A VALUE_B [--html OUT] [--top N] [--ignore-lines]
+      the same between two values of a label in one profile ("(none)": without the label)
+  FILE, A, B: a selfprof trace (.json, .json.gz), a V8 CPU profile (.cpuprofile, from
+      DevTools or node --cpu-prof) or a pprof profile (.pb, .pb.gz)`;
 
 class UsageError extends Error {}
 
@@ -139,6 +145,68 @@ function reportCommand(argv) {
   }
 }
 
+/** `selfprof diff`: a text table of the biggest share changes, and the report's diff view. */
+function diffCommand(argv) {
+  const { values, positionals } = options(argv, {
+    html: { type: 'string' },
+    top: { type: 'string' },
+    by: { type: 'string' },
+    'ignore-lines': { type: 'boolean' },
+  });
+  const top = number(values.top, '--top', { min: 1, integer: true }) ?? 20;
+  const ignoreLines = values['ignore-lines'] ?? false;
+  const { diffProfiles, diffLabelValues, formatDiff } = require('../lib/views/diff');
+  const root = `file://${process.cwd()}/`;
+  const shorten = (loc) => (loc.startsWith(root) ? loc.slice(root.length) : loc);
+  let result;
+  let sides;
+  let report;
+  if (values.by !== undefined) {
+    if (positionals.length !== 3) throw new UsageError('diff FILE --by KEY takes FILE VALUE_A VALUE_B');
+    const [file, va, vb] = positionals;
+    const value = (v) => (v === '(none)' ? null : v);
+    const trace = JSON.parse(convertFile(file, 'trace'));
+    const keys = new Set(trace.contexts.flatMap((c) => Object.keys(c.labels)));
+    if (!keys.has(values.by)) {
+      throw new Error(`${file}: no sample has the label ${JSON.stringify(values.by)}${keys.size ? ` (labels: ${[...keys].sort().join(', ')})` : ''}`);
+    }
+    result = diffLabelValues(trace, values.by, value(va), value(vb), { ignoreLines });
+    sides = [`${values.by} = ${va}`, `${values.by} = ${vb}`];
+    report = () =>
+      require('..').htmlReport(trace, {
+        title: `selfprof diff: ${path.basename(file)}, ${values.by}: ${va} → ${vb}`,
+        labelDiff: { key: values.by, a: value(va), b: value(vb) },
+      });
+  } else {
+    if (positionals.length !== 2) throw new UsageError('diff takes two files, A (the baseline) and B, or FILE --by KEY VALUE_A VALUE_B');
+    const [fa, fb] = positionals;
+    const ta = JSON.parse(convertFile(fa, 'trace'));
+    const tb = JSON.parse(convertFile(fb, 'trace'));
+    result = diffProfiles(ta, tb, { ignoreLines });
+    sides = [fa, fb];
+    report = () =>
+      require('..').htmlReport(tb, {
+        title: `selfprof diff: ${path.basename(fa)} → ${path.basename(fb)}`,
+        baseline: ta,
+        baselineName: path.basename(fa),
+        name: path.basename(fb),
+      });
+  }
+  const side = (name, s) => `${name}: ${s.samples} samples, ${s.busy} busy${s.busy ? '' : ' (no busy samples: every share is 0)'}`;
+  const lines = [
+    side(`A ${sides[0]}`, result.a),
+    side(`B ${sides[1]}`, result.b),
+    'shares are % of each side\'s busy samples (all but idle); Δ = B − A in percentage points',
+    '',
+    formatDiff(result, { top, shorten }),
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+  if (values.html) {
+    writeOut(values.html, report());
+    progress(`wrote ${values.html}`);
+  }
+}
+
 /** Runs COMMAND with the record hook preloaded into its Node processes, then builds the outputs. */
 async function recordCommand(argv) {
   const split = argv.indexOf('--');
@@ -246,6 +314,7 @@ async function main(argv) {
   if (command === 'convert') return convertCommand(rest);
   if (command === 'report') return reportCommand(rest);
   if (command === 'record') return recordCommand(rest);
+  if (command === 'diff') return diffCommand(rest);
   if (command === '--help' || command === '-h' || command === 'help') {
     process.stdout.write(`${USAGE}\n`);
     return 0;

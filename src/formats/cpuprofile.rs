@@ -67,6 +67,15 @@ pub fn to_cpuprofile(t: &Trace) -> CpuProfileOut {
     deltas.push(((s.timestamp - prev) * 1000.0).round() as i64);
     prev = s.timestamp;
   }
+  // Line ticks as V8 writes them: each stack's node's `positionTicks`.
+  for l in &t.line_ticks {
+    if let Some(&node) = node_of_stack.get(l.stack_id as usize).filter(|n| **n > 0) {
+      nodes[(node - 1) as usize].position_ticks.push(PositionTickOut {
+        line: l.line,
+        ticks: l.ticks,
+      });
+    }
+  }
   CpuProfileOut {
     nodes,
     start_time: (start * 1000.0).round() as i64,
@@ -83,7 +92,10 @@ impl CpuProfileOut {
       .nodes
       .iter()
       .map(|n| {
-        2 * (n.call_frame.function_name.len() + n.call_frame.url.len()) as u64 + 160 + 11 * n.children.len() as u64
+        2 * (n.call_frame.function_name.len() + n.call_frame.url.len()) as u64
+          + 160
+          + 11 * n.children.len() as u64
+          + 48 * n.position_ticks.len() as u64
       })
       .sum();
     nodes + 32 * self.samples.len() as u64 + 64
@@ -107,6 +119,14 @@ pub struct NodeOut {
   pub call_frame: CallFrameOut,
   pub hit_count: u64,
   pub children: Vec<u32>,
+  #[serde(skip_serializing_if = "Vec::is_empty")]
+  pub position_ticks: Vec<PositionTickOut>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PositionTickOut {
+  pub line: u32,
+  pub ticks: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -132,6 +152,7 @@ impl NodeOut {
       },
       hit_count: 0,
       children: Vec::new(),
+      position_ticks: Vec::new(),
     }
   }
 }

@@ -8,7 +8,8 @@ pub mod folded;
 pub mod pprof;
 pub mod pprof_decode;
 
-use crate::trace::{Marker, Trace};
+use crate::trace::v8_profile::CpuProfile;
+use crate::trace::{Marker, Trace, TraceBuilder, Window};
 use std::io::Read;
 
 #[derive(Debug, PartialEq)]
@@ -61,8 +62,10 @@ impl From<Trace> for Profile {
   }
 }
 
-/// Reads any input selfprof converts: a trace's JSON or a pprof profile, each plain or
-/// gzip'd. JSON is told from protobuf by its first non-blank byte.
+/// Reads any input selfprof converts: a trace's JSON, a V8 CPU profile's JSON (a
+/// `.cpuprofile` file, the inspector's `Profiler.stop` result) or a pprof profile, each
+/// plain or gzip'd. JSON is told from protobuf by its first non-blank byte, and a CPU
+/// profile from a trace by its fields.
 pub fn read_input(bytes: &[u8]) -> Result<Profile, ConvertError> {
   if bytes.is_empty() {
     return Err(ConvertError("empty input".into()));
@@ -80,6 +83,9 @@ pub fn read_input(bytes: &[u8]) -> Result<Profile, ConvertError> {
     None => Err(ConvertError("empty input".into())),
     Some(b'{') => {
       let json = std::str::from_utf8(bytes).map_err(|e| ConvertError(format!("not a selfprof trace: {e}")))?;
+      if is_cpu_profile(json) {
+        return from_cpu_profile(json).map(Profile::from);
+      }
       parse_trace(json).map(Profile::from)
     }
     Some(_) => {
@@ -91,6 +97,38 @@ pub fn read_input(bytes: &[u8]) -> Result<Profile, ConvertError> {
       })
     }
   }
+}
+
+/// Whether a JSON object has a V8 CPU profile's `nodes` and `startTime` and no trace's
+/// `resources` (read without building anything).
+fn is_cpu_profile(json: &str) -> bool {
+  use serde::de::IgnoredAny;
+  #[derive(serde::Deserialize)]
+  #[serde(rename_all = "camelCase")]
+  struct Fields {
+    nodes: Option<IgnoredAny>,
+    start_time: Option<IgnoredAny>,
+    resources: Option<IgnoredAny>,
+  }
+  serde_json::from_str::<Fields>(json)
+    .is_ok_and(|f| f.nodes.is_some() && f.start_time.is_some() && f.resources.is_none())
+}
+
+/// A V8 CPU profile's JSON as a trace, as `fromCpuProfile` builds it: timestamps in ms
+/// from the profile's start.
+pub fn from_cpu_profile(json: &str) -> Result<Trace, ConvertError> {
+  let profile = CpuProfile::from_json(json).map_err(|e| ConvertError(e.to_string()))?;
+  let mut builder = TraceBuilder::new();
+  let window = Window {
+    origin_us: profile.start_time,
+    ..Window::default()
+  };
+  builder
+    .add_profile(&profile, &window)
+    .map_err(|e| ConvertError(e.to_string()))?;
+  let trace = builder.finish();
+  check(&trace)?;
+  Ok(trace)
 }
 
 fn too_big() -> ConvertError {
@@ -149,6 +187,11 @@ pub fn check(t: &Trace) -> Result<(), ConvertError> {
       return Err(ConvertError(format!(
         "not a valid trace: sample {i} has no finite timestamp"
       )));
+    }
+  }
+  for (i, l) in t.line_ticks.iter().enumerate() {
+    if l.stack_id as usize >= t.stacks.len() || l.line == 0 {
+      return bad("the stack or line of line tick", i);
     }
   }
   Ok(())
@@ -293,6 +336,9 @@ pub(crate) fn name(t: &Trace, frame: u32) -> &str {
     n => n,
   }
 }
+
+#[cfg(test)]
+mod lines_tests;
 
 #[cfg(test)]
 mod tests {

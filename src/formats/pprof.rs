@@ -163,6 +163,8 @@ struct Encoder {
   program: u64,
   root: u64,
   cpu: bool,
+  /// Line-level locations: (frame, line) -> location id (see `LinePieces`).
+  line_location: HashMap<(u32, u32), u64>,
 }
 
 impl Encoder {
@@ -216,6 +218,28 @@ impl Encoder {
     let program = add(&mut strings, "(program)", "", None, None);
     let root = add(&mut strings, "(root)", "", None, None);
 
+    // Line-level locations, after those: one per (frame, line) of the trace's line ticks,
+    // holding the line in its frame's function.
+    let first_line_location = location.len() as u64 + 1;
+    let mut line_location: HashMap<(u32, u32), u64> = HashMap::new();
+    for l in &trace.line_ticks {
+      let Some(frame) = trace.stacks.get(l.stack_id as usize).map(|s| s.frame_id) else {
+        continue;
+      };
+      line_location.entry((frame, l.line)).or_insert_with(|| {
+        let id = location.len() as u64 + 1;
+        location.push(Location {
+          id,
+          line: vec![Line {
+            function_id: u64::from(frame) + 1,
+            line: i64::from(l.line),
+            column: 0,
+          }],
+        });
+        id
+      });
+    }
+
     // Label keys and values, per context.
     let labels: Vec<Vec<Label>> = trace
       .contexts
@@ -234,11 +258,14 @@ impl Encoder {
 
     // How many samples the SIGPROF join labeled, so that a reader of the pprof alone can
     // tell "no labels by design" (V8 sampled without a signal) from labels lost.
-    let comment = trace
+    let mut comment: Vec<i64> = trace
       .metadata
       .iter()
       .map(|m| strings.id(&metadata_comment(m)))
       .collect();
+    if !line_location.is_empty() {
+      comment.push(strings.id(&format!("{LINES_COMMENT}{first_line_location}")));
+    }
 
     let header = Profile {
       sample_type,
@@ -263,6 +290,7 @@ impl Encoder {
       program,
       root,
       cpu: timing.cpu,
+      line_location,
     }
   }
 
@@ -303,8 +331,11 @@ impl Encoder {
 
   /// Each sample with its weight: the given ones, or one trace sample each (count 1, the
   /// wall time since the previous sample, so that wall time adds up to the time the
-  /// samples cover even when V8 sampled late, and its CPU time).
+  /// samples cover even when V8 sampled late, and its CPU time). A sample whose count is
+  /// dealt to lines (`LinePieces`) becomes one pprof sample per line, at its line-level
+  /// location, with its wall and CPU time split in proportion.
   fn each(&self, trace: &Trace, start_ms: f64, weights: Option<&[Weight]>, mut f: impl FnMut(Sample)) {
+    let lines = LinePieces::deal(trace, weights);
     let mut prev_ms = start_ms;
     for (i, s) in trace.samples.iter().enumerate() {
       let weight = match weights.and_then(|w| w.get(i)) {
@@ -319,7 +350,38 @@ impl Encoder {
           }
         }
       };
-      f(self.sample(trace, s, weight));
+      let pieces = lines.as_ref().map_or(&[][..], |l| l.of(i));
+      if pieces.is_empty() {
+        f(self.sample(trace, s, weight));
+        continue;
+      }
+      let (mut wall_left, mut cpu_left, mut count_left) = (weight.wall_ns, weight.cpu_ns, weight.count);
+      for (k, &(line, count)) in pieces.iter().enumerate() {
+        let last = k + 1 == pieces.len();
+        let part = |total: i64, left: i64| {
+          if last {
+            left
+          } else {
+            (i128::from(total) * i128::from(count) / i128::from(weight.count.max(1))) as i64
+          }
+        };
+        let piece = Weight {
+          count: if last { count_left } else { count },
+          wall_ns: part(weight.wall_ns, wall_left),
+          cpu_ns: part(weight.cpu_ns, cpu_left),
+        };
+        wall_left -= piece.wall_ns;
+        cpu_left -= piece.cpu_ns;
+        count_left -= piece.count;
+        let mut sample = self.sample(trace, s, piece);
+        if let (Some(line), Some(leaf), Some(stack)) = (line, sample.location_id.first_mut(), s.stack_id) {
+          let frame = trace.stacks[stack as usize].frame_id;
+          if let Some(id) = self.line_location.get(&(frame, line)) {
+            *leaf = *id;
+          }
+        }
+        f(sample);
+      }
     }
   }
 }
@@ -366,6 +428,129 @@ pub fn parse_metadata_comment(comment: &str) -> Option<Metadata> {
     }
   }
   Some(m)
+}
+
+/// Says from which location id on locations are lines within their function (selfprof's
+/// line-level locations), so that a reader can tell them from the function's own location.
+const LINES_COMMENT: &str = "selfprof-lines: locations from id ";
+
+/// The first line-level location id of a comment the encoder wrote, if `comment` is one.
+pub fn parse_lines_comment(comment: &str) -> Option<u64> {
+  comment.strip_prefix(LINES_COMMENT)?.parse().ok()
+}
+
+/// The source lines each sample's count is put at in pprof, from the trace's line ticks:
+/// per sample, `(line, count)` pieces (`None`: no line, the frame's own location), empty
+/// for samples on stacks without line ticks.
+///
+/// V8 counts lines per stack, not per sample, so the line of one sample is not known. The
+/// counts of each stack's samples (in time order) are dealt to its lines, and to "no line"
+/// for what V8 gave none, so that the per-line counts equal the trace's line ticks exactly.
+/// A sample of count 1 (every trace from V8) goes to the line furthest behind its share so
+/// far, which spreads each line's samples evenly; a larger count (a decoded pprof's) is
+/// split in proportion to what each line has left. So per-line totals are V8's, while the
+/// line of a single sample (and the lines per label) are an apportionment.
+pub struct LinePieces {
+  /// Pieces of sample i: `pieces[offsets[i]..offsets[i + 1]]`.
+  offsets: Vec<u32>,
+  pieces: Vec<(Option<u32>, i64)>,
+}
+
+impl LinePieces {
+  pub fn of(&self, sample: usize) -> &[(Option<u32>, i64)] {
+    match (self.offsets.get(sample), self.offsets.get(sample + 1)) {
+      (Some(&a), Some(&b)) => &self.pieces[a as usize..b as usize],
+      _ => &[],
+    }
+  }
+
+  pub fn deal(trace: &Trace, weights: Option<&[Weight]>) -> Option<LinePieces> {
+    if trace.line_ticks.is_empty() {
+      return None;
+    }
+    let count = |i: usize| weights.and_then(|w| w.get(i)).map_or(1, |w| w.count.max(0) as u64);
+    let mut by_stack: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, s) in trace.samples.iter().enumerate() {
+      if let (Some(stack), None) = (s.stack_id, s.marker) {
+        by_stack.entry(stack).or_default().push(i);
+      }
+    }
+    let mut ticks: HashMap<u32, Vec<(u32, u64)>> = HashMap::new();
+    for l in &trace.line_ticks {
+      ticks.entry(l.stack_id).or_default().push((l.line, l.ticks));
+    }
+    // (sample, line, count), for the samples on stacks with line ticks.
+    let mut dealt: Vec<(usize, Option<u32>, i64)> = Vec::new();
+    for (stack, lines) in ticks {
+      let Some(samples) = by_stack.get(&stack) else {
+        continue;
+      };
+      let n: u64 = samples.iter().map(|&i| count(i)).sum();
+      let sum: u64 = lines.iter().map(|t| t.1).sum();
+      let lines = if sum > n {
+        crate::trace::scale_ticks(&lines, n, sum)
+      } else {
+        lines
+      };
+      let mut quota: Vec<(Option<u32>, u64)> = lines.iter().map(|&(l, t)| (Some(l), t)).collect();
+      let with_line: u64 = quota.iter().map(|q| q.1).sum();
+      quota.push((None, n - with_line));
+      let mut given = vec![0u64; quota.len()];
+      let mut units: u64 = 0;
+      for &i in samples {
+        let w = count(i);
+        let mut got = vec![0u64; quota.len()];
+        if w <= 64 {
+          for _ in 0..w {
+            // How far behind its share each bucket is, times n.
+            let behind =
+              |b: usize| i128::from(quota[b].1) * i128::from(units + 1) - i128::from(given[b]) * i128::from(n);
+            let b = (0..quota.len())
+              .max_by(|&a, &b| behind(a).cmp(&behind(b)).then(b.cmp(&a)))
+              .unwrap_or(0);
+            given[b] += 1;
+            got[b] += 1;
+            units += 1;
+          }
+        } else {
+          let left = u128::from(n - units);
+          let rem: Vec<u128> = (0..quota.len()).map(|b| u128::from(quota[b].1 - given[b])).collect();
+          let mut order: Vec<(usize, u128)> = Vec::with_capacity(quota.len());
+          let mut spare = w;
+          for b in 0..quota.len() {
+            let q = u128::from(w) * rem[b];
+            got[b] = (q / left) as u64;
+            spare -= got[b];
+            order.push((b, q % left));
+          }
+          order.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+          for (b, _) in order.into_iter().take(spare as usize) {
+            got[b] += 1;
+          }
+          for b in 0..quota.len() {
+            given[b] += got[b];
+          }
+          units += w;
+        }
+        dealt.extend(
+          (0..quota.len())
+            .filter(|&b| got[b] > 0)
+            .map(|b| (i, quota[b].0, got[b] as i64)),
+        );
+      }
+    }
+    dealt.sort_by_key(|d| d.0);
+    let mut offsets = Vec::with_capacity(trace.samples.len() + 1);
+    let mut at = 0;
+    for i in 0..=trace.samples.len() {
+      while at < dealt.len() && dealt[at].0 < i {
+        at += 1;
+      }
+      offsets.push(at as u32);
+    }
+    let pieces = dealt.into_iter().map(|(_, line, count)| (line, count)).collect();
+    Some(LinePieces { offsets, pieces })
+  }
 }
 
 /// The trace as a gzip'd pprof profile.

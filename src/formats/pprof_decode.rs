@@ -194,12 +194,32 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
   let mut stack_ids: HashMap<Stack, u32> = HashMap::new();
   let mut context_ids: HashMap<LabelSet, u32> = HashMap::new();
 
+  // selfprof's line-level locations (ids from `lines_from` on): the line is a position in
+  // the function, whose frame is its own location's; they come back as line ticks.
+  let lines_from = p
+    .comment
+    .iter()
+    .filter_map(|&c| str(c).ok())
+    .find_map(crate::formats::pprof::parse_lines_comment);
+  let function_at: HashMap<u64, (i64, i64)> = match lines_from {
+    Some(from) => p
+      .location
+      .iter()
+      .filter(|l| l.id < from)
+      .filter_map(|l| l.line.first().map(|x| (x.function_id, (x.line, x.column))))
+      .collect(),
+    None => HashMap::new(),
+  };
+  let mut line_of_location: HashMap<u64, u32> = HashMap::new();
+  let mut line_ticks: HashMap<(u32, u32), u64> = HashMap::new();
+
   // Each location's frames, leaf first: `(name, file, line, column)`, resolved once; put
   // into the trace (with their resources) only when a sample's stack uses them.
   type Raw<'a> = (&'a str, &'a str, Option<u32>, Option<u32>);
   let mut location_frames: HashMap<u64, Vec<Raw>> = HashMap::with_capacity(p.location.len());
   for loc in &p.location {
     let mut frames = Vec::with_capacity(loc.line.len());
+    let positional = lines_from.is_some_and(|from| loc.id >= from) && loc.line.len() == 1;
     for line in &loc.line {
       let f = functions.get(&line.function_id).ok_or_else(|| {
         bad(format!(
@@ -208,11 +228,19 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
         ))
       })?;
       let positive = |v: i64| u32::try_from(v).ok().filter(|v| *v > 0);
+      let (at_line, at_column) = if positional {
+        if let Some(l) = positive(line.line) {
+          line_of_location.insert(loc.id, l);
+        }
+        function_at.get(&line.function_id).copied().unwrap_or((f.start_line, 0))
+      } else {
+        (line.line, line.column)
+      };
       frames.push((
         str(f.name)?,
         str(f.filename)?,
-        positive(line.line).or_else(|| positive(f.start_line)),
-        positive(line.column),
+        positive(at_line).or_else(|| positive(f.start_line)),
+        positive(at_column),
       ));
     }
     location_frames.insert(loc.id, frames);
@@ -320,6 +348,10 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
         made
       }
     };
+    let leaf_line = s.location_id.first().and_then(|id| line_of_location.get(id));
+    if let (Some(stack), Some(&line)) = (stack_id, leaf_line) {
+      *line_ticks.entry((stack, line)).or_default() += count as u64;
+    }
 
     let mut labels: LabelSet = Vec::with_capacity(s.label.len());
     for l in &s.label {
@@ -365,6 +397,11 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
     .iter()
     .filter_map(|&c| str(c).ok())
     .find_map(crate::formats::pprof::parse_metadata_comment);
+  trace.line_ticks = line_ticks
+    .into_iter()
+    .map(|((stack_id, line), ticks)| crate::trace::LineTicks { stack_id, line, ticks })
+    .collect();
+  trace.line_ticks.sort_by_key(|l| (l.stack_id, l.line));
   let timing = Timing {
     time_origin_unix_ms: p.time_nanos as f64 / 1e6,
     start_ms: 0.0,

@@ -29,6 +29,27 @@ pub struct Trace {
   /// How samples were joined to the SIGPROF ring; absent when no ring was used.
   #[serde(default, skip_serializing_if = "Option::is_none")]
   pub metadata: Option<Metadata>,
+  /// Extension (optional; readers that do not know it ignore it): per stack, how many of
+  /// the samples whose innermost stack is that one V8 took at each source line of its
+  /// frame's function, from V8's position ticks. See `LineTicks`.
+  #[serde(default, rename = "lineTicks", skip_serializing_if = "Vec::is_empty")]
+  pub line_ticks: Vec<LineTicks>,
+}
+
+/// Samples of one stack at one line of its innermost frame's function.
+///
+/// V8 counts lines per call-tree node over its whole recording, not per sample, so this is
+/// a total for the stack, sorted by stack then line. The ticks of a stack add up to at most
+/// its samples (V8 has no line for some). When a trace keeps only part of a recording (its
+/// window, stride or buffer limit), each node's counts are scaled to the samples kept
+/// (largest remainder, so they stay whole and add up); otherwise they are V8's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LineTicks {
+  pub stack_id: u32,
+  /// 1-based line in the frame's resource.
+  pub line: u32,
+  pub ticks: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -179,6 +200,8 @@ pub struct TraceBuilder<'a> {
   prev_cpu_ns: Option<u64>,
   /// The bracket the previous joined sample took (its `before_ns`).
   last_bracket_ns: Option<u64>,
+  /// Line ticks so far, by (stack, line).
+  line_ticks: HashMap<(u32, u32), u64>,
 }
 
 /// How a profile node resolves in the trace.
@@ -388,7 +411,9 @@ impl<'a> TraceBuilder<'a> {
     picked.truncate(room);
 
     let mut memo = vec![None; profile.nodes.len()];
+    let mut kept = vec![0u64; profile.nodes.len()];
     for &(timestamp, node, t_us) in &picked {
+      kept[node] += 1;
       let r = self.resolve(&indexed, &mut memo, node);
       let mut sample = Sample {
         timestamp,
@@ -400,15 +425,86 @@ impl<'a> TraceBuilder<'a> {
       self.annotate(t_us, &mut sample);
       self.trace.samples.push(sample);
     }
+    self.add_line_ticks(&indexed, &memo, &kept);
     Ok(Added {
       samples: picked.len(),
       over_limit,
     })
   }
 
-  pub fn finish(self) -> Trace {
+  /// Adds the position ticks of the nodes this profile's kept samples are on, scaled to
+  /// the share of each node's samples kept (exactly V8's counts when all were kept).
+  fn add_line_ticks(&mut self, p: &IndexedProfile, memo: &[Option<Resolved>], kept: &[u64]) {
+    let mut recorded = vec![0u64; p.profile.nodes.len()];
+    for &id in &p.profile.samples {
+      recorded[p.by_id[&id]] += 1;
+    }
+    for (node, n) in p.profile.nodes.iter().enumerate() {
+      let Some(Resolved {
+        stack_id: Some(stack_id),
+        marker: None,
+      }) = memo[node]
+      else {
+        continue;
+      };
+      let ticks: Vec<(u32, u64)> = n
+        .position_ticks
+        .iter()
+        .filter_map(|t| Some((u32::try_from(t.line).ok().filter(|l| *l > 0)?, t.ticks)))
+        .filter(|(_, t)| *t > 0)
+        .collect();
+      for (line, t) in scale_ticks(&ticks, kept[node], recorded[node]) {
+        *self.line_ticks.entry((stack_id, line)).or_default() += t;
+      }
+    }
+  }
+
+  pub fn finish(mut self) -> Trace {
+    let mut lines: Vec<LineTicks> = self
+      .line_ticks
+      .drain()
+      .map(|((stack_id, line), ticks)| LineTicks { stack_id, line, ticks })
+      .filter(|l| l.ticks > 0)
+      .collect();
+    lines.sort_by_key(|l| (l.stack_id, l.line));
+    self.trace.line_ticks = lines;
     self.trace
   }
+}
+
+/// A node's `(line, ticks)` for `kept` of its `recorded` samples: unchanged when all were
+/// kept, else each line's share of the kept samples, rounded by largest remainder so that
+/// they add up to the kept share of the node's ticks.
+pub(crate) fn scale_ticks(ticks: &[(u32, u64)], kept: u64, recorded: u64) -> Vec<(u32, u64)> {
+  let total: u64 = ticks.iter().map(|t| t.1).sum();
+  // V8's ticks never exceed the node's samples; a hand-made profile's might.
+  let recorded = recorded.max(total);
+  if kept == 0 || recorded == 0 {
+    return Vec::new();
+  }
+  if kept >= recorded {
+    return ticks.to_vec();
+  }
+  let (kept, recorded) = (kept as u128, recorded as u128);
+  let target = ((total as u128 * kept * 2 + recorded) / (recorded * 2)) as u64;
+  let mut out: Vec<(u32, u64, u128)> = ticks
+    .iter()
+    .map(|&(line, t)| {
+      let q = t as u128 * kept;
+      (line, (q / recorded) as u64, q % recorded)
+    })
+    .collect();
+  let mut left = target.saturating_sub(out.iter().map(|o| o.1).sum());
+  let mut order: Vec<usize> = (0..out.len()).collect();
+  order.sort_by(|&a, &b| out[b].2.cmp(&out[a].2).then(out[a].0.cmp(&out[b].0)));
+  for i in order {
+    if left == 0 {
+      break;
+    }
+    out[i].1 += 1;
+    left -= 1;
+  }
+  out.into_iter().filter(|o| o.1 > 0).map(|o| (o.0, o.1)).collect()
 }
 
 impl Trace {
@@ -428,3 +524,6 @@ impl Trace {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod lines_tests;

@@ -26,6 +26,19 @@ pub struct ProfileNode {
   pub call_frame: CallFrame,
   #[serde(default)]
   pub children: Vec<u32>,
+  /// How many of this node's own samples V8 took at each source line of its function
+  /// (`{ line, ticks }`, 1-based lines), when it recorded them: totals per node, not per
+  /// sample.
+  #[serde(default)]
+  pub position_ticks: Vec<PositionTick>,
+}
+
+/// One entry of a node's `positionTicks`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct PositionTick {
+  /// 1-based line in the function's script.
+  pub line: i64,
+  pub ticks: u64,
 }
 
 #[derive(Debug, Deserialize)]

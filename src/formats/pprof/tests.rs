@@ -66,6 +66,7 @@ fn trace() -> Trace {
       },
     ],
     metadata: None,
+    ..Trace::default()
   }
 }
 

@@ -1,0 +1,184 @@
+'use strict';
+// Line-level attribution: V8's position ticks in the trace (lineTicks), as pprof line
+// locations, and `.cpuprofile` files (node --cpu-prof) wherever the CLI reads a profile.
+const { test, before } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const { performance } = require('node:perf_hooks');
+const zlib = require('node:zlib');
+const { Profiler, convert, readProfile } = require('..');
+const { stopForExport } = require('../lib/capture/profiler');
+const { assertValidTrace, decodePprof, definitionOf } = require('./helpers');
+
+const cli = path.join(__dirname, '..', 'bin', 'selfprof.js');
+const run = (...args) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 60_000 });
+
+function linesHot(ms) {
+  const end = performance.now() + ms;
+  let x = 0;
+  while (performance.now() < end) {
+    for (let i = 0; i < 5000; i++) x += Math.sqrt(i + x) * Math.sin(i); // LINES-HOT
+    x %= 1e9;
+  }
+  return x;
+}
+
+/** The 1-based line of the first line of `file` containing `marker`. */
+function lineOf(file, marker) {
+  const at = fs.readFileSync(file, 'utf8').split('\n').findIndex((l) => l.includes(marker));
+  assert.ok(at >= 0, `${marker} in ${file}`);
+  return at + 1;
+}
+
+/** Per line: ticks of the stacks whose frame is `name`'s; and those stacks' JS samples. */
+function linesOfFunction(trace, name) {
+  const frame = trace.frames.findIndex((f) => f.name === name);
+  assert.ok(frame >= 0, `${name} is in the trace`);
+  const stacks = new Set(trace.stacks.flatMap((s, i) => (s.frameId === frame ? [i] : [])));
+  const lines = new Map();
+  for (const l of trace.lineTicks ?? []) if (stacks.has(l.stackId)) lines.set(l.line, (lines.get(l.line) ?? 0) + l.ticks);
+  const self = trace.samples.filter((s) => s.marker === undefined && stacks.has(s.stackId)).length;
+  return { frame, stacks, lines, self };
+}
+
+/** `path of frames|line|ticks` per line tick, sorted: comparable across numberings. */
+function lineTicksByPath(t) {
+  const frame = (f) => `${f.name}@${t.resources[f.resourceId] ?? ''}:${f.line}:${f.column}`;
+  const pathOf = (id) => (id === undefined ? '' : `${pathOf(t.stacks[id].parentId)};${frame(t.frames[t.stacks[id].frameId])}`);
+  return (t.lineTicks ?? []).map((l) => `${pathOf(l.stackId)}|${l.line}|${l.ticks}`).sort();
+}
+
+let trace;
+before(async () => {
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  linesHot(250);
+  trace = assertValidTrace(await p.stop());
+});
+
+test('a recording carries V8 line ticks: the hot line of a function, adding up to its samples', () => {
+  const { lines, self, stacks } = linesOfFunction(trace, 'linesHot');
+  const hot = lineOf(__filename, 'LINES-HOT');
+  const def = definitionOf(__filename, 'linesHot').line;
+  const ticks = [...lines.values()].reduce((a, b) => a + b, 0);
+  assert.ok(self > 50, `linesHot has samples (${self})`);
+  assert.ok(ticks <= self && ticks >= self * 0.8, `its lines cover its samples: ${ticks} of ${self}`);
+  assert.ok(lines.get(hot) > ticks / 2, `line ${hot} is the hot one: ${JSON.stringify([...lines])}`);
+  for (const line of lines.keys()) assert.ok(line >= def && line <= def + 8, `line ${line} is in the function`);
+  // Per stack too, never more ticks than samples.
+  for (const id of stacks) {
+    const onStack = trace.samples.filter((s) => s.stackId === id && s.marker === undefined).length;
+    const t = trace.lineTicks.filter((l) => l.stackId === id).reduce((n, l) => n + l.ticks, 0);
+    assert.ok(t <= onStack, `stack ${id}: ${t} ticks, ${onStack} samples`);
+  }
+  // Sorted by stack then line, each (stack, line) once.
+  const keys = trace.lineTicks.map((l) => l.stackId * 1e6 + l.line);
+  assert.deepEqual(keys, [...keys].sort((a, b) => a - b));
+  assert.equal(new Set(keys).size, keys.length);
+});
+
+test('pprof: one location per (function, line), whose samples are the line ticks (pprof-format decodes)', async () => {
+  const { lines, self } = linesOfFunction(trace, 'linesHot');
+  const d = decodePprof(convert(trace, { to: 'pprof' }));
+  assert.equal(d.sum(0), trace.samples.length, 'every sample once');
+  const perLine = new Map();
+  const def = definitionOf(__filename, 'linesHot').line;
+  for (const s of d.p.sample) {
+    const leaf = d.p.location.find((l) => Number(l.id) === Number(s.locationId[0]));
+    const fn = d.p.function.find((f) => Number(f.id) === Number(leaf.line[0].functionId));
+    if (d.str(fn.name) !== 'linesHot') continue;
+    assert.equal(Number(fn.startLine), def, 'the function keeps its definition line');
+    const line = Number(leaf.line[0].line);
+    perLine.set(line, (perLine.get(line) ?? 0) + Number(s.value[0]));
+  }
+  const ticks = [...lines.values()].reduce((a, b) => a + b, 0);
+  const expected = new Map(lines);
+  if (self > ticks) expected.set(def, (expected.get(def) ?? 0) + self - ticks); // no line: the function's own location
+  assert.deepEqual(new Map([...perLine].sort()), new Map([...expected].sort()));
+  assert.deepEqual(pprofLineCounts(d), traceLineCounts(trace));
+  const pairs = d.p.location.map((l) => `${l.line[0].functionId}:${l.line[0].line}:${l.line[0].column}`);
+  assert.equal(new Set(pairs).size, pairs.length, 'one location per (function, line)');
+  // Read back: the same line ticks, on the same call paths (ids may be numbered anew).
+  const back = readProfile(convert(trace, { to: 'pprof' }));
+  assert.deepEqual(lineTicksByPath(back), lineTicksByPath(trace));
+  assert.equal(back.frames.length, trace.frames.length, 'line locations come back as their function');
+
+  // The profiler's own pprof (the service mode's) has them too: compared with the trace of
+  // the same recording.
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  linesHot(100);
+  const both = await p[stopForExport](true, true);
+  const same = JSON.parse(zlib.gunzipSync(both.trace));
+  const own = decodePprof(both.pprof);
+  const lineLocations = pprofLineCounts(own);
+  assert.ok(lineLocations.size > 0, 'line-level locations');
+  assert.deepEqual(lineLocations, traceLineCounts(same));
+});
+
+/** `function:line` -> samples at selfprof's line-level locations of a decoded pprof. */
+function pprofLineCounts(d) {
+  const from = Number(/locations from id (\d+)/.exec(d.p.comment.map(d.str).find((c) => c.startsWith('selfprof-lines:')) ?? '')?.[1]);
+  const out = new Map();
+  for (const s of d.p.sample) {
+    const leaf = d.p.location.find((l) => Number(l.id) === Number(s.locationId[0]));
+    if (!(Number(leaf.id) >= from)) continue;
+    const fn = d.p.function.find((f) => Number(f.id) === Number(leaf.line[0].functionId));
+    const key = `${d.str(fn.name)}:${leaf.line[0].line}`;
+    out.set(key, (out.get(key) ?? 0) + Number(s.value[0]));
+  }
+  return new Map([...out].sort());
+}
+
+/** `function:line` -> the trace's line ticks. */
+function traceLineCounts(t) {
+  const out = new Map();
+  for (const l of t.lineTicks ?? []) {
+    const key = `${t.frames[t.stacks[l.stackId].frameId].name || '(anonymous)'}:${l.line}`;
+    out.set(key, (out.get(key) ?? 0) + l.ticks);
+  }
+  return new Map([...out].sort());
+}
+
+test('.cpuprofile from node --cpu-prof: read with its line ticks; report, convert and diff take it', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-cpuprof-'));
+  const app = path.join(__dirname, 'fixtures', 'cpu-prof-app.js');
+  const r = spawnSync(process.execPath, ['--cpu-prof', '--cpu-prof-dir', dir, '--cpu-prof-interval', '500', app, '300'], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  const file = path.join(dir, fs.readdirSync(dir).find((f) => f.endsWith('.cpuprofile')));
+  const profile = JSON.parse(fs.readFileSync(file, 'utf8'));
+
+  const t = assertValidTrace(readProfile(fs.readFileSync(file)));
+  assert.equal(t.samples.length, profile.samples.length);
+  // Line ticks: V8's positionTicks of the hot function's nodes, summed per line.
+  const v8 = new Map();
+  for (const n of profile.nodes) {
+    if (n.callFrame.functionName !== 'cpuProfHot') continue;
+    for (const { line, ticks } of n.positionTicks ?? []) v8.set(line, (v8.get(line) ?? 0) + ticks);
+  }
+  const ours = linesOfFunction(t, 'cpuProfHot');
+  assert.ok(v8.size > 0, 'node --cpu-prof wrote position ticks');
+  assert.deepEqual(new Map([...ours.lines].sort()), new Map([...v8].sort()));
+  const hot = lineOf(app, 'CPU-PROF-HOT');
+  assert.equal([...ours.lines].sort((a, b) => b[1] - a[1])[0][0], hot);
+
+  const report = run('report', file, '--html', path.join(dir, 'r.html'));
+  assert.equal(report.status, 0, report.stderr);
+  assert.match(report.stdout, /cpuProfHot/);
+  assert.ok(fs.readFileSync(path.join(dir, 'r.html'), 'utf8').includes('CPU-PROF-HOT'), 'the hot line\'s source is embedded');
+  const pprof = run('convert', file, '--to', 'pprof', '-o', path.join(dir, 'p.pb.gz'));
+  assert.equal(pprof.status, 0, pprof.stderr);
+  assert.equal(decodePprof(fs.readFileSync(path.join(dir, 'p.pb.gz'))).sum(0), profile.samples.length);
+  const folded = run('convert', file, '--to', 'folded');
+  assert.match(folded.stdout, /cpuProfHot \d+/);
+  const same = run('diff', file, file);
+  assert.equal(same.status, 0, same.stderr);
+  assert.match(same.stdout, /no change/);
+  // A broken one is one clear line.
+  fs.writeFileSync(path.join(dir, 'broken.cpuprofile'), JSON.stringify({ ...profile, timeDeltas: [] }));
+  const broken = run('report', path.join(dir, 'broken.cpuprofile'));
+  assert.equal(broken.status, 1);
+  assert.match(broken.stderr, /^selfprof: .*broken\.cpuprofile: V8 CPU profile has \d+ samples but 0 timeDeltas\n$/);
+  fs.rmSync(dir, { recursive: true });
+});

@@ -1,0 +1,89 @@
+'use strict';
+// A self-contained HTML report of a trace: a timeline, flame graph, time-ordered stacks,
+// sandwich (with source lines), diff, top functions and samples per label value. One file:
+// the trace is embedded as JSON and read by the inline script assembled from ./client/*.js
+// (one file per view); nothing is fetched (a Content-Security-Policy forbids it).
+
+const fs = require('node:fs');
+const path = require('node:path');
+const { readProfile } = require('../convert');
+const { readSourceLines } = require('./sources');
+const { page } = require('./shell');
+
+// The client, in the order its parts are defined: shared model and helpers first, the
+// page's wiring (main.js) last. All share one function scope in the page.
+const CLIENT_FILES = ['model.js', 'flame.js', 'timeline.js', 'timeorder.js', 'sandwich.js', 'diff.js', 'tables.js', 'main.js'];
+let clientCode;
+function client() {
+  if (clientCode === undefined) {
+    const parts = CLIENT_FILES.map((f) => `// ---- ${f}\n${fs.readFileSync(path.join(__dirname, 'client', f), 'utf8')}`);
+    // Inside an inline <script>, `</script` would end it: no client file may contain one
+    // except as this escape (which means the same inside strings and regexes).
+    clientCode = `(function () {\n'use strict';\n${parts.join('\n')}\n})();`.replace(/<\/(script)/gi, '<\\/$1');
+  }
+  return clientCode;
+}
+
+/**
+ * The trace object from a trace (object, JSON text, json-gzip bytes), a V8 CPU profile or
+ * pprof bytes, read and checked by the Rust reader: every id in range, so the page never
+ * meets a dangling one.
+ */
+function traceObject(input, what = '') {
+  try {
+    return readProfile(input);
+  } catch (err) {
+    throw new TypeError(`htmlReport: ${what}${err.message.replace(/^convert: /, '')}`);
+  }
+}
+
+function escapeHtml(s) {
+  return String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** JSON that is safe inside a <script> element: no `<` (so no `</script>` or `<!--`). */
+function scriptJson(value) {
+  return JSON.stringify(value)
+    .replace(/</g, '\\u003c')
+    .replace(/\u2028/g, '\\u2028')
+    .replace(/\u2029/g, '\\u2029');
+}
+
+const VIEWS = ['flame', 'timeorder', 'sandwich', 'diff'];
+
+/**
+ * A complete HTML document (one file, no network) showing `trace`. Options:
+ * - `title`, `sampleInterval` (ms; else the median gap between samples is shown);
+ * - `baseline`: another profile (same inputs as `trace`) to diff against; the report opens
+ *   on the diff view, A = baseline, B = `trace`; `baselineName`, `name` label them;
+ * - `labelDiff: { key, a, b }`: open the diff view on two values of a label (`null` for
+ *   samples without the label);
+ * - `sources` (default true): embed the source lines of the hot lines of functions whose
+ *   `file://` script is readable here (false: none);
+ * - `view`: the view to open (`flame`, `timeorder`, `sandwich`, `diff`).
+ */
+function htmlReport(trace, options = {}) {
+  const { title = 'selfprof report', sampleInterval, baseline, baselineName, name, labelDiff, sources = true, view } = options ?? {};
+  const main = traceObject(trace);
+  const base = baseline === undefined || baseline === null ? undefined : traceObject(baseline, 'baseline: ');
+  if (view !== undefined && !VIEWS.includes(view)) {
+    throw new TypeError(`htmlReport: view must be one of ${VIEWS.join(', ')}, got ${JSON.stringify(view)}`);
+  }
+  if (labelDiff !== undefined && (labelDiff === null || typeof labelDiff !== 'object' || typeof labelDiff.key !== 'string')) {
+    throw new TypeError('htmlReport: labelDiff must be { key, a, b } with a label key and two values');
+  }
+  const data = {
+    // As the Rust reader writes it: exactly the trace's fields, `contexts` always present.
+    trace: main,
+    sampleInterval: typeof sampleInterval === 'number' ? sampleInterval : undefined,
+    name: name === undefined ? undefined : String(name),
+    baseline: base,
+    baselineName: baselineName === undefined ? undefined : String(baselineName),
+    labelDiff: labelDiff && { key: labelDiff.key, a: labelDiff.a ?? null, b: labelDiff.b ?? null },
+    sources: sources ? readSourceLines(main) : {},
+    view: view ?? (base || labelDiff ? 'diff' : 'flame'),
+  };
+  return page({ title: escapeHtml(title), json: scriptJson(data), script: client() });
+}
+
+module.exports = { htmlReport, scriptJson };
