@@ -18,6 +18,11 @@ export interface ProfilerStopOptions {
   format?: ProfilerTraceFormat
   /** With `'pprof'`: include the `cpu/nanoseconds` sample type (default true). */
   cpuTime?: boolean
+  /**
+   * With `'pprof'`: put samples at line-level locations from V8's line ticks (default false:
+   * per-line totals are exact, the line of one sample is an apportionment).
+   */
+  lines?: boolean
 }
 
 /** A script URL: `file:///…` for application files, `node:…` for Node's own. */
@@ -202,6 +207,8 @@ export interface StartOptions {
   /** ms per exported profile (default 60000). */
   period?: number
   collectCpuTime?: boolean
+  /** pprof samples at line-level locations (default false; see `ProfilerStopOptions.lines`). */
+  lines?: boolean
   exporters?: Array<DatadogExporterOptions | PyroscopeExporterOptions | FileExporterOptions>
 }
 
@@ -235,11 +242,11 @@ export declare function openTelemetrySpanProcessor(): {
  * flamegraph.pl, inferno and speedscope), `'trace'` the spec trace's JSON, `'pprof'` a
  * Buffer of gzip'd profile.proto. Bad input throws an Error naming what is wrong.
  */
-export declare function convert(input: ProfilerTrace | string | Uint8Array, options: { to: 'cpuprofile' | 'folded' | 'trace' }): string
-export declare function convert(input: ProfilerTrace | string | Uint8Array, options: { to: 'pprof' }): Buffer
+export declare function convert(input: ProfilerTrace | string | Uint8Array | ArrayBuffer, options: { to: 'cpuprofile' | 'folded' | 'trace' }): string
+export declare function convert(input: ProfilerTrace | string | Uint8Array | ArrayBuffer, options: { to: 'pprof'; lines?: boolean }): Buffer
 
 /** Reads a trace or pprof profile (as `convert` takes it) into a trace object. */
-export declare function readProfile(input: ProfilerTrace | string | Uint8Array): ProfilerTrace
+export declare function readProfile(input: ProfilerTrace | string | Uint8Array | ArrayBuffer): ProfilerTrace
 
 /** A profile as `readProfile` takes it: a trace, a V8 CPU profile's JSON, or pprof bytes. */
 export type ProfileInput = ProfilerTrace | string | Uint8Array

@@ -81,7 +81,9 @@ test('a recording carries V8 line ticks: the hot line of a function, adding up t
 
 test('pprof: one location per (function, line), whose samples are the line ticks (pprof-format decodes)', async () => {
   const { lines, self } = linesOfFunction(trace, 'linesHot');
-  const d = decodePprof(convert(trace, { to: 'pprof' }));
+  // Off by default: the line of one sample is an apportionment, so it is asked for.
+  assert.equal(pprofLineCounts(decodePprof(convert(trace, { to: 'pprof' }))).size, 0, 'no line-level locations unless asked');
+  const d = decodePprof(convert(trace, { to: 'pprof', lines: true }));
   assert.equal(d.sum(0), trace.samples.length, 'every sample once');
   const perLine = new Map();
   const def = definitionOf(__filename, 'linesHot').line;
@@ -101,7 +103,7 @@ test('pprof: one location per (function, line), whose samples are the line ticks
   const pairs = d.p.location.map((l) => `${l.line[0].functionId}:${l.line[0].line}:${l.line[0].column}`);
   assert.equal(new Set(pairs).size, pairs.length, 'one location per (function, line)');
   // Read back: the same line ticks, on the same call paths (ids may be numbered anew).
-  const back = readProfile(convert(trace, { to: 'pprof' }));
+  const back = readProfile(convert(trace, { to: 'pprof', lines: true }));
   assert.deepEqual(lineTicksByPath(back), lineTicksByPath(trace));
   assert.equal(back.frames.length, trace.frames.length, 'line locations come back as their function');
 
@@ -109,7 +111,7 @@ test('pprof: one location per (function, line), whose samples are the line ticks
   // the same recording.
   const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
   linesHot(100);
-  const both = await p[stopForExport](true, true);
+  const both = await p[stopForExport](true, true, true);
   const same = JSON.parse(zlib.gunzipSync(both.trace));
   const own = decodePprof(both.pprof);
   const lineLocations = pprofLineCounts(own);

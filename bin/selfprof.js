@@ -13,7 +13,8 @@ const USAGE = `usage:
       profile.pb.gz and profile.html (default DIR: selfprof-out)
   selfprof report FILE [--html OUT] [--by KEY] [--top N]
       top functions and samples per label value of a profile file
-  selfprof convert FILE --to cpuprofile|folded|pprof|trace [-o OUT]
+  selfprof convert FILE --to cpuprofile|folded|pprof|trace [-o OUT] [--lines]
+      (--lines: pprof samples at line-level locations, from the profile's line ticks)
   selfprof diff A B [--html OUT] [--top N] [--ignore-lines]
       what changed from profile A (the baseline) to B: each function's share of the busy
       samples (all but idle) in B minus in A, in percentage points
@@ -64,11 +65,11 @@ function readFile(file) {
 }
 
 /** A trace or pprof file converted to `to`; a bad file is one error naming it. */
-function convertFile(file, to) {
+function convertFile(file, to, { lines = false } = {}) {
   const bytes = readFile(file);
   const { convert } = require('..');
   try {
-    return convert(bytes, { to });
+    return convert(bytes, { to, lines });
   } catch (err) {
     throw new Error(`${file}: ${err.message.replace(/^convert: /, '')}`);
   }
@@ -86,12 +87,14 @@ function convertCommand(argv) {
   const { values, positionals } = options(argv, {
     to: { type: 'string' },
     out: { type: 'string', short: 'o' },
+    lines: { type: 'boolean' },
   });
   if (positionals.length !== 1) throw new UsageError('convert takes one FILE');
   const { TARGETS } = require('../lib/views/convert');
   if (!values.to) throw new UsageError(`convert needs --to ${TARGETS.join('|')}`);
   if (!TARGETS.includes(values.to)) throw new UsageError(`--to must be one of ${TARGETS.join(', ')}, got ${JSON.stringify(values.to)}`);
-  const out = convertFile(positionals[0], values.to);
+  if (values.lines && values.to !== 'pprof') throw new UsageError('--lines goes with --to pprof');
+  const out = convertFile(positionals[0], values.to, { lines: values.lines });
   if (values.out) writeOut(values.out, out);
   else if (values.to === 'pprof' && process.stdout.isTTY) throw new UsageError('pprof is binary: give -o OUT');
   else process.stdout.write(out);

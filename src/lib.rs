@@ -44,6 +44,8 @@ pub struct TraceOptions {
   pub period_ns: Option<f64>,
   /// For `"pprof"`: write the cpu/nanoseconds sample type (default true).
   pub cpu_time: Option<bool>,
+  /// For `"pprof"`: put samples at line-level locations from the line ticks (default false).
+  pub lines: Option<bool>,
   /// Join samples to the SIGPROF ring for labels and CPU time.
   pub labels: Option<bool>,
   /// The thread the recording sampled (default: the calling thread).
@@ -180,6 +182,7 @@ impl BuildTrace {
         end_ms: options.until_ms.unwrap_or(0.0),
         period_ns: options.period_ns.unwrap_or(0.0) as i64,
         cpu: options.cpu_time.unwrap_or(true),
+        lines: options.lines.unwrap_or(false),
       })),
       Some(other) => Err(invalid(format!(
         "unknown trace format {other:?}: expected \"json\", \"json-gzip\" or \"pprof\""
@@ -366,9 +369,9 @@ pub fn thread_id() -> i32 {
 /// spec trace's JSON) or `"pprof"` (gzip'd profile.proto). Text formats come back as
 /// strings, pprof as bytes.
 #[napi(ts_return_type = "string | Buffer")]
-pub fn convert_profile(input: Buffer, to: String) -> Result<Either<String, Buffer>> {
+pub fn convert_profile(input: Buffer, to: String, lines: Option<bool>) -> Result<Either<String, Buffer>> {
   let trace = formats::read_input(&input).map_err(invalid)?;
-  let out = formats::to_format(&trace, &to).map_err(invalid)?;
+  let out = formats::to_format_with(&trace, &to, lines.unwrap_or(false)).map_err(invalid)?;
   if to == "pprof" {
     return Ok(Either::B(out.into()));
   }

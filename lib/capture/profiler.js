@@ -57,8 +57,10 @@ function validateStopOptions(options) {
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`Profiler.stop: options must be an object like { format: 'pprof' }, got ${describe(options)}`);
   }
-  if (options.cpuTime !== undefined && typeof options.cpuTime !== 'boolean') {
-    throw new TypeError(`Profiler.stop: options.cpuTime must be a boolean, got ${describe(options.cpuTime)}`);
+  for (const key of ['cpuTime', 'lines']) {
+    if (options[key] !== undefined && typeof options[key] !== 'boolean') {
+      throw new TypeError(`Profiler.stop: options.${key} must be a boolean, got ${describe(options[key])}`);
+    }
   }
   const format = options.format ?? 'json';
   if (!FORMATS.includes(format)) {
@@ -156,13 +158,13 @@ class Profiler extends EventTarget {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.#finish(format, undefined, options?.cpuTime);
+    return this.#finish(format, undefined, { cpuTime: options?.cpuTime, lines: options?.lines });
   }
 
-  [stopForExport](cpuTime, withTrace) {
+  [stopForExport](cpuTime, withTrace, lines = false) {
     let taken;
     try {
-      taken = this.#take('pprof', withTrace ? 'json-gzip' : undefined, cpuTime);
+      taken = this.#take('pprof', withTrace ? 'json-gzip' : undefined, { cpuTime, lines });
     } catch (err) {
       return Promise.reject(err);
     }
@@ -175,7 +177,7 @@ class Profiler extends EventTarget {
 
   /** For 'exit' handlers, which cannot wait: Buffers of the trace as `format` (and `alsoFormat`). */
   [stopSync](format, alsoFormat) {
-    const { chunks, build, member } = this.#take(format, alsoFormat, undefined);
+    const { chunks, build, member } = this.#take(format, alsoFormat, {});
     try {
       return native.buildTraceSync(chunks, build);
     } finally {
@@ -183,10 +185,10 @@ class Profiler extends EventTarget {
     }
   }
 
-  #finish(format, alsoFormat, cpuTime) {
+  #finish(format, alsoFormat, pprofOptions) {
     let taken;
     try {
-      taken = this.#take(format, alsoFormat, cpuTime);
+      taken = this.#take(format, alsoFormat, pprofOptions);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -206,7 +208,8 @@ class Profiler extends EventTarget {
   }
 
   /** Moves the profiler to stopped and returns what building its trace needs. */
-  #take(format, alsoFormat, cpuTime) {
+  /** `pprof`: `{ cpuTime, lines }` for a pprof format. */
+  #take(format, alsoFormat, pprof) {
     const member = this.#member;
     if (member.state !== 'recording' && member.state !== 'full') {
       throw new DOMException('The profiler has already been stopped', 'InvalidStateError');
@@ -238,7 +241,8 @@ class Profiler extends EventTarget {
       cpuStartNs: member.cpuStartNs,
       timeOriginUnixMs: performance.timeOrigin,
       periodNs: this.#sampleInterval * 1e6,
-      cpuTime: cpuTime ?? true,
+      cpuTime: pprof.cpuTime ?? true,
+      lines: pprof.lines ?? false,
     };
     const chunks = member.recordings;
     member.recordings = [];

@@ -73,8 +73,8 @@ function validate(options) {
   for (const [k, v] of Object.entries(tags)) {
     if (typeof v !== 'string') throw new TypeError(`start: tag ${JSON.stringify(k)} must be a string`);
   }
-  if (o.collectCpuTime !== undefined && typeof o.collectCpuTime !== 'boolean') {
-    throw new TypeError('start: collectCpuTime must be a boolean');
+  for (const key of ['collectCpuTime', 'lines']) {
+    if (o[key] !== undefined && typeof o[key] !== 'boolean') throw new TypeError(`start: ${key} must be a boolean`);
   }
   const exporters = o.exporters ?? [];
   if (!Array.isArray(exporters)) throw new TypeError('start: exporters must be an array');
@@ -88,6 +88,7 @@ function validate(options) {
     // The rotation is a timer: longer than setTimeout can wait, it would fire every 1 ms.
     period: num('period', DEFAULT_PERIOD_MS, 100, MAX_TIMER_MS),
     collectCpuTime: o.collectCpuTime ?? true,
+    lines: o.lines ?? false,
     exporters,
   };
 }
@@ -140,7 +141,7 @@ class Session {
     if (!finished) return Promise.resolve();
     // start and end are the recording's own window, the pprof's time and duration: not
     // when this timer fired, which a busy event loop can put tens of ms away.
-    return finished[stopForExport](this.#options.collectCpuTime, this.#withTrace)
+    return finished[stopForExport](this.#options.collectCpuTime, this.#withTrace, this.#options.lines)
       .then(({ pprof, trace, start, end }) => {
         for (const e of this.#exporters) e.push({ pprof, trace, start, end });
       })

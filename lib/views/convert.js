@@ -40,14 +40,17 @@ function inputBytes(input) {
 /**
  * Converts a trace or pprof profile: `{ to: 'cpuprofile' }` returns the `.cpuprofile`
  * JSON text, `{ to: 'folded' }` folded stacks (`outer;...;leaf count` lines),
- * `{ to: 'trace' }` the spec trace's JSON, `{ to: 'pprof' }` a Buffer of gzip'd pprof.
+ * `{ to: 'trace' }` the spec trace's JSON, `{ to: 'pprof' }` a Buffer of gzip'd pprof
+ * (`lines: true`: samples at line-level locations from the trace's line ticks).
  */
 function convert(input, options) {
   const to = options?.to;
   if (!TARGETS.includes(to)) {
     throw new TypeError(`convert: to must be one of ${TARGETS.join(', ')}, got ${JSON.stringify(to)}`);
   }
-  return native.convertProfile(inputBytes(input), to);
+  const lines = options.lines ?? false;
+  if (typeof lines !== 'boolean') throw new TypeError(`convert: lines must be a boolean, got ${typeof lines}`);
+  return native.convertProfile(inputBytes(input), to, lines);
 }
 
 /** Reads a trace or pprof profile (as `convert` takes it) into a trace object. */

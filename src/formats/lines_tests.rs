@@ -25,6 +25,7 @@ const TIMING: Timing = Timing {
   end_ms: 10.0,
   period_ns: 1_000_000,
   cpu: false,
+  lines: true,
 };
 
 fn frame_name(t: &Trace, stack: u32) -> &str {

@@ -216,6 +216,7 @@ pub fn pprof_timing(t: &Trace) -> pprof::Timing {
     end_ms: last,
     period_ns: (period_ms * 1e6).round() as i64,
     cpu: t.samples.iter().any(|s| s.cpu_time.is_some()),
+    lines: false,
   }
 }
 
@@ -285,6 +286,11 @@ fn text(out: Vec<u8>, what: &str) -> Result<Vec<u8>, ConvertError> {
 /// The profile as the named format: `cpuprofile`, `folded` and `trace` are text (JSON,
 /// folded lines, JSON), `pprof` gzip'd protobuf. Each stays within `limits`.
 pub fn to_format(p: &Profile, to: &str) -> Result<Vec<u8>, ConvertError> {
+  to_format_with(p, to, false)
+}
+
+/// `to_format`, with pprof samples at line-level locations if `lines` (see `pprof::Timing`).
+pub fn to_format_with(p: &Profile, to: &str, lines: bool) -> Result<Vec<u8>, ConvertError> {
   let io = |e: std::io::Error| ConvertError(e.to_string());
   match to {
     "cpuprofile" => {
@@ -312,7 +318,10 @@ pub fn to_format(p: &Profile, to: &str) -> Result<Vec<u8>, ConvertError> {
           limits::FRAMES
         )));
       }
-      let timing = p.timing.unwrap_or_else(|| pprof_timing(&p.trace));
+      let timing = pprof::Timing {
+        lines,
+        ..p.timing.unwrap_or_else(|| pprof_timing(&p.trace))
+      };
       pprof::encode_weighted_gzip(&p.trace, &timing, p.weights.as_deref()).map_err(io)
     }
     other => Err(ConvertError(format!(

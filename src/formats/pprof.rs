@@ -115,6 +115,9 @@ pub struct Timing {
   pub period_ns: i64,
   /// Whether to write the `cpu/nanoseconds` sample type.
   pub cpu: bool,
+  /// Whether to put samples at line-level locations from the trace's line ticks (per-line
+  /// totals are V8's; the line of one sample is an apportionment, so it is asked for).
+  pub lines: bool,
 }
 
 #[derive(Default)]
@@ -222,7 +225,7 @@ impl Encoder {
     // holding the line in its frame's function.
     let first_line_location = location.len() as u64 + 1;
     let mut line_location: HashMap<(u32, u32), u64> = HashMap::new();
-    for l in &trace.line_ticks {
+    for l in trace.line_ticks.iter().filter(|_| timing.lines) {
       let Some(frame) = trace.stacks.get(l.stack_id as usize).map(|s| s.frame_id) else {
         continue;
       };
@@ -335,7 +338,11 @@ impl Encoder {
   /// dealt to lines (`LinePieces`) becomes one pprof sample per line, at its line-level
   /// location, with its wall and CPU time split in proportion.
   fn each(&self, trace: &Trace, start_ms: f64, weights: Option<&[Weight]>, mut f: impl FnMut(Sample)) {
-    let lines = LinePieces::deal(trace, weights);
+    let lines = if self.line_location.is_empty() {
+      None
+    } else {
+      LinePieces::deal(trace, weights)
+    };
     let mut prev_ms = start_ms;
     for (i, s) in trace.samples.iter().enumerate() {
       let weight = match weights.and_then(|w| w.get(i)) {

@@ -412,6 +412,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
     },
     period_ns: p.period,
     cpu: cpu_at.is_some(),
+    lines: false,
   };
   Ok(Decoded { trace, weights, timing })
 }

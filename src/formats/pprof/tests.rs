@@ -76,6 +76,7 @@ const TIMING: Timing = Timing {
   end_ms: 51.0,
   period_ns: 10_000_000,
   cpu: true,
+  lines: true,
 };
 
 #[test]
