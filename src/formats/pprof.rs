@@ -7,7 +7,11 @@
 //! wall/nanoseconds, cpu/nanoseconds]` and its labels as pprof labels. V8's pseudo-frames
 //! come back as frames named `(idle)`, `(garbage collector)` and `(program)` so that wall
 //! time adds up to the recording's duration.
+//!
+//! One trace is encoded once per backend: a [`Dialect`] says how that backend names the
+//! count sample type and which label keys and values it joins on (see `dialect.rs`).
 
+pub use crate::formats::dialect::Dialect;
 use crate::trace::{Marker, Metadata, Trace};
 use prost::Message;
 use std::collections::HashMap;
@@ -64,7 +68,7 @@ pub struct Label {
   pub key: i64,
   #[prost(int64, tag = "2")]
   pub str: i64,
-  /// Numeric labels: read by the decoder, never written.
+  /// Numeric labels (Datadog's span ids and sample end times).
   #[prost(int64, tag = "3")]
   pub num: i64,
   #[prost(int64, tag = "4")]
@@ -118,19 +122,19 @@ pub struct Timing {
 }
 
 #[derive(Default)]
-struct Strings {
+pub(crate) struct Strings {
   table: Vec<String>,
   ids: HashMap<String, i64>,
 }
 
 impl Strings {
-  fn new() -> Self {
+  pub(crate) fn new() -> Self {
     let mut s = Strings::default();
     s.id("");
     s
   }
 
-  fn id(&mut self, s: &str) -> i64 {
+  pub(crate) fn id(&mut self, s: &str) -> i64 {
     if let Some(id) = self.ids.get(s) {
       return *id;
     }
@@ -145,15 +149,20 @@ fn ms_to_ns(ms: f64) -> i64 {
   (ms * 1e6).round() as i64
 }
 
-/// Builds the pprof profile of a trace.
+/// Builds the pprof profile of a trace, labels as selfprof names them.
 pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
+  profile_for(trace, timing, &Dialect::Plain)
+}
+
+/// Builds the pprof profile of a trace in a backend's dialect.
+pub fn profile_for(trace: &Trace, timing: &Timing, dialect: &Dialect) -> Profile {
   let mut strings = Strings::new();
   let value_type = |strings: &mut Strings, t: &str, u: &str| ValueType {
     r#type: strings.id(t),
     unit: strings.id(u),
   };
   let mut sample_type = vec![
-    value_type(&mut strings, "sample", "count"),
+    value_type(&mut strings, dialect.count_type(), "count"),
     value_type(&mut strings, "wall", "nanoseconds"),
   ];
   if timing.cpu {
@@ -196,21 +205,30 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
   let program = add(&mut strings, "(program)", "", None, None);
   let root = add(&mut strings, "(root)", "", None, None);
 
-  // Label keys and values, per context.
+  // Label keys and values, per context, as the dialect names them.
   let labels: Vec<Vec<Label>> = trace
     .contexts
     .iter()
     .map(|c| {
-      c.labels
-        .iter()
-        .map(|(k, v)| Label {
-          key: strings.id(k),
-          str: strings.id(v),
-          ..Label::default()
-        })
+      dialect
+        .labels(&c.labels)
+        .into_iter()
+        .map(|l| l.encode(&mut strings))
         .collect()
     })
     .collect();
+  // Labels every sample carries (a thread's name and id).
+  let every: Vec<Label> = dialect
+    .every_sample()
+    .into_iter()
+    .map(|l| l.encode(&mut strings))
+    .collect();
+  let end_timestamp = dialect
+    .end_timestamp_key()
+    .map(|k| (strings.id(k), strings.id("nanoseconds")));
+  let unix_ns = |strings_ms: f64| {
+    (timing.time_origin_unix_ms.trunc() as i64) * 1_000_000 + ms_to_ns(timing.time_origin_unix_ms.fract() + strings_ms)
+  };
 
   let mut sample = Vec::with_capacity(trace.samples.len());
   let mut prev_ms = timing.start_ms;
@@ -241,14 +259,24 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
     if timing.cpu {
       value.push(s.cpu_time.map_or(0, ms_to_ns));
     }
+    let mut label: Vec<Label> = s
+      .context_id
+      .and_then(|c| labels.get(c as usize))
+      .cloned()
+      .unwrap_or_default();
+    label.extend(every.iter().cloned());
+    if let Some((key, unit)) = end_timestamp {
+      label.push(Label {
+        key,
+        num: unix_ns(s.timestamp),
+        num_unit: unit,
+        ..Label::default()
+      });
+    }
     sample.push(Sample {
       location_id,
       value,
-      label: s
-        .context_id
-        .and_then(|c| labels.get(c as usize))
-        .cloned()
-        .unwrap_or_default(),
+      label,
     });
   }
 
@@ -267,8 +295,7 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
     function,
     string_table: strings.table,
     // Whole ms as integers, so the ns are not lost to f64 rounding at 1.7e18.
-    time_nanos: (timing.time_origin_unix_ms.trunc() as i64) * 1_000_000
-      + ms_to_ns(timing.time_origin_unix_ms.fract() + timing.start_ms),
+    time_nanos: unix_ns(timing.start_ms),
     duration_nanos: ms_to_ns((timing.end_ms - timing.start_ms).max(0.0)),
     period_type,
     period: timing.period_ns,
@@ -311,7 +338,12 @@ pub fn parse_metadata_comment(comment: &str) -> Option<Metadata> {
 
 /// The trace as a gzip'd pprof profile.
 pub fn encode_gzip(trace: &Trace, timing: &Timing) -> std::io::Result<Vec<u8>> {
-  let bytes = profile(trace, timing).encode_to_vec();
+  encode_gzip_for(trace, timing, &Dialect::Plain)
+}
+
+/// The trace as a gzip'd pprof profile in a backend's dialect.
+pub fn encode_gzip_for(trace: &Trace, timing: &Timing, dialect: &Dialect) -> std::io::Result<Vec<u8>> {
+  let bytes = profile_for(trace, timing, dialect).encode_to_vec();
   let mut gz = flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 4), flate2::Compression::default());
   gz.write_all(&bytes)?;
   gz.finish()
