@@ -196,7 +196,8 @@ function labelValue(fn, key, value) {
   if (value.length > MAX_VALUE_LENGTH) {
     throw new RangeError(`${fn}: label ${JSON.stringify(key)} is ${value.length} characters; at most ${MAX_VALUE_LENGTH}`);
   }
-  return value;
+  // A lone surrogate cannot cross to Rust as UTF-8 (it failed the whole trace): U+FFFD.
+  return value.toWellFormed();
 }
 
 /** A store for `labels` merged over the current ones (null/undefined values remove a key). */
@@ -212,8 +213,9 @@ function storeWith(fn, labels) {
       throw new RangeError(`${fn}: label keys must be 1 to ${MAX_KEY_LENGTH} characters, got ${key.length}`);
     }
     const value = labels[key];
-    if (value === undefined || value === null) delete out[key];
-    else out[key] = labelValue(fn, key, value);
+    const name = key.toWellFormed();
+    if (value === undefined || value === null) delete out[name];
+    else out[name] = labelValue(fn, key, value);
   }
   let count = 0;
   for (const key in out) if (++count > MAX_KEYS) {
