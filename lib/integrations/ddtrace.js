@@ -7,8 +7,8 @@
 //
 //   span_id   the local root span's id, 16 hex digits (Datadog's pprof gets it in decimal)
 //   trace_id  the trace id, 32 hex digits
-//   endpoint  resource.name, else `<http.method> <http.route>`, else the operation name;
-//             updated when routing sets the route later in the request
+//   endpoint  resource.name, else `<http.method> <http.route>` (dd-trace's endpoint name),
+//             set as soon as the span's tags tell it and updated as routing refines it
 //
 //   require('dd-trace').init();
 //   require('selfprof').ddTraceIntegration();
@@ -32,15 +32,13 @@ function isLocalRoot(span) {
   return Array.isArray(started) ? started[0] === span : false;
 }
 
+/** As dd-trace's endpointNameFromTags: resource.name, else `<http.method> <http.route>`; undefined while neither is known. */
 function endpointOf(span) {
   const ctx = span.context();
   const tags = ctx.getTags?.() ?? ctx._tags ?? {};
-  const resource = tags['resource.name'];
-  const method = tags['http.method'];
-  const route = tags['http.route'];
-  if (resource && resource !== method) return String(resource);
-  if (route) return method ? `${method} ${route}` : String(route);
-  return String(resource ?? ctx._name ?? span._name ?? 'unknown');
+  if (tags['resource.name']) return String(tags['resource.name']);
+  const endpoint = [tags['http.method'], tags['http.route']].filter(Boolean).join(' ');
+  return endpoint || undefined;
 }
 
 function hexIds(span) {
@@ -62,7 +60,8 @@ function ddTraceIntegration() {
   const onStart = ({ span }) => {
     try {
       if (!isLocalRoot(span)) return;
-      setLabels({ ...hexIds(span), endpoint: endpointOf(span) });
+      const endpoint = endpointOf(span);
+      setLabels({ ...hexIds(span), ...(endpoint && { endpoint }) });
     } catch (err) {
       warnOnce('ddtrace', `selfprof: could not label a dd-trace span: ${err.message}`);
     }
@@ -76,7 +75,7 @@ function ddTraceIntegration() {
       const labels = getLabels();
       if (labels.span_id !== spanId) return;
       const endpoint = endpointOf(span);
-      if (labels.endpoint !== endpoint) setLabels({ endpoint });
+      if (endpoint && labels.endpoint !== endpoint) setLabels({ endpoint });
     } catch (err) {
       warnOnce('ddtrace', `selfprof: could not label a dd-trace span: ${err.message}`);
     }
@@ -84,7 +83,7 @@ function ddTraceIntegration() {
   const onFinish = (span) => {
     try {
       const tags = span.context().getTags?.() ?? {};
-      if (tags['span.type'] === 'web' && isLocalRoot(span)) countRequest(endpointOf(span));
+      if (tags['span.type'] === 'web' && isLocalRoot(span)) countRequest(endpointOf(span) ?? '');
     } catch {
       // A span we cannot read is not counted.
     }
@@ -103,4 +102,37 @@ function ddTraceIntegration() {
   return active;
 }
 
-module.exports = { ddTraceIntegration };
+/**
+ * dd-trace's runtime-id when dd-trace is loaded (Datadog joins a profile to spans of the
+ * same runtime-id), else undefined. Reads the tracer's config, guarded: no API exposes it.
+ */
+function ddTraceRuntimeId() {
+  try {
+    const id = global._ddtrace?._tracer?._config?.tags?.['runtime-id'];
+    return typeof id === 'string' && id !== '' ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+let noopStorage;
+/**
+ * Runs `fn` where dd-trace does not trace (its own exporters' `{ noop: true }` store), so
+ * selfprof's uploads do not show up as the app's outgoing requests. Without dd-trace, or
+ * if its internals moved, just runs `fn`.
+ */
+function untraced(fn) {
+  if (!global._ddtrace) return fn();
+  if (noopStorage === undefined) {
+    try {
+      const core = require(require.resolve('dd-trace/packages/datadog-core', { paths: [process.cwd(), __dirname] }));
+      noopStorage = core.storage('legacy');
+      if (typeof noopStorage?.run !== 'function') noopStorage = null;
+    } catch {
+      noopStorage = null;
+    }
+  }
+  return noopStorage ? noopStorage.run({ noop: true }, fn) : fn();
+}
+
+module.exports = { ddTraceIntegration, ddTraceRuntimeId, untraced };

@@ -14,8 +14,9 @@ const { isMainThread, threadId } = require('node:worker_threads');
 const { performance } = require('node:perf_hooks');
 const native = require('../../native');
 const { Uploader, send } = require('./uploader');
+const { ddTraceRuntimeId } = require('../../integrations/ddtrace');
 
-/** One id per process, as dd-trace's `runtime-id`. */
+/** One id per process, as dd-trace's `runtime-id` (dd-trace's own when it is loaded). */
 const runtimeId = crypto.randomUUID();
 
 /** dd-trace's process tag value sanitizer (process-tags/index.js). */
@@ -82,7 +83,7 @@ function datadog(options, meta, auth) {
         ...(meta.env && { env: meta.env }),
         ...(meta.version && { version: meta.version }),
         host: meta.host,
-        'runtime-id': runtimeId,
+        'runtime-id': ddTraceRuntimeId() ?? runtimeId,
         snapshot: profile.snapshot ?? 'periodic',
         profile_seq: profile.seq,
       })
@@ -108,6 +109,8 @@ function datadog(options, meta, auth) {
           runtime: {
             available_processors: os.availableParallelism?.() ?? os.cpus().length,
             engine: 'nodejs',
+            // As dd-trace reports it: UV_THREADPOOL_SIZE as libuv's atoi reads it, if set.
+            ...(process.env.UV_THREADPOOL_SIZE !== undefined && { libuv_threadpool_size: Number.parseInt(process.env.UV_THREADPOOL_SIZE, 10) || 0 }),
             version: process.version.slice(1),
           },
         },
