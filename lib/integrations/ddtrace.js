@@ -51,10 +51,12 @@ function hexIds(span) {
  * dd-trace cannot be found.
  */
 function ddTraceIntegration() {
-  try {
-    require.resolve('dd-trace');
-  } catch {
-    throw new Error('selfprof: ddTraceIntegration needs dd-trace installed');
+  if (!global._ddtrace) {
+    try {
+      require.resolve('dd-trace', { paths: [process.cwd(), __dirname] });
+    } catch {
+      throw new Error('selfprof: ddTraceIntegration needs dd-trace installed');
+    }
   }
   if (active) return active;
   const onStart = ({ span }) => {
