@@ -7,8 +7,15 @@
 // root span's id, its `trace endpoint` that span's resource.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
+const zlib = require('node:zlib');
 const { findTool, missing, startTestAgent, runNode, formOf } = require('./tools');
 const { decodePprof } = require('./helpers');
+
+/** A pprof as gzip: dd-trace compresses with zstd where Node has it (Node 24). */
+function gzipped(buf) {
+  if (buf[0] === 0x28 && buf[1] === 0xb5 && buf[2] === 0x2f && buf[3] === 0xfd) return zlib.gzipSync(zlib.zstdDecompressSync(buf));
+  return buf;
+}
 
 /** Uploads of /profiling/v1/input as { headers, event, pprof }. */
 async function uploads(agent) {
@@ -19,7 +26,7 @@ async function uploads(agent) {
       headers: r.headers,
       fields: [...form.keys()],
       event: JSON.parse(await form.get('event').text()),
-      pprof: decodePprof(await form.get('wall.pprof').arrayBuffer()),
+      pprof: decodePprof(gzipped(Buffer.from(await form.get('wall.pprof').arrayBuffer()))),
     });
   }
   return out.sort((a, b) => Date.parse(a.event.start) - Date.parse(b.event.start));
