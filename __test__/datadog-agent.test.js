@@ -98,8 +98,14 @@ test('Datadog agent: selfprof uploads what dd-trace uploads, and its span ids jo
     assert.deepEqual(Object.keys(u.event.info.application).sort(), Object.keys(refEvent.info.application).sort());
     for (const key of Object.keys(refEvent.info.runtime)) assert.ok(key in u.event.info.runtime, `info.runtime.${key}`);
     for (const key of ['activation', 'ssi', 'version']) assert.ok(key in u.event.info.profiler, `info.profiler.${key}`);
-    assert.equal(typeof u.event.process_tags, 'string');
-    assert.deepEqual(u.event.process_tags.split(',').map((kv) => kv.split(':')[0]).filter((k) => k.startsWith('entrypoint.') || k === 'svc.user').length > 0, true);
+    // process_tags: dd-trace's keys, values sanitized as dd-trace's (lower case, [a-z0-9/_.-]).
+    const refKeys = refEvent.process_tags.split(',').map((kv) => kv.split(':')[0]);
+    for (const kv of u.event.process_tags.split(',')) {
+      const [k, v] = [kv.slice(0, kv.indexOf(':')), kv.slice(kv.indexOf(':') + 1)];
+      assert.ok(refKeys.includes(k), `process_tags ${k} is one of dd-trace's (${refKeys})`);
+      assert.match(v, /^[a-z0-9/_.-]+$/);
+    }
+    assert.match(u.event.process_tags, /entrypoint\.type:script/);
     assert.equal(u.headers['DD-EVP-ORIGIN'], 'selfprof');
   }
   // Tags: dd-trace's keys (but its remote-config client id, which selfprof has none of).
