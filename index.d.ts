@@ -161,8 +161,12 @@ export declare function getLabels(): Labels
 
 export interface DatadogExporterOptions extends ExporterTuning {
   type: 'datadog'
-  /** The agent, e.g. `http://localhost:8126`; profiles go to `{url}/profiling/v1/input`. */
-  url: string
+  /**
+   * The agent, e.g. `http://localhost:8126`; profiles go to `{url}/profiling/v1/input`.
+   * Default: as dd-trace finds it: $DD_TRACE_AGENT_URL, else
+   * http://$DD_AGENT_HOST:$DD_TRACE_AGENT_PORT (127.0.0.1, 8126).
+   */
+  url?: string
   apiKey?: string
 }
 
@@ -176,6 +180,22 @@ export interface PyroscopeExporterOptions extends ExporterTuning {
   basicAuthPassword?: string
   /** Sent as `X-Scope-OrgID`. */
   tenantId?: string
+  /** Sample labels sent as series labels (default: `start`'s `pyroscope.seriesLabels`). */
+  seriesLabels?: string[]
+}
+
+export interface OtlpExporterOptions extends ExporterTuning {
+  type: 'otlp'
+  /**
+   * The full profiles endpoint. Default: $OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT as-is, else
+   * $OTEL_EXPORTER_OTLP_ENDPOINT + `/v1development/profiles`, else
+   * `http://localhost:4318/v1development/profiles`.
+   */
+  url?: string
+  /** Default: $OTEL_EXPORTER_OTLP_PROFILES_HEADERS, else $OTEL_EXPORTER_OTLP_HEADERS (`k=v,k2=v2`). */
+  headers?: Record<string, string>
+  /** Default: $OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION / $OTEL_EXPORTER_OTLP_COMPRESSION, else 'none'. */
+  compression?: 'gzip' | 'none'
 }
 
 export interface FileExporterOptions extends ExporterTuning {
@@ -197,7 +217,7 @@ export interface ExporterTuning {
 }
 
 export interface StartOptions {
-  /** Default: $SELFPROF_SERVICE or 'node'. */
+  /** Default: $SELFPROF_SERVICE, $DD_SERVICE, $OTEL_SERVICE_NAME, or 'node'. */
   service?: string
   env?: string
   version?: string
@@ -209,7 +229,11 @@ export interface StartOptions {
   collectCpuTime?: boolean
   /** pprof samples at line-level locations (default false; see `ProfilerStopOptions.lines`). */
   lines?: boolean
-  exporters?: Array<DatadogExporterOptions | PyroscopeExporterOptions | FileExporterOptions>
+  exporters?: Array<DatadogExporterOptions | PyroscopeExporterOptions | OtlpExporterOptions | FileExporterOptions>
+  pyroscope?: {
+    /** Sample labels that become Pyroscope series labels (default `['endpoint']`). */
+    seriesLabels?: string[]
+  }
 }
 
 export interface ProfilingSession {
@@ -233,6 +257,13 @@ export declare function openTelemetrySpanProcessor(): {
   forceFlush(): Promise<void>
   shutdown(): Promise<void>
 }
+
+/**
+ * dd-trace integration (dd-trace must be installed; selfprof never requires it): a
+ * starting local root span's span_id, trace_id and endpoint become the labels of the async
+ * context that started it, and finished web requests are counted per endpoint.
+ */
+export declare function ddTraceIntegration(): { disable(): void }
 
 /**
  * Converts a selfprof trace (object, JSON text, or json-gzip bytes), a V8 CPU profile (a

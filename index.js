@@ -3,6 +3,7 @@ const { Profiler, fromCpuProfile, setBaseInterval } = require('./lib/capture/pro
 const { withLabels, setLabels, getLabels } = require('./lib/capture/labels');
 const { start } = require('./lib/service');
 const { openTelemetrySpanProcessor } = require('./lib/integrations/otel');
+const { ddTraceIntegration } = require('./lib/integrations/ddtrace');
 const { convert, readProfile } = require('./lib/views/convert');
 const { htmlReport } = require('./lib/views/report');
 const { diffProfiles, diffLabelValues } = require('./lib/views/diff');
@@ -16,6 +17,7 @@ module.exports = {
   getLabels,
   start,
   openTelemetrySpanProcessor,
+  ddTraceIntegration,
   convert,
   readProfile,
   htmlReport,

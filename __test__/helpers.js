@@ -124,7 +124,8 @@ function assertOwnLabels(verdicts, unmatched, what) {
 
 /**
  * A gzip'd pprof profile decoded by an independent decoder (pprof-format), with readers:
- * `str(i)`, `frames(sample)` (functions, leaf first), `names(sample)`, `labels(sample)`,
+ * `str(i)`, `frames(sample)` (functions, leaf first), `names(sample)`, `labels(sample)`
+ * (string labels), `numLabels(sample)` (numeric ones, as decimal strings),
  * `sum(valueIndex)`, and `join`: the counts of selfprof's join comment, `{ matchedSamples, … }`.
  */
 function decodePprof(bytes) {
@@ -136,12 +137,15 @@ function decodePprof(bytes) {
   const loc = new Map(p.location.map((l) => [Number(l.id), l]));
   const frames = (s) => s.locationId.map((id) => fn.get(Number(loc.get(Number(id)).line[0].functionId)));
   const names = (s) => frames(s).map((f) => str(f.name));
-  const labels = (s) => Object.fromEntries(s.label.map((l) => [str(l.key), str(l.str)]));
+  const labels = (s) => Object.fromEntries(s.label.filter((l) => Number(l.str) !== 0 || Number(l.num) === 0).map((l) => [str(l.key), str(l.str)]));
+  // Numeric labels (Datadog's span ids, end_timestamp_ns) as decimal strings: int64 read as uint64.
+  const numLabels = (s) =>
+    Object.fromEntries(s.label.filter((l) => Number(l.str) === 0 && Number(l.num) !== 0).map((l) => [str(l.key), BigInt.asUintN(64, BigInt(l.num)).toString()]));
   const sum = (k) => p.sample.reduce((n, s) => n + Number(s.value[k]), 0);
   // selfprof's comment with the SIGPROF join's counts (see src/pprof.rs).
   const comment = p.comment.map(str).find((c) => c.startsWith('selfprof:')) ?? '';
   const join = Object.fromEntries([...comment.matchAll(/(\w+)=(\d+)/g)].map(([, k, v]) => [k, Number(v)]));
-  return { p, str, frames, names, labels, sum, join };
+  return { p, str, frames, names, labels, numLabels, sum, join };
 }
 
 /**

@@ -111,7 +111,7 @@ test('pprof: one location per (function, line), whose samples are the line ticks
   // the same recording.
   const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
   linesHot(100);
-  const both = await p[stopForExport](true, true, true);
+  const both = await p[stopForExport](true, true, { lines: true });
   const same = JSON.parse(zlib.gunzipSync(both.trace));
   const own = decodePprof(both.pprof);
   const lineLocations = pprofLineCounts(own);

@@ -19,6 +19,8 @@ test('samples carry the local root span id, trace id and route', async (t) => {
   api.trace.setGlobalTracerProvider(provider);
   const tracer = api.trace.getTracer('selfprof-test');
 
+  const counts = require('../lib/integrations/requests').requestCounter();
+  counts();
   const profiler = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
   const roots = [];
   await Promise.all(
@@ -46,6 +48,8 @@ test('samples carry the local root span id, trace id and route', async (t) => {
   const verdicts = labelVerdicts(trace, samples, (l) => byRoot.get(l.span_id) === l.trace_id && /^GET \/users\/:id[01]$/.test(l.endpoint));
   assert.ok(samples.length >= 20, `${samples.length} samples`);
   t.diagnostic(`with their root span: ${assertOwnLabels(verdicts, trace.metadata.unmatchedSamples, 'otelRouteWork')}`);
+  // Each ended local root span is one request of its endpoint (Datadog's endpoint_counts).
+  assert.deepEqual(counts(), { 'GET /users/:id0': 1, 'GET /users/:id1': 1 });
   await provider.shutdown();
   api.context.disable();
 });

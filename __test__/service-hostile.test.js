@@ -207,3 +207,75 @@ test('the file exporter keeps files inside its dir whatever the service is calle
   assert.deepEqual(fs.readdirSync(base), ['profiles'], 'nothing written outside dir');
   fs.rmSync(base, { recursive: true });
 });
+
+test('bad backend variables: one warning naming the variable, no secret, the app runs on', async () => {
+  const app = `console.log('app ran'); setTimeout(() => {}, 50);`;
+  const cases = [
+    [{ SELFPROF_EXPORTER: 'datadog', DD_TRACE_AGENT_PORT: 'abc' }, /DD_TRACE_AGENT_PORT must be a port number from 1 to 65535, got "abc"/],
+    [{ SELFPROF_EXPORTER: 'datadog', DD_TRACE_AGENT_URL: 'unix:///var/run/datadog/apm.socket' }, /DD_TRACE_AGENT_URL must be an http\(s\) URL/],
+    [{ SELFPROF_EXPORTER: 'datadog', DD_PROFILING_UPLOAD_PERIOD: 'soon' }, /DD_PROFILING_UPLOAD_PERIOD must be a number of seconds/],
+    [{ SELFPROF_EXPORTER: 'otlp', OTEL_RESOURCE_ATTRIBUTES: 'garbage' }, /OTEL_RESOURCE_ATTRIBUTES entry 1 must be key=value, got "garbage"/],
+    [{ SELFPROF_EXPORTER: 'otlp', OTEL_RESOURCE_ATTRIBUTES: 'a=%zz' }, /OTEL_RESOURCE_ATTRIBUTES entry 1 is not valid percent-encoding/],
+    [{ SELFPROF_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20TOPSECRET,TOPSECRET2' }, /OTEL_EXPORTER_OTLP_HEADERS entry 2 must be key=value$/m],
+    [{ SELFPROF_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_HEADERS: 'x-key=%E0%A4%ATOPSECRET' }, /OTEL_EXPORTER_OTLP_HEADERS entry 1 is not valid percent-encoding$/m],
+    [{ SELFPROF_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }, /OTEL_EXPORTER_OTLP_ENDPOINT must be an http\(s\) URL/],
+    [{ SELFPROF_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_COMPRESSION: 'zstd' }, /OTEL_EXPORTER_OTLP_COMPRESSION must be "gzip" or "none"/],
+    [{ SELFPROF_EXPORTER: 'pyroscope', SELFPROF_EXPORTER_URL: 'http://127.0.0.1:1', DD_TAGS: 'team:a}b' }, /label "team"'s value contains/],
+  ];
+  for (const [env, message] of cases) {
+    const r = await new Promise((resolve) => {
+      const p = spawn(process.execPath, ['-r', './start.js', '-e', app], { cwd: root, env: { ...process.env, ...env, DD_API_KEY: 'DDSECRETKEY' }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      p.stdout.on('data', (d) => (stdout += d));
+      p.stderr.on('data', (d) => (stderr += d));
+      p.on('exit', (code) => resolve({ code, stdout, stderr }));
+    });
+    const what = JSON.stringify(env);
+    assert.equal(r.code, 0, `${what}: ${r.stderr}`);
+    assert.match(r.stdout, /app ran/, what);
+    assert.match(r.stderr, message, what);
+    assert.equal(r.stderr.match(/selfprof: not started/g)?.length, 1, `${what}: one warning: ${r.stderr}`);
+    assert.doesNotMatch(r.stderr, /TOPSECRET|DDSECRETKEY/, `${what}: no secret in ${r.stderr}`);
+  }
+});
+
+test('hostile label values reach every backend without breaking a profile', async () => {
+  const got = { datadog: [], pyroscope: [], otlp: [] };
+  const receivers = await Promise.all(
+    Object.keys(got).map((name) => server((req, res, record) => {
+      got[name].push(record);
+      res.writeHead(name === 'otlp' ? 401 : 200).end(name === 'otlp' ? `bad key ${req.headers['x-api-key']}` : '');
+    })),
+  );
+  const script = `
+    const { start, withLabels } = require('.');
+    const [dd, py, ot] = process.argv.slice(1);
+    const s = start({ service: 'hostile', period: 200, exporters: [
+      { type: 'datadog', url: dd }, { type: 'pyroscope', url: py },
+      { type: 'otlp', url: ot + '/v1development/profiles', headers: { 'x-api-key': 'OTLPSECRET' }, retries: 0 },
+    ] });
+    const values = [',}=', 'a\\ud800b', '\\udfff', 'x'.repeat(4096), '{"json":1}', '\\u0000nul', 'emoji 🎉'];
+    const end = Date.now() + 700;
+    let i = 0;
+    (async () => {
+      while (Date.now() < end) {
+        const v = values[i++ % values.length];
+        await withLabels({ endpoint: v, span_id: v, trace_id: v, [v.slice(0, 200) || 'k']: v }, async () => {
+          const e = Date.now() + 5; while (Date.now() < e);
+          await new Promise((r) => setTimeout(r, 1));
+        });
+      }
+      await s.stop();
+      console.log('done');
+    })();
+  `;
+  const r = await child(script, receivers.map((x) => x.url));
+  await Promise.all(receivers.map((x) => x.close()));
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /done/);
+  assert.doesNotMatch(r.stderr, /could not be encoded/, r.stderr);
+  assert.doesNotMatch(r.stderr, /OTLPSECRET/, `no header value in: ${r.stderr}`);
+  assert.match(r.stderr, /otlp export failed: upload to .* was refused: 401/);
+  for (const [name, list] of Object.entries(got)) assert.ok(list.length >= 2, `${name}: ${list.length} uploads`);
+});

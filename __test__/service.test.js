@@ -80,7 +80,7 @@ test('Datadog agent: multipart event + wall.pprof every period, decodable, label
       assert.ok(event.tags_profiler.split(',').includes(tag), `${tag} in ${event.tags_profiler}`);
     }
     const periodMs = Date.parse(event.end) - Date.parse(event.start);
-    const { p, str, names, labels, sum, join } = decodePprof(await form.get('wall.pprof').arrayBuffer());
+    const { p, str, names, labels, numLabels, sum, join } = decodePprof(await form.get('wall.pprof').arrayBuffer());
     assert.deepEqual(p.sampleType.map((v) => str(v.type)), ['sample', 'wall', 'cpu']);
     const wallMs = sum(1) / 1e6;
     // The event's window is the pprof's own (ISO strings: whole ms).
@@ -89,18 +89,28 @@ test('Datadog agent: multipart event + wall.pprof every period, decodable, label
     if (periodMs >= 450 && periodMs <= 600) full.push({ periodMs, wallMs });
     const busy = p.sample.filter((s) => names(s).includes('serviceCheckoutWork'));
     assert.ok(busy.length > 0, 'the busy function is in every profile');
+    // Datadog's names: `trace endpoint`, and the span id in decimal as a numeric label.
     assertOwnLabels(
-      busy.map((s) => (labels(s).endpoint === undefined ? undefined : /^(GET \/cart|POST \/checkout)$/.test(labels(s).endpoint))),
+      busy.map((s) => {
+        const endpoint = labels(s)['trace endpoint'];
+        if (endpoint === undefined) return undefined;
+        const span = numLabels(s)['span id'];
+        return /^(GET \/cart|POST \/checkout)$/.test(endpoint) && /^\d+$/.test(span) && numLabels(s)['local root span id'] === span;
+      }),
       join.unmatchedSamples,
       'serviceCheckoutWork',
     );
+    for (const s of p.sample) {
+      assert.equal(labels(s)['thread name'], 'Main Event Loop');
+      assert.ok(Number(numLabels(s).end_timestamp_ns) / 1e6 >= Date.parse(event.start) - 1, 'end_timestamp_ns inside the window');
+    }
   }
   t.diagnostic(`${agent.requests.length} uploads; full periods wall/period: ${full.map((f) => `${f.wallMs.toFixed(0)}/${f.periodMs}`).join(', ')}`);
   assert.ok(full.length >= 2, 'at least two full periods');
   for (const f of full) assert.ok(Math.abs(f.wallMs - f.periodMs) <= 0.1 * f.periodMs, `wall ${f.wallMs} vs period ${f.periodMs}`);
 });
 
-test('Pyroscope: /ingest with name{tags}, from/until, profile field, auth and tenant headers', async () => {
+test('Pyroscope: /ingest with name{tags}, from/until, raw pprof body, auth and tenant headers', async () => {
   const pyro = await receiver();
   const session = start({
     service: 'cart',
@@ -116,12 +126,15 @@ test('Pyroscope: /ingest with name{tags}, from/until, profile field, auth and te
   const u = new URL(r.url, pyro.url);
   assert.equal(u.pathname, '/ingest');
   assert.equal(u.searchParams.get('name'), 'cart{service_name=cart,env=test}');
-  assert.equal(u.searchParams.get('spyName'), 'selfprof');
+  assert.equal(u.searchParams.get('spyName'), 'nodespy');
+  assert.equal(u.searchParams.get('format'), 'pprof');
+  assert.equal(r.headers['content-type'], 'application/octet-stream');
   assert.ok(Number(u.searchParams.get('until')) >= Number(u.searchParams.get('from')));
   assert.equal(r.headers.authorization, 'Bearer secret-token');
   assert.equal(r.headers['x-scope-orgid'], 'team-a');
-  const { p, names, labels } = decodePprof(await (await formOf(r)).get('profile').arrayBuffer());
-  const busy = p.sample.filter((s) => names(s).includes('serviceCheckoutWork'));
+  const { p, str, names, labels } = decodePprof(r.body);
+  assert.deepEqual(p.sampleType.map((v) => `${str(v.type)}/${str(v.unit)}`), ['samples/count', 'wall/nanoseconds', 'cpu/nanoseconds']);
+  const busy = p.sample.filter((s) => names(s).includes('serviceCheckoutWork') && labels(s).span_id);
   assert.ok(busy.length > 0);
   assert.match(labels(busy[0]).span_id, /^[0-9a-f]{16}$/, 'span_id as 16 hex digits');
 });
@@ -186,7 +199,7 @@ test('process exit flushes the final profile (SIGTERM and natural exit)', async 
     if (how === 'sigterm') assert.equal(signal, 'SIGTERM', 'the signal still ends the process');
     else assert.equal(code, 0);
     const { p, labels } = decodePprof(await (await formOf(agent.requests.at(-1))).get('wall.pprof').arrayBuffer());
-    assert.ok(p.sample.some((s) => labels(s).endpoint === 'GET /bye'));
+    assert.ok(p.sample.some((s) => labels(s)['trace endpoint'] === 'GET /bye'));
   }
   await agent.close();
 });
@@ -212,7 +225,7 @@ test('file exporter and options validated with clear errors', async () => {
     [{ service: '' }, TypeError, /service must be a non-empty string/],
     [{ tags: { a: 1 } }, TypeError, /tag "a" must be a string/],
     [{ collectCpuTime: 'yes' }, TypeError, /collectCpuTime must be a boolean/],
-    [{ exporters: [{ type: 'kafka' }] }, TypeError, /exporter type must be one of datadog, pyroscope, file/],
+    [{ exporters: [{ type: 'kafka' }] }, TypeError, /exporter type must be one of datadog, pyroscope, otlp, file/],
     [{ exporters: [{ type: 'datadog', url: 'ftp://user:pw@x' }] }, TypeError, /needs an http\(s\) url/],
     [{ exporters: [{ type: 'file', dir: '/tmp', trace: 'yes' }] }, TypeError, /trace must be a boolean/],
   ];

@@ -52,6 +52,10 @@ pub struct TraceOptions {
   pub tid: Option<i32>,
   /// The thread's CPU time when the recording started.
   pub cpu_start_ns: Option<f64>,
+  /// Service mode: the same trace for each backend, as JSON `[{ name: 'datadog' |
+  /// 'pyroscope' | 'otlp' | 'pprof', ... }]` (see `formats::dialect`), each appended to
+  /// the result's buffers, with the `"pprof"` timing.
+  pub dialects: Option<String>,
 }
 
 /// How to label a recording's samples (label sets come from `capture::labels`).
@@ -80,6 +84,7 @@ pub struct BuildTrace {
   window: Window,
   formats: Vec<Format>,
   labels: Option<LabelSource>,
+  dialects: Vec<(formats::dialect::Dialect, pprof::Timing)>,
 }
 
 impl BuildTrace {
@@ -137,6 +142,12 @@ impl Task for BuildTrace {
         Format::JsonGzip => trace.to_json_gzip().map_err(io),
         Format::Pprof(timing) => pprof::encode_gzip(&trace, timing).map_err(io),
       })
+      .chain(
+        self
+          .dialects
+          .iter()
+          .map(|(dialect, timing)| formats::dialect::encode(&trace, timing, dialect).map_err(io)),
+      )
       .collect()
   }
 
@@ -173,17 +184,18 @@ pub fn build_trace_sync(chunks: Vec<TraceChunk>, options: TraceOptions) -> Resul
 
 impl BuildTrace {
   fn new(chunks: Vec<TraceChunk>, options: TraceOptions) -> Result<BuildTrace> {
+    let timing = pprof::Timing {
+      time_origin_unix_ms: options.time_origin_unix_ms.unwrap_or(0.0),
+      start_ms: options.from_ms.unwrap_or(0.0),
+      end_ms: options.until_ms.unwrap_or(0.0),
+      period_ns: options.period_ns.unwrap_or(0.0) as i64,
+      cpu: options.cpu_time.unwrap_or(true),
+      lines: options.lines.unwrap_or(false),
+    };
     let parse = |name: Option<&str>| match name {
       None | Some("json") => Ok(Format::Json),
       Some("json-gzip") => Ok(Format::JsonGzip),
-      Some("pprof") => Ok(Format::Pprof(pprof::Timing {
-        time_origin_unix_ms: options.time_origin_unix_ms.unwrap_or(0.0),
-        start_ms: options.from_ms.unwrap_or(0.0),
-        end_ms: options.until_ms.unwrap_or(0.0),
-        period_ns: options.period_ns.unwrap_or(0.0) as i64,
-        cpu: options.cpu_time.unwrap_or(true),
-        lines: options.lines.unwrap_or(false),
-      })),
+      Some("pprof") => Ok(Format::Pprof(timing)),
       Some(other) => Err(invalid(format!(
         "unknown trace format {other:?}: expected \"json\", \"json-gzip\" or \"pprof\""
       ))),
@@ -208,11 +220,16 @@ impl BuildTrace {
       tid: options.tid.unwrap_or_else(signal::gettid),
       cpu_start_ns: options.cpu_start_ns.map(|n| n as u64),
     });
+    let dialects = match options.dialects.as_deref() {
+      Some(json) => formats::dialect::parse(json).map_err(invalid)?,
+      None => Vec::new(),
+    };
     Ok(BuildTrace {
       chunks,
       window,
       formats,
       labels,
+      dialects: dialects.into_iter().map(|d| (d, timing)).collect(),
     })
   }
 }

@@ -10,9 +10,10 @@ const labels = require('./labels');
 
 const MAX_BUFFER_SIZE = 2 ** 32 - 1; // WebIDL unsigned long
 /**
- * Internal (service mode): stop() that resolves to `{ pprof, trace, start, end }`: the
- * pprof Buffer, the json-gzip trace Buffer if asked for, and the recording's window in
- * Unix ms (the same one the pprof's time and duration give).
+ * Internal (service mode): stop() that resolves to `{ pprof, trace, encoded, start, end }`:
+ * the pprof Buffer, the json-gzip trace Buffer if asked for, one Buffer per backend dialect
+ * asked for (`encoded[i]` for `dialects[i]`), and the recording's window in Unix ms (the
+ * same one the pprof's time and duration give).
  */
 const stopForExport = Symbol('selfprof.stopForExport');
 /** Internal (`selfprof record`, process exit): stop() on the calling thread, to a Buffer. */
@@ -161,17 +162,21 @@ class Profiler extends EventTarget {
     return this.#finish(format, undefined, { cpuTime: options?.cpuTime, lines: options?.lines });
   }
 
-  [stopForExport](cpuTime, withTrace, lines = false) {
+  [stopForExport](cpuTime, withTrace, { lines = false, dialects = [] } = {}) {
     let taken;
     try {
       taken = this.#take('pprof', withTrace ? 'json-gzip' : undefined, { cpuTime, lines });
+      // The same trace encoded once more per backend dialect (see src/formats/dialect.rs).
+      if (dialects.length) taken.build.dialects = JSON.stringify(dialects);
     } catch (err) {
       return Promise.reject(err);
     }
     const { fromMs, untilMs } = taken.build;
     return this.#build(taken, 'pprof').then((out) => {
-      const [pprof, trace] = Array.isArray(out) ? out : [out];
-      return { pprof, trace, start: performance.timeOrigin + fromMs, end: performance.timeOrigin + untilMs };
+      const all = Array.isArray(out) ? out : [out];
+      const [pprof, trace] = withTrace ? all : [all[0], undefined];
+      const encoded = all.slice(withTrace ? 2 : 1);
+      return { pprof, trace, encoded, start: performance.timeOrigin + fromMs, end: performance.timeOrigin + untilMs };
     });
   }
 

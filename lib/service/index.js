@@ -9,6 +9,8 @@ const { Profiler, stopForExport } = require('../capture/profiler');
 const { createExporter } = require('./exporters');
 const { MAX_TIMER_MS } = require('./exporters/uploader');
 const { warnOnce } = require('../log');
+const { parseDdTags } = require('./exporters/env');
+const { requestCounter } = require('../integrations/requests');
 const { version: profilerVersion } = require('../../package.json');
 
 const DEFAULT_INTERVAL_MS = 1000 / 99; // 99 Hz, off the beat of 10 ms timers
@@ -23,22 +25,45 @@ function envNumber(env, name) {
   return n;
 }
 
+/** Seconds from DD_PROFILING_UPLOAD_PERIOD, as ms. */
+function envSeconds(env, name) {
+  const text = env[name].trim();
+  const n = Number(text);
+  if (text === '' || !Number.isFinite(n)) throw new TypeError(`start: ${name} must be a number of seconds, got ${JSON.stringify(env[name])}`);
+  return n * 1000;
+}
+
+/**
+ * Options from the environment: selfprof's own variables first, then the conventional
+ * ones of the backends (dd-trace's DD_*, OpenTelemetry's OTEL_*) for what they name.
+ */
 function fromEnv(env) {
   const options = {};
-  if (env.SELFPROF_SERVICE) options.service = env.SELFPROF_SERVICE;
-  if (env.SELFPROF_ENV) options.env = env.SELFPROF_ENV;
-  if (env.SELFPROF_VERSION) options.version = env.SELFPROF_VERSION;
+  const ddTags = parseDdTags(env.DD_TAGS);
+  const service = env.SELFPROF_SERVICE || env.DD_SERVICE || env.DD_SERVICE_NAME || env.OTEL_SERVICE_NAME || ddTags.service;
+  if (service) options.service = service;
+  const envName = env.SELFPROF_ENV || env.DD_ENV || ddTags.env;
+  if (envName) options.env = envName;
+  const version = env.SELFPROF_VERSION || env.DD_VERSION || ddTags.version;
+  if (version) options.version = version;
+  const tags = { ...ddTags };
+  for (const k of ['service', 'env', 'version']) delete tags[k];
   if (env.SELFPROF_TAGS) {
-    options.tags = Object.fromEntries(
-      env.SELFPROF_TAGS.split(',')
-        .filter(Boolean)
-        .map((kv) => {
-          const i = kv.indexOf(':');
-          return i < 0 ? [kv.trim(), ''] : [kv.slice(0, i).trim(), kv.slice(i + 1).trim()];
-        }),
+    Object.assign(
+      tags,
+      Object.fromEntries(
+        env.SELFPROF_TAGS.split(',')
+          .filter(Boolean)
+          .map((kv) => {
+            const i = kv.indexOf(':');
+            return i < 0 ? [kv.trim(), ''] : [kv.slice(0, i).trim(), kv.slice(i + 1).trim()];
+          }),
+      ),
     );
   }
+  if (Object.keys(tags).length) options.tags = tags;
   if (env.SELFPROF_PERIOD_MS) options.period = envNumber(env, 'SELFPROF_PERIOD_MS');
+  else if (env.DD_PROFILING_UPLOAD_PERIOD) options.period = envSeconds(env, 'DD_PROFILING_UPLOAD_PERIOD');
   if (env.SELFPROF_SAMPLE_INTERVAL_MS) options.sampleInterval = envNumber(env, 'SELFPROF_SAMPLE_INTERVAL_MS');
   const type = env.SELFPROF_EXPORTER ?? (env.SELFPROF_EXPORTER_URL ? 'datadog' : env.SELFPROF_DIR ? 'file' : undefined);
   if (type) {
@@ -49,6 +74,9 @@ function fromEnv(env) {
     if (env.SELFPROF_AUTH_TOKEN) exporter.authToken = env.SELFPROF_AUTH_TOKEN;
     if (env.SELFPROF_TENANT_ID) exporter.tenantId = env.SELFPROF_TENANT_ID;
     options.exporters = [exporter];
+  }
+  if (env.SELFPROF_PYROSCOPE_SERIES_LABELS !== undefined) {
+    options.pyroscope = { seriesLabels: env.SELFPROF_PYROSCOPE_SERIES_LABELS.split(',').map((s) => s.trim()).filter(Boolean) };
   }
   return options;
 }
@@ -78,6 +106,10 @@ function validate(options) {
   }
   const exporters = o.exporters ?? [];
   if (!Array.isArray(exporters)) throw new TypeError('start: exporters must be an array');
+  const pyroscope = o.pyroscope ?? {};
+  if (pyroscope === null || typeof pyroscope !== 'object' || Array.isArray(pyroscope)) {
+    throw new TypeError('start: pyroscope must be an object like { seriesLabels: [\'endpoint\'] }');
+  }
   return {
     service: str('service', 'node'),
     env: str('env'),
@@ -90,6 +122,7 @@ function validate(options) {
     collectCpuTime: o.collectCpuTime ?? true,
     lines: o.lines ?? false,
     exporters,
+    pyroscope,
   };
 }
 
@@ -100,6 +133,7 @@ class Session {
   #timer = null;
   #stopped = false;
   #withTrace = false;
+  #requests = requestCounter();
 
   constructor(options) {
     this.#options = validate(options);
@@ -110,6 +144,7 @@ class Session {
       tags: this.#options.tags,
       host: os.hostname(),
       profilerVersion,
+      pyroscope: this.#options.pyroscope,
     };
     this.#exporters = this.#options.exporters.map((e) => createExporter(e, meta));
     // A file exporter asked for the spec trace too: encode both from one recording.
@@ -141,9 +176,21 @@ class Session {
     if (!finished) return Promise.resolve();
     // start and end are the recording's own window, the pprof's time and duration: not
     // when this timer fired, which a busy event loop can put tens of ms away.
-    return finished[stopForExport](this.#options.collectCpuTime, this.#withTrace, this.#options.lines)
-      .then(({ pprof, trace, start, end }) => {
-        for (const e of this.#exporters) e.push({ pprof, trace, start, end });
+    // Each exporter's dialect is encoded once from the one trace (same ones shared).
+    const wanted = this.#exporters.map((e) => e.dialect?.());
+    const keys = wanted.map((d) => (d ? JSON.stringify(d) : undefined));
+    const unique = [...new Set(keys.filter(Boolean))];
+    const endpointCounts = this.#requests();
+    const snapshot = last || this.#stopped ? 'on_shutdown' : 'periodic';
+    return finished[stopForExport](this.#options.collectCpuTime, this.#withTrace, {
+      lines: this.#options.lines,
+      dialects: unique.map((k) => JSON.parse(k)),
+    })
+      .then(({ pprof, trace, encoded, start, end }) => {
+        this.#exporters.forEach((e, i) => {
+          const own = keys[i] ? encoded[unique.indexOf(keys[i])] : pprof;
+          e.push({ pprof: own, trace, start, end, snapshot, endpointCounts });
+        });
       })
       .catch((err) => warnOnce('service-export', `selfprof: a profile could not be encoded: ${err.message}`));
   }

@@ -4,7 +4,9 @@
 //! read by flamegraph.pl, inferno and speedscope), pprof, and the spec trace itself.
 
 pub mod cpuprofile;
+pub mod dialect;
 pub mod folded;
+pub mod otlp;
 pub mod pprof;
 pub mod pprof_decode;
 

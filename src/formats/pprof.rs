@@ -7,7 +7,11 @@
 //! wall/nanoseconds, cpu/nanoseconds]` and its labels as pprof labels. V8's pseudo-frames
 //! come back as frames named `(idle)`, `(garbage collector)` and `(program)` so that wall
 //! time adds up to the recording's duration.
+//!
+//! One trace is encoded once per backend: a [`Dialect`] says how that backend names the
+//! count sample type and which label keys and values it joins on (see `dialect.rs`).
 
+pub use crate::formats::dialect::Dialect;
 use crate::trace::{Marker, Metadata, Sample as TraceSample, Trace};
 use prost::Message;
 use std::collections::HashMap;
@@ -64,7 +68,7 @@ pub struct Label {
   pub key: i64,
   #[prost(int64, tag = "2")]
   pub str: i64,
-  /// Numeric labels: read by the decoder, never written.
+  /// Numeric labels (Datadog's span ids and sample end times).
   #[prost(int64, tag = "3")]
   pub num: i64,
   #[prost(int64, tag = "4")]
@@ -121,19 +125,19 @@ pub struct Timing {
 }
 
 #[derive(Default)]
-struct Strings {
+pub(crate) struct Strings {
   table: Vec<String>,
   ids: HashMap<String, i64>,
 }
 
 impl Strings {
-  fn new() -> Self {
+  pub(crate) fn new() -> Self {
     let mut s = Strings::default();
     s.id("");
     s
   }
 
-  fn id(&mut self, s: &str) -> i64 {
+  pub(crate) fn id(&mut self, s: &str) -> i64 {
     if let Some(id) = self.ids.get(s) {
       return *id;
     }
@@ -146,6 +150,12 @@ impl Strings {
 
 fn ms_to_ns(ms: f64) -> i64 {
   (ms * 1e6).round() as i64
+}
+
+/// Unix time in ns of `ms` after a time origin of `origin_unix_ms`: whole ms as integers,
+/// so the ns are not lost to f64 rounding at 1.7e18.
+fn unix_ns(origin_unix_ms: f64, ms: f64) -> i64 {
+  (origin_unix_ms.trunc() as i64) * 1_000_000 + ms_to_ns(origin_unix_ms.fract() + ms)
 }
 
 /// What a pprof sample stands for when it is not one trace sample: a decoded pprof's
@@ -168,17 +178,23 @@ struct Encoder {
   cpu: bool,
   /// Line-level locations: (frame, line) -> location id (see `LinePieces`).
   line_location: HashMap<(u32, u32), u64>,
+  /// Labels every sample carries in the dialect (a thread's name and id).
+  every: Vec<Label>,
+  /// The dialect's per-sample end time label: (key, unit) string ids.
+  end_timestamp: Option<(i64, i64)>,
+  /// Unix time in ns of a time in ms since the time origin.
+  origin_unix_ms: f64,
 }
 
 impl Encoder {
-  fn new(trace: &Trace, timing: &Timing) -> Encoder {
+  fn new(trace: &Trace, timing: &Timing, dialect: &Dialect) -> Encoder {
     let mut strings = Strings::new();
     let value_type = |strings: &mut Strings, t: &str, u: &str| ValueType {
       r#type: strings.id(t),
       unit: strings.id(u),
     };
     let mut sample_type = vec![
-      value_type(&mut strings, "sample", "count"),
+      value_type(&mut strings, dialect.count_type(), "count"),
       value_type(&mut strings, "wall", "nanoseconds"),
     ];
     if timing.cpu {
@@ -243,21 +259,26 @@ impl Encoder {
       });
     }
 
-    // Label keys and values, per context.
+    // Label keys and values, per context, as the dialect names them.
     let labels: Vec<Vec<Label>> = trace
       .contexts
       .iter()
       .map(|c| {
-        c.labels
-          .iter()
-          .map(|(k, v)| Label {
-            key: strings.id(k),
-            str: strings.id(v),
-            ..Label::default()
-          })
+        dialect
+          .labels(&c.labels)
+          .into_iter()
+          .map(|l| l.encode(&mut strings))
           .collect()
       })
       .collect();
+    let every: Vec<Label> = dialect
+      .every_sample()
+      .into_iter()
+      .map(|l| l.encode(&mut strings))
+      .collect();
+    let end_timestamp = dialect
+      .end_timestamp_key()
+      .map(|k| (strings.id(k), strings.id("nanoseconds")));
 
     // How many samples the SIGPROF join labeled, so that a reader of the pprof alone can
     // tell "no labels by design" (V8 sampled without a signal) from labels lost.
@@ -276,9 +297,7 @@ impl Encoder {
       location,
       function,
       string_table: strings.table,
-      // Whole ms as integers, so the ns are not lost to f64 rounding at 1.7e18.
-      time_nanos: (timing.time_origin_unix_ms.trunc() as i64) * 1_000_000
-        + ms_to_ns(timing.time_origin_unix_ms.fract() + timing.start_ms),
+      time_nanos: unix_ns(timing.time_origin_unix_ms, timing.start_ms),
       duration_nanos: ms_to_ns((timing.end_ms - timing.start_ms).max(0.0)),
       period_type,
       period: timing.period_ns,
@@ -294,6 +313,9 @@ impl Encoder {
       root,
       cpu: timing.cpu,
       line_location,
+      every,
+      end_timestamp,
+      origin_unix_ms: timing.time_origin_unix_ms,
     }
   }
 
@@ -321,14 +343,24 @@ impl Encoder {
     if self.cpu {
       value.push(weight.cpu_ns);
     }
+    let mut label: Vec<Label> = s
+      .context_id
+      .and_then(|c| self.labels.get(c as usize))
+      .cloned()
+      .unwrap_or_default();
+    label.extend(self.every.iter().cloned());
+    if let Some((key, num_unit)) = self.end_timestamp {
+      label.push(Label {
+        key,
+        num: unix_ns(self.origin_unix_ms, s.timestamp),
+        num_unit,
+        ..Label::default()
+      });
+    }
     Sample {
       location_id,
       value,
-      label: s
-        .context_id
-        .and_then(|c| self.labels.get(c as usize))
-        .cloned()
-        .unwrap_or_default(),
+      label,
     }
   }
 
@@ -394,9 +426,14 @@ impl Encoder {
 }
 
 /// Builds the pprof profile of a trace, samples and all (small profiles and tests;
-/// `encode_gzip` streams instead).
+/// `encode_gzip` streams instead), labels as selfprof names them.
 pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
-  let encoder = Encoder::new(trace, timing);
+  profile_for(trace, timing, &Dialect::Plain)
+}
+
+/// `profile` in a backend's dialect.
+pub fn profile_for(trace: &Trace, timing: &Timing, dialect: &Dialect) -> Profile {
+  let encoder = Encoder::new(trace, timing, dialect);
   let mut sample = Vec::with_capacity(trace.samples.len());
   encoder.each(trace, timing.start_ms, None, |s| sample.push(s));
   Profile {
@@ -562,15 +599,25 @@ impl LinePieces {
 
 /// The trace as a gzip'd pprof profile.
 pub fn encode_gzip(trace: &Trace, timing: &Timing) -> std::io::Result<Vec<u8>> {
-  encode_weighted_gzip(trace, timing, None)
+  encode_gzip_for(trace, timing, &Dialect::Plain, None)
 }
 
 /// The trace as a gzip'd pprof profile, each sample standing for its weight if given.
-/// Streamed: the samples go into the gzip stream one at a time (protobuf lets a repeated
-/// field's elements follow the rest), so memory holds the compressed output, not a
-/// decoded copy of every sample's stack.
 pub fn encode_weighted_gzip(trace: &Trace, timing: &Timing, weights: Option<&[Weight]>) -> std::io::Result<Vec<u8>> {
-  let encoder = Encoder::new(trace, timing);
+  encode_gzip_for(trace, timing, &Dialect::Plain, weights)
+}
+
+/// The trace as a gzip'd pprof profile in a backend's dialect, each sample standing for
+/// its weight if given. Streamed: the samples go into the gzip stream one at a time
+/// (protobuf lets a repeated field's elements follow the rest), so memory holds the
+/// compressed output, not a decoded copy of every sample's stack.
+pub fn encode_gzip_for(
+  trace: &Trace,
+  timing: &Timing,
+  dialect: &Dialect,
+  weights: Option<&[Weight]>,
+) -> std::io::Result<Vec<u8>> {
+  let encoder = Encoder::new(trace, timing, dialect);
   let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
   gz.write_all(&encoder.header.encode_to_vec())?;
   let mut buf = Vec::new();

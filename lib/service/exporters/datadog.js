@@ -1,24 +1,93 @@
 'use strict';
 // Datadog: the agent's profiling intake, `POST {url}/profiling/v1/input`, multipart with
-// `event.json` and the profile as `wall.pprof`.
+// `event.json` and the profile as `wall.pprof`, shaped as dd-trace's agent exporter shapes
+// them (packages/dd-trace/src/profiling/exporters/{agent,event_serializer}.js): the tags
+// Datadog files a profile under (service, env, version, runtime-id, profile_seq, ...), the
+// `info` block, `process_tags`, and `endpoint_counts` when a tracing integration counted
+// the requests. The pprof is in Datadog's dialect (src/formats/dialect.rs): `span id`,
+// `local root span id`, `trace endpoint`, thread labels and `end_timestamp_ns`.
 
+const os = require('node:os');
+const path = require('node:path');
+const crypto = require('node:crypto');
+const { isMainThread, threadId } = require('node:worker_threads');
+const { performance } = require('node:perf_hooks');
+const native = require('../../native');
 const { Uploader, send } = require('./uploader');
-const { identity } = require('./meta');
+const { ddTraceRuntimeId } = require('../../integrations/ddtrace');
+
+/** One id per process, as dd-trace's `runtime-id` (dd-trace's own when it is loaded). */
+const runtimeId = crypto.randomUUID();
+
+/** dd-trace's process tag value sanitizer (process-tags/index.js). */
+function sanitizeProcessTag(value) {
+  return String(value)
+    .toLowerCase()
+    .replace(/[^a-zA-Z0-9/_.-]+/g, '_');
+}
+
+/** `process_tags` as dd-trace builds them: the entry point, working directory and package name. */
+function processTags() {
+  const entry = require.main?.filename ?? process.argv[1] ?? '';
+  let pkgName;
+  try {
+    pkgName = require(path.join(process.cwd(), 'package.json')).name;
+  } catch {
+    pkgName = undefined;
+  }
+  const tags = [
+    ['entrypoint.basedir', entry ? path.basename(path.dirname(entry)) : undefined],
+    ['entrypoint.name', path.basename(entry, path.extname(entry)) || undefined],
+    ['entrypoint.type', 'script'],
+    ['entrypoint.workdir', path.basename(process.cwd()) || undefined],
+    ['package.json.name', pkgName || undefined],
+    ['svc.user', true],
+  ];
+  return tags
+    .filter(([, v]) => v !== undefined)
+    .map(([k, v]) => `${k}:${sanitizeProcessTag(v)}`)
+    .join(',');
+}
+
+/** A tag value as Datadog accepts it in `k:v,k:v`: no commas. */
+function tagValue(v) {
+  return String(v).replace(/,/g, '_');
+}
 
 function datadog(options, meta, auth) {
   const url = new URL('/profiling/v1/input', options.url).toString();
-  return new Uploader(
+  const threadName = isMainThread ? 'Main Event Loop' : `Worker #${threadId} Event Loop`;
+  const dialect = {
+    name: 'datadog',
+    threadName,
+    threadId: String(threadId),
+    osThreadId: String(native.threadId()),
+  };
+  const process_tags = processTags();
+  const startTime = new Date(performance.timeOrigin + (performance.nodeTiming?.nodeStart ?? 0)).toISOString();
+  let seq = 0;
+  const uploader = new Uploader(
     'datadog',
     async (profile, timeoutMs, signal) => {
       const tags = Object.entries({
-        service: meta.service,
-        runtime: 'nodejs',
         language: 'javascript',
+        runtime: 'nodejs',
+        runtime_arch: process.arch,
+        runtime_os: process.platform,
+        runtime_version: process.version,
+        process_id: process.pid,
         profiler_version: meta.profilerVersion,
+        format: 'pprof',
+        ...meta.tags,
+        service: meta.service,
+        ...(meta.env && { env: meta.env }),
+        ...(meta.version && { version: meta.version }),
         host: meta.host,
-        ...identity(meta),
+        'runtime-id': ddTraceRuntimeId() ?? runtimeId,
+        snapshot: profile.snapshot ?? 'periodic',
+        profile_seq: profile.seq,
       })
-        .map(([k, v]) => `${k}:${v}`)
+        .map(([k, v]) => `${k}:${tagValue(v)}`)
         .join(',');
       const event = {
         attachments: ['wall.pprof'],
@@ -27,6 +96,25 @@ function datadog(options, meta, auth) {
         family: 'node',
         version: '4',
         tags_profiler: tags,
+        ...(profile.endpointCounts && { endpoint_counts: profile.endpointCounts }),
+        info: {
+          application: { env: meta.env, service: meta.service, start_time: startTime, version: meta.version },
+          platform: { hostname: meta.host, kernel_name: os.type(), kernel_release: os.release(), kernel_version: os.version() },
+          profiler: {
+            activation: 'manual',
+            ssi: { mechanism: 'none' },
+            version: meta.profilerVersion,
+            name: 'selfprof',
+          },
+          runtime: {
+            available_processors: os.availableParallelism?.() ?? os.cpus().length,
+            engine: 'nodejs',
+            // As dd-trace reports it: UV_THREADPOOL_SIZE as libuv's atoi reads it, if set.
+            ...(process.env.UV_THREADPOOL_SIZE !== undefined && { libuv_threadpool_size: Number.parseInt(process.env.UV_THREADPOOL_SIZE, 10) || 0 }),
+            version: process.version.slice(1),
+          },
+        },
+        process_tags,
       };
       const form = new FormData();
       form.append('event', new Blob([JSON.stringify(event)], { type: 'application/json' }), 'event.json');
@@ -38,6 +126,11 @@ function datadog(options, meta, auth) {
     options,
     auth.secrets,
   );
+  // profile_seq counts this exporter's profiles from 0, one per period (sent or not).
+  const push = uploader.push.bind(uploader);
+  uploader.push = (profile) => push({ ...profile, seq: seq++ });
+  uploader.dialect = () => dialect;
+  return uploader;
 }
 
-module.exports = { datadog };
+module.exports = { datadog, runtimeId, sanitizeProcessTag };

@@ -1,14 +1,24 @@
 'use strict';
 // Exporters: where service mode ships each period's profile, one module per backend
-// (datadog.js, pyroscope.js, file.js) over the shared upload machinery (uploader.js).
-// This module validates an exporter's options and creates it.
+// (datadog.js, pyroscope.js, otlp.js, file.js) over the shared upload machinery
+// (uploader.js). This module validates an exporter's options and creates it. An exporter
+// may have `dialect()`: what it wants encoded from the trace (src/formats/dialect.rs);
+// without it, it gets the plain pprof.
 
 const { MAX_TIMER_MS, redact } = require('./uploader');
 const { datadog } = require('./datadog');
 const { pyroscope } = require('./pyroscope');
 const { file } = require('./file');
+const { otlp } = require('./otlp');
+const { datadogAgentUrl, otlpProfilesUrl } = require('./env');
 
-const TYPES = { datadog, pyroscope, file };
+const TYPES = { datadog, pyroscope, otlp, file };
+
+/** Where an exporter without a url sends: the backend's conventional variables. */
+const DEFAULT_URL = {
+  datadog: (env) => datadogAgentUrl(env),
+  otlp: (env) => otlpProfilesUrl(env),
+};
 
 /** Numeric options: [min, max, whole number?]. Beyond them a timer would overflow. */
 const NUMBERS = {
@@ -39,7 +49,7 @@ function splitCredentials(options) {
 }
 
 /** Validates exporter options and creates its uploader. */
-function createExporter(options, meta) {
+function createExporter(options, meta, env = process.env) {
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`start: each exporter must be an object like { type: 'datadog', url: 'http://localhost:8126' }`);
   }
@@ -67,6 +77,10 @@ function createExporter(options, meta) {
     if (options.trace !== undefined && typeof options.trace !== 'boolean') throw new TypeError('start: the file exporter\'s trace must be a boolean');
     return make(options, meta);
   }
+  if (options.url === undefined) {
+    if (!DEFAULT_URL[options.type]) throw new TypeError(`start: the ${options.type} exporter needs a url`);
+    options = { ...options, url: DEFAULT_URL[options.type](env) };
+  }
   try {
     const u = new URL(options.url);
     if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error();
@@ -74,7 +88,7 @@ function createExporter(options, meta) {
     throw new TypeError(`start: the ${options.type} exporter needs an http(s) url, got ${JSON.stringify(redact(String(options.url)))}`);
   }
   const { url, auth } = splitCredentials(options);
-  return make({ ...options, url }, meta, auth);
+  return make({ ...options, url }, meta, auth, env);
 }
 
 module.exports = { createExporter };

@@ -7,6 +7,7 @@
 // no message carries a credential.
 
 const { warnOnce } = require('../../log');
+const { untraced } = require('../../integrations/ddtrace');
 
 /** setTimeout's largest delay (ms); more overflows to 1 ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -69,7 +70,7 @@ async function send(url, init, timeoutMs, signal) {
   const both = signal ? AbortSignal.any([timeout, signal]) : timeout;
   let res;
   try {
-    res = await fetch(url, { ...init, signal: both });
+    res = await untraced(() => fetch(url, { ...init, signal: both }));
   } catch (err) {
     if (signal?.aborted) throw new Error(`upload to ${redact(url)} was abandoned at shutdown`);
     const kind = timeout.aborted ? 'timed out' : `failed (${err.cause?.code ?? err.message})`;

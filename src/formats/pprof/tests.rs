@@ -190,3 +190,56 @@ fn join_counts_travel_as_a_comment_and_read_back() {
   assert_eq!(parse_metadata_comment("selfprof: matchedSamples=x"), None);
   assert_eq!(parse_metadata_comment("made by another tool"), None);
 }
+
+#[test]
+fn dialects_rename_labels_and_add_per_sample_ones() {
+  let datadog = Dialect::Datadog {
+    thread_name: "Main Event Loop".into(),
+    thread_id: "0".into(),
+    os_thread_id: "42".into(),
+  };
+  let p = profile_for(&trace(), &TIMING, &datadog);
+  let s = |i: i64| p.string_table[i as usize].as_str();
+  assert_eq!(s(p.sample_type[0].r#type), "sample");
+  // Every sample: three thread labels and its end time (Unix ns) as a number.
+  for (sample, t) in p.sample.iter().zip(&trace().samples) {
+    let end = sample.label.iter().find(|l| s(l.key) == "end_timestamp_ns").unwrap();
+    assert_eq!(end.num, 1_700_000_000_000_250_000 + (t.timestamp * 1e6) as i64);
+    assert_eq!(s(end.num_unit), "nanoseconds");
+    let thread: Vec<_> = sample
+      .label
+      .iter()
+      .filter(|l| s(l.key).starts_with("thread") || s(l.key) == "os thread id")
+      .map(|l| s(l.str))
+      .collect();
+    assert_eq!(thread, vec!["Main Event Loop", "0", "42"]);
+  }
+  let first = &p.sample[0].label;
+  let get = |k: &str| first.iter().find(|l| s(l.key) == k).cloned();
+  assert_eq!(
+    get("trace endpoint").map(|l| s(l.str).to_owned()),
+    Some("GET /a".into())
+  );
+  assert_eq!(get("span id").map(|l| l.num), Some(255));
+  assert_eq!(get("local root span id").map(|l| l.num), Some(255));
+  assert!(get("endpoint").is_none() && get("span_id").is_none());
+
+  let pyroscope = Dialect::Pyroscope {
+    series_labels: vec!["endpoint".into()],
+  };
+  let p = profile_for(&trace(), &TIMING, &pyroscope);
+  let s = |i: i64| p.string_table[i as usize].as_str();
+  let types: Vec<_> = p
+    .sample_type
+    .iter()
+    .map(|v| format!("{}/{}", s(v.r#type), s(v.unit)))
+    .collect();
+  assert_eq!(types, vec!["samples/count", "wall/nanoseconds", "cpu/nanoseconds"]);
+  let keys: Vec<_> = p.sample[0].label.iter().map(|l| s(l.key)).collect();
+  assert_eq!(keys, vec!["endpoint", "span_id"]);
+  // The plain encoding is unchanged by the dialect machinery.
+  assert_eq!(
+    profile_for(&trace(), &TIMING, &Dialect::Plain),
+    profile(&trace(), &TIMING)
+  );
+}

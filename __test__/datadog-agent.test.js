@@ -1,0 +1,163 @@
+'use strict';
+// Datadog: selfprof and dd-trace upload from the same traced HTTP service to Datadog's test
+// agent (ddapm-test-agent, started here on loopback); both uploads are read back through
+// the agent's HTTP API (/test/session/requests) and compared: event fields, tags, pprof
+// label keys and kinds. The spans dd-trace sent from selfprof's run (/test/session/traces)
+// check the join Datadog makes (Code Hotspots): each sample's `local root span id` is a
+// root span's id, its `trace endpoint` that span's resource.
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const zlib = require('node:zlib');
+const { findTool, missing, startTestAgent, runNode, formOf } = require('./tools');
+const { decodePprof } = require('./helpers');
+
+/** A pprof as gzip: dd-trace compresses with zstd where Node has it (Node 24). */
+function gzipped(buf) {
+  if (buf[0] === 0x28 && buf[1] === 0xb5 && buf[2] === 0x2f && buf[3] === 0xfd) return zlib.gzipSync(zlib.zstdDecompressSync(buf));
+  return buf;
+}
+
+/** Uploads of /profiling/v1/input as { headers, event, pprof }. */
+async function uploads(agent) {
+  const out = [];
+  for (const r of (await agent.requests()).filter((x) => x.path === '/profiling/v1/input')) {
+    const form = await formOf(r.body, r.headers['Content-Type']);
+    out.push({
+      headers: r.headers,
+      fields: [...form.keys()],
+      event: JSON.parse(await form.get('event').text()),
+      pprof: decodePprof(gzipped(Buffer.from(await form.get('wall.pprof').arrayBuffer()))),
+    });
+  }
+  return out.sort((a, b) => Date.parse(a.event.start) - Date.parse(b.event.start));
+}
+
+/** Tags of `k:v,k:v` as an object. */
+const tagsOf = (text) => Object.fromEntries(text.split(',').map((kv) => [kv.slice(0, kv.indexOf(':')), kv.slice(kv.indexOf(':') + 1)]));
+
+/** Label key -> 'str' | 'num' over the samples that carry a span id. */
+function labelKinds(pprof) {
+  const kinds = {};
+  for (const s of pprof.p.sample) {
+    const keys = s.label.map((l) => pprof.str(l.key));
+    if (!keys.includes('span id')) continue;
+    for (const l of s.label) kinds[pprof.str(l.key)] = Number(l.str) !== 0 ? 'str' : 'num';
+  }
+  return kinds;
+}
+
+/** The agent's traces, ids kept exact (they pass 2^53). */
+async function spansOf(agent) {
+  const text = await (await fetch(`${agent.url}/test/session/traces`)).text();
+  return JSON.parse(text.replace(/"(trace_id|span_id|parent_id)":\s*(\d+)/g, '"$1":"$2"')).flat();
+}
+
+test('Datadog agent: selfprof uploads what dd-trace uploads, and its span ids join the traces', async (t) => {
+  const binary = findTool('ddagent', 'ddapm-test-agent');
+  if (!binary && missing(t, 'ddapm-test-agent')) return;
+  const agent = await startTestAgent(binary);
+  t.after(() => agent.stop());
+  const port = new URL(agent.url).port;
+  const identity = { DD_SERVICE: 'ddapp', DD_ENV: 'test', DD_VERSION: '1.0.0', DD_TAGS: 'team:payments', DD_PROFILING_UPLOAD_PERIOD: '1', DD_APP_MS: '2500' };
+
+  // The reference: dd-trace's own profiler.
+  const ref = await runNode(`require('./__test__/fixtures/dd-app.js')`, {
+    ...identity,
+    DD_APP_MODE: 'dd-trace',
+    DD_TRACE_AGENT_URL: agent.url,
+    DD_PROFILING_PROFILERS: 'wall',
+  });
+  assert.equal(ref.code, 0, ref.stderr);
+  const theirs = await uploads(agent);
+  assert.ok(theirs.length >= 2, `dd-trace uploaded ${theirs.length} profiles`);
+  await agent.clear();
+
+  // selfprof, configured only by the environment: SELFPROF_EXPORTER=datadog without a URL
+  // finds the agent from DD_AGENT_HOST + DD_TRACE_AGENT_PORT, as dd-trace does.
+  const run = await runNode(`require('./__test__/fixtures/dd-app.js')`, {
+    ...identity,
+    DD_APP_MODE: 'selfprof',
+    SELFPROF_EXPORTER: 'datadog',
+    DD_AGENT_HOST: '127.0.0.1',
+    DD_TRACE_AGENT_PORT: port,
+  });
+  assert.equal(run.code, 0, run.stderr);
+  assert.doesNotMatch(run.stderr, /selfprof/, 'no selfprof warning');
+  const { requests } = JSON.parse(run.stdout);
+  const ours = await uploads(agent);
+  const spans = await spansOf(agent);
+  assert.ok(ours.length >= 2, `selfprof uploaded ${ours.length} profiles`);
+
+  // Event fields: everything dd-trace sends (dd-trace adds events.pprof, an attachment of
+  // its other profiler, not a wall-profile field).
+  const refEvent = theirs[0].event;
+  for (const u of ours) {
+    assert.deepEqual(u.fields, ['event', 'wall.pprof']);
+    for (const key of Object.keys(refEvent)) assert.ok(key in u.event || key === 'endpoint_counts', `event.${key}`);
+    assert.deepEqual(Object.keys(u.event.info).sort(), Object.keys(refEvent.info).sort(), 'info sections');
+    assert.deepEqual(Object.keys(u.event.info.application).sort(), Object.keys(refEvent.info.application).sort());
+    for (const key of Object.keys(refEvent.info.runtime)) assert.ok(key in u.event.info.runtime, `info.runtime.${key}`);
+    for (const key of ['activation', 'ssi', 'version']) assert.ok(key in u.event.info.profiler, `info.profiler.${key}`);
+    // process_tags: dd-trace's keys, values sanitized as dd-trace's (lower case, [a-z0-9/_.-]).
+    const refKeys = refEvent.process_tags.split(',').map((kv) => kv.split(':')[0]);
+    for (const kv of u.event.process_tags.split(',')) {
+      const [k, v] = [kv.slice(0, kv.indexOf(':')), kv.slice(kv.indexOf(':') + 1)];
+      assert.ok(refKeys.includes(k), `process_tags ${k} is one of dd-trace's (${refKeys})`);
+      assert.match(v, /^[a-z0-9/_.-]+$/);
+    }
+    assert.match(u.event.process_tags, /entrypoint\.type:script/);
+    assert.equal(u.headers['DD-EVP-ORIGIN'], 'selfprof');
+  }
+  // Tags: dd-trace's keys (but its remote-config client id, which selfprof has none of).
+  const refTags = tagsOf(refEvent.tags_profiler);
+  const ourTags = ours.map((u) => tagsOf(u.event.tags_profiler));
+  for (const key of Object.keys(refTags)) {
+    if (key === '_dd.rc.client_id') continue;
+    assert.ok(key in ourTags[0], `tags_profiler ${key} (ours: ${ours[0].event.tags_profiler})`);
+  }
+  for (const key of ['service', 'env', 'version', 'team', 'language', 'runtime', 'format']) assert.equal(ourTags[0][key], refTags[key], key);
+  assert.deepEqual(ourTags.map((tg) => Number(tg.profile_seq)), ours.map((_, i) => i), 'profile_seq counts from 0');
+  assert.deepEqual(ourTags.map((tg) => tg.snapshot), ours.map((_, i) => (i === ours.length - 1 ? 'on_shutdown' : 'periodic')));
+  // runtime-id: dd-trace's own in that process, the one its spans carry.
+  const runtimeIds = new Set(spans.map((s) => s.meta?.['runtime-id']).filter(Boolean));
+  assert.equal(runtimeIds.size, 1);
+  for (const tg of ourTags) assert.equal(tg['runtime-id'], [...runtimeIds][0]);
+
+  // endpoint_counts: every request, by the endpoint dd-trace's own profiler names.
+  const counted = {};
+  for (const u of ours) for (const [k, n] of Object.entries(u.event.endpoint_counts ?? {})) counted[k] = (counted[k] ?? 0) + n;
+  const refKeys = new Set(theirs.flatMap((u) => Object.keys(u.event.endpoint_counts ?? {})));
+  assert.deepEqual(Object.keys(counted), [...refKeys], 'the same endpoint names');
+  assert.equal(Object.values(counted).reduce((a, b) => a + b, 0), requests, 'every request counted once');
+
+  // pprof: the label keys dd-trace writes, each as a string or a number as dd-trace's.
+  const refKinds = Object.assign({}, ...theirs.map((u) => labelKinds(u.pprof)));
+  const ourKinds = Object.assign({}, ...ours.map((u) => labelKinds(u.pprof)));
+  assert.deepEqual(ourKinds, refKinds);
+  for (const u of ours) {
+    const st = u.pprof.p.sampleType.map((v) => `${u.pprof.str(v.type)}/${u.pprof.str(v.unit)}`);
+    assert.deepEqual(st, theirs[0].pprof.p.sampleType.map((v) => `${theirs[0].pprof.str(v.type)}/${theirs[0].pprof.str(v.unit)}`));
+  }
+
+  // The join: each labeled sample's local root span is a request's server span (its
+  // parent is the client's span, remote: the service's local root).
+  const roots = new Map(spans.filter((s) => s.type === 'web').map((s) => [s.span_id, s]));
+  assert.ok(roots.size >= requests * 0.9, `${roots.size} server spans for ${requests} requests`);
+  let joined = 0;
+  for (const u of ours) {
+    for (const s of u.pprof.p.sample) {
+      if (!u.pprof.names(s).includes('ddAppHandler')) continue;
+      const root = u.pprof.numLabels(s)['local root span id'];
+      if (root === undefined) continue;
+      const span = roots.get(root);
+      assert.ok(span, `local root span id ${root} is a server span the agent received`);
+      assert.equal(u.pprof.labels(s)['trace endpoint'], span.resource);
+      assert.equal(u.pprof.numLabels(s)['span id'], root);
+      joined++;
+    }
+  }
+  assert.ok(joined >= 20, `${joined} samples of the handler joined to their request's span`);
+  // selfprof's uploads are not traced as the app's outgoing requests.
+  assert.equal(spans.filter((s) => String(s.meta?.['http.url'] ?? '').includes('/profiling/v1/input')).length, 0);
+  t.diagnostic(`dd-trace: ${theirs.length} uploads; selfprof: ${ours.length} uploads, ${requests} requests, ${joined} handler samples joined to root spans`);
+});

@@ -1,0 +1,64 @@
+'use strict';
+// The backends' conventional variables, parsed as their own clients parse them.
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const zlib = require('node:zlib');
+const { fromEnv } = require('../lib/service');
+const { parseDdTags, datadogAgentUrl, parseOtelList, otlpProfilesUrl } = require('../lib/service/exporters/env');
+const { start, withLabels } = require('..');
+const { spin } = require('./helpers');
+
+test('DD_*: agent URL precedence, DD_TAGS as dd-trace parses it, SELFPROF_* first', () => {
+  assert.equal(datadogAgentUrl({}), 'http://127.0.0.1:8126/');
+  assert.equal(datadogAgentUrl({ DD_AGENT_HOST: 'agent', DD_TRACE_AGENT_PORT: '9126' }), 'http://agent:9126/');
+  assert.equal(datadogAgentUrl({ DD_AGENT_HOST: '::1' }), 'http://[::1]:8126/');
+  assert.equal(datadogAgentUrl({ DD_TRACE_AGENT_URL: 'http://u:8000', DD_AGENT_HOST: 'agent', DD_TRACE_AGENT_PORT: '1' }), 'http://u:8000/');
+  assert.equal(datadogAgentUrl({ DD_TRACE_AGENT_HOSTNAME: 'alias' }), 'http://alias:8126/');
+  assert.throws(() => datadogAgentUrl({ DD_TRACE_AGENT_PORT: '70000' }), /DD_TRACE_AGENT_PORT must be a port number/);
+  assert.deepEqual(parseDdTags('team:payments, region:eu ,bare,:x'), { team: 'payments', region: 'eu', bare: '' });
+  assert.deepEqual(parseDdTags('team:payments region:eu'), { team: 'payments', region: 'eu' }, 'spaces separate when there is no comma');
+  assert.deepEqual(parseDdTags('url:http://x:1'), { url: 'http://x:1' }, 'the first colon splits');
+
+  const o = fromEnv({ DD_SERVICE: 'dd', DD_ENV: 'prod', DD_VERSION: '2', DD_TAGS: 'team:a,env:ignored', DD_PROFILING_UPLOAD_PERIOD: '30' });
+  assert.deepEqual(o, { service: 'dd', env: 'prod', version: '2', tags: { team: 'a' }, period: 30_000 });
+  assert.equal(fromEnv({ SELFPROF_SERVICE: 'own', DD_SERVICE: 'dd' }).service, 'own');
+  assert.equal(fromEnv({ DD_SERVICE_NAME: 'alias' }).service, 'alias');
+  assert.equal(fromEnv({ OTEL_SERVICE_NAME: 'otel' }).service, 'otel');
+  assert.equal(fromEnv({ DD_TAGS: 'service:from-tags' }).service, 'from-tags');
+  assert.equal(fromEnv({ SELFPROF_PERIOD_MS: '500', DD_PROFILING_UPLOAD_PERIOD: '30' }).period, 500);
+  assert.deepEqual(fromEnv({ SELFPROF_TAGS: 'team:b', DD_TAGS: 'team:a,zone:z' }).tags, { team: 'b', zone: 'z' });
+  assert.deepEqual(fromEnv({ SELFPROF_PYROSCOPE_SERIES_LABELS: 'endpoint, tenant' }).pyroscope, { seriesLabels: ['endpoint', 'tenant'] });
+  assert.deepEqual(fromEnv({ SELFPROF_EXPORTER: 'datadog' }).exporters, [{ type: 'datadog' }]);
+});
+
+test('OTEL_*: lists percent-decoded, endpoints, secrets kept out of errors', () => {
+  assert.deepEqual(parseOtelList(' a=1 , b=x%3Dy ,, c = two words ', 'V'), [['a', '1'], ['b', 'x=y'], ['c', 'two words']]);
+  assert.throws(() => parseOtelList('k=SECRET1,SECRET2', 'OTEL_EXPORTER_OTLP_HEADERS', { secret: true }), (e) => /entry 2 must be key=value$/.test(e.message) && !/SECRET/.test(e.message));
+  assert.equal(otlpProfilesUrl({}), 'http://localhost:4318/v1development/profiles');
+  assert.equal(otlpProfilesUrl({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' }), 'http://c:4318/v1development/profiles');
+  assert.equal(otlpProfilesUrl({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318/base/' }), 'http://c:4318/base/v1development/profiles');
+  assert.equal(otlpProfilesUrl({ OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT: 'http://p:1/custom', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' }), 'http://p:1/custom', 'as-is');
+});
+
+test('OTLP compression gzip: content-encoding set, body gunzips', async () => {
+  const bodies = [];
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      bodies.push({ headers: req.headers, body: Buffer.concat(chunks) });
+      res.end();
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const session = start({ period: 200, exporters: [{ type: 'otlp', url: `http://127.0.0.1:${server.address().port}/v1development/profiles`, compression: 'gzip' }] });
+  withLabels({ endpoint: 'GET /z' }, () => spin(250));
+  await session.stop();
+  await new Promise((r) => server.close(r));
+  assert.ok(bodies.length >= 1);
+  for (const b of bodies) {
+    assert.equal(b.headers['content-encoding'], 'gzip');
+    assert.ok(zlib.gunzipSync(b.body).length > 0);
+  }
+});

@@ -1,0 +1,167 @@
+'use strict';
+// OTLP profiles: selfprof's uploads (to a loopback receiver) decoded by an independent
+// decoder, the opentelemetry-proto Python package (1.45.2, proto v1.10 profiles/
+// v1development: the same descriptors the Rust crate is generated from), and compared
+// sample by sample with the trace of the same recording (the file exporter's trace: true
+// writes it beside): stacks, timestamps, wall time, labels as attributes, ids as links.
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const zlib = require('node:zlib');
+const { spawnSync } = require('node:child_process');
+const { setTimeout: sleep } = require('node:timers/promises');
+const { start, withLabels } = require('..');
+const { spin, stackFrames } = require('./helpers');
+const { findTool, missing } = require('./tools');
+
+async function receiver() {
+  const requests = [];
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      requests.push({ url: req.url, headers: req.headers, body: Buffer.concat(chunks) });
+      res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${server.address().port}`, requests, close: () => new Promise((r) => server.close(r)) };
+}
+
+function decode(python, bodies) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-otlp-'));
+  const files = bodies.map((b, i) => {
+    const f = path.join(dir, `${i}.pb`);
+    fs.writeFileSync(f, b);
+    return f;
+  });
+  const r = spawnSync(python, [path.join(__dirname, 'otlp_decode.py'), ...files], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  fs.rmSync(dir, { recursive: true });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+function otlpWork(ms) {
+  return spin(ms);
+}
+
+/** Env variables set for one block, restored after. */
+async function withEnv(vars, fn) {
+  const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
+  Object.assign(process.env, vars);
+  try {
+    return await fn();
+  } finally {
+    for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+}
+
+test('OTLP: samples, stacks, attributes and links equal the trace of the same recording', async (t) => {
+  const python = findTool('otlp', 'python');
+  const check = python && spawnSync(python, ['-c', 'import opentelemetry.proto.profiles.v1development.profiles_pb2 as p; assert "stack_index" in p.Sample.DESCRIPTOR.fields_by_name'], { encoding: 'utf8' });
+  if ((!check || check.status !== 0) && missing(t, 'python with opentelemetry-proto >= 1.43 (profiles v1development, proto v1.10)')) return;
+  const rx = await receiver();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-otlp-trace-'));
+  const session = await withEnv(
+    {
+      OTEL_EXPORTER_OTLP_ENDPOINT: `${rx.url}/otlp/`,
+      OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=s3cr%20et,x-tenant = team-a ',
+      OTEL_SERVICE_NAME: 'checkout',
+      OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=prod,k8s.pod.name=pod%2C1,service.name=ignored',
+    },
+    () =>
+      start({
+        period: 400,
+        exporters: [{ type: 'otlp' }, { type: 'file', dir, trace: true }],
+      }),
+  );
+  const end = performance.now() + 900;
+  for (let i = 0; performance.now() < end; i++) {
+    const labels = { endpoint: i % 2 ? 'POST /pay' : 'GET /cart', tenant: 'acme,inc}=' };
+    if (i % 3) Object.assign(labels, { trace_id: (0x4bf9n + BigInt(i)).toString(16).padStart(32, '0'), span_id: (0xa0n + BigInt(i)).toString(16).padStart(16, '0') });
+    await withLabels(labels, async () => {
+      otlpWork(5);
+      await sleep(1);
+    });
+  }
+  await session.stop();
+  await rx.close();
+
+  assert.ok(rx.requests.length >= 2, `${rx.requests.length} uploads`);
+  for (const r of rx.requests) {
+    assert.equal(r.url, '/otlp/v1development/profiles');
+    assert.equal(r.headers['content-type'], 'application/x-protobuf');
+    assert.equal(r.headers['x-api-key'], 's3cr et', 'header values are percent-decoded');
+    assert.equal(r.headers['x-tenant'], 'team-a');
+  }
+  const decoded = decode(python, rx.requests.map((r) => r.body));
+  const traces = fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.trace.json.gz'))
+    .sort()
+    .map((f) => JSON.parse(zlib.gunzipSync(fs.readFileSync(path.join(dir, f)))));
+  fs.rmSync(dir, { recursive: true });
+  assert.equal(traces.length, decoded.length, 'one trace per upload');
+  let linked = 0;
+  let compared = 0;
+  decoded.forEach((req, n) => {
+    assert.deepEqual(Object.values(req.zero), Object.values(req.zero).map(() => true), `every table starts with its zero value: ${JSON.stringify(req.zero)}`);
+    const [res] = req.resources;
+    assert.equal(res.attributes['service.name'], 'checkout', 'OTEL_SERVICE_NAME wins over OTEL_RESOURCE_ATTRIBUTES');
+    assert.equal(res.attributes['deployment.environment.name'], 'prod');
+    assert.equal(res.attributes['k8s.pod.name'], 'pod,1');
+    assert.equal(res.attributes['process.runtime.name'], 'nodejs');
+    const [scope] = res.scopes;
+    assert.equal(scope.name, 'selfprof');
+    const [wall, cpu] = scope.profiles;
+    assert.deepEqual(wall.sample_type, ['wall', 'nanoseconds']);
+    assert.deepEqual(cpu.sample_type, ['cpu', 'nanoseconds']);
+    assert.match(wall.profile_id, /^[0-9a-f]{32}$/);
+    const trace = traces[n];
+    assert.equal(wall.samples.length, trace.samples.length, 'one OTLP sample per trace sample');
+    const t0 = BigInt(wall.time_unix_nano);
+    wall.samples.forEach((s, i) => {
+      const ts = trace.samples[i];
+      // Timestamps: the trace's ms since the time origin; the profile's start is the origin + its first ms.
+      const frames = stackFrames(trace, ts).map((f) => ({
+        name: f.name || '(anonymous)',
+        file: f.resourceId === undefined ? '' : trace.resources[f.resourceId],
+        line: f.line ?? 0,
+        column: f.column ?? 0,
+      }));
+      const pseudo = { idle: '(idle)', gc: '(garbage collector)', other: '(program)' }[ts.marker];
+      const expected = pseudo ? [{ name: pseudo, file: '', line: 0, column: 0 }, ...frames] : frames.length ? frames : [{ name: '(root)', file: '', line: 0, column: 0 }];
+      assert.deepEqual(s.stack, expected, `sample ${i}'s stack`);
+      const labels = ts.contextId === undefined ? {} : trace.contexts[ts.contextId].labels;
+      const { trace_id: traceId, span_id: spanId, ...rest } = labels;
+      if (traceId && spanId) {
+        assert.deepEqual(s.link, { trace_id: traceId, span_id: spanId });
+        assert.deepEqual(s.attributes, rest);
+        linked++;
+      } else {
+        assert.equal(s.link, null);
+        assert.deepEqual(s.attributes, labels);
+      }
+      assert.equal(s.timestamps.length, 1);
+      compared++;
+      if (i > 0) {
+        // Same times as the trace's: gaps between samples, and wall time = the gap.
+        const gapNs = Number(BigInt(s.timestamps[0]) - BigInt(wall.samples[i - 1].timestamps[0]));
+        const traceGapNs = (ts.timestamp - trace.samples[i - 1].timestamp) * 1e6;
+        assert.ok(Math.abs(gapNs - traceGapNs) <= 2, `sample ${i}: gap ${gapNs} ns vs the trace's ${traceGapNs}`);
+        assert.ok(Math.abs(Number(s.values[0]) - traceGapNs) <= 2, `sample ${i}: wall ${s.values[0]} ns`);
+      }
+      assert.ok(BigInt(s.timestamps[0]) >= t0 - 1000n);
+    });
+    const wallNs = wall.samples.reduce((a, s) => a + Number(s.values[0]), 0);
+    const durationNs = Number(wall.duration_nano);
+    assert.ok(Math.abs(wallNs - durationNs) <= 0.1 * durationNs + 30e6, `wall ${wallNs} ns adds up to the duration ${durationNs} ns`);
+    assert.equal(cpu.samples.length, trace.samples.filter((s) => s.cpuTime !== undefined).length);
+  });
+  assert.ok(linked > 0, 'samples with trace and span ids carry a link');
+  t.diagnostic(`${decoded.length} uploads, ${compared} samples compared, ${linked} linked; sizes ${rx.requests.map((r) => r.body.length).join(', ')} bytes`);
+});

@@ -1,0 +1,106 @@
+'use strict';
+// The external tools the backend tests read uploads back with (installed by
+// scripts/test-tools.sh into .venv/, which .ci/run runs): Datadog's test agent and a
+// Python with the opentelemetry-proto package. A missing tool makes its test skip, saying
+// so; under CI (CI=true) a missing tool is a failure instead, so CI never skips silently.
+const fs = require('node:fs');
+const net = require('node:net');
+const path = require('node:path');
+const { spawn, spawnSync } = require('node:child_process');
+const { setTimeout: sleep } = require('node:timers/promises');
+
+const root = path.join(__dirname, '..');
+
+function findTool(venv, name) {
+  const local = path.join(root, '.venv', venv, 'bin', name);
+  if (fs.existsSync(local)) return local;
+  const r = spawnSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' });
+  return r.status === 0 ? r.stdout.trim() : null;
+}
+
+/** `t.skip(why)` locally; a thrown error under CI. Returns true if the test must stop. */
+function missing(t, what) {
+  const why = `${what} not found: run scripts/test-tools.sh`;
+  if (process.env.CI) throw new Error(`${why} (CI must not skip this test)`);
+  t.skip(why);
+  return true;
+}
+
+/** A free loopback TCP port. */
+async function freePort() {
+  const srv = net.createServer();
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  const { port } = srv.address();
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+/**
+ * Starts ddapm-test-agent on free loopback ports. Returns { url, requests(), traces(), stop() }:
+ * `requests()` reads back what it stored (/test/session/requests), bodies as Buffers.
+ */
+async function startTestAgent(binary) {
+  const [port, otlpHttp, otlpGrpc] = [await freePort(), await freePort(), await freePort()];
+  const child = spawn(
+    binary,
+    ['--port', String(port), '--host', '127.0.0.1', '--otlp-http-port', String(otlpHttp), '--otlp-grpc-port', String(otlpGrpc)],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, LOG_LEVEL: 'WARNING' } },
+  );
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      const res = await fetch(`${url}/test/session/requests`);
+      if (res.ok) break;
+    } catch {
+      // not up yet
+    }
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill();
+      throw new Error(`ddapm-test-agent did not start: ${stderr}`);
+    }
+    await sleep(200);
+  }
+  return {
+    url,
+    async requests() {
+      const list = await (await fetch(`${url}/test/session/requests`)).json();
+      return list.reverse().map((r) => ({ ...r, body: Buffer.from(r.body, 'base64'), path: new URL(r.url).pathname }));
+    },
+    async traces() {
+      return (await fetch(`${url}/test/session/traces`)).json();
+    },
+    async clear() {
+      await fetch(`${url}/test/session/clear`);
+    },
+    stop() {
+      child.kill();
+      return new Promise((r) => (child.exitCode !== null ? r() : child.once('exit', r)));
+    },
+  };
+}
+
+/** Runs `node -e script` with `env`; resolves to { code, signal, stdout, stderr }. */
+function runNode(script, env, { cwd = root, timeoutMs = 60_000 } = {}) {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, ['-e', script], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => (stdout += d));
+    p.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
+    p.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+/** A multipart body read as FormData. */
+function formOf(body, contentType) {
+  return new Response(body, { headers: { 'content-type': contentType } }).formData();
+}
+
+module.exports = { root, findTool, missing, freePort, startTestAgent, runNode, formOf };

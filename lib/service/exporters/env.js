@@ -1,0 +1,105 @@
+'use strict';
+// The conventional environment variables of each backend, parsed as that backend's own
+// clients parse them. A bad value is one error naming the variable; a value that may be a
+// secret (OTLP headers) is never repeated in a message.
+
+/** dd-trace's DD_TAGS: `k:v,k2:v2`, or space-separated when there is no comma (config/parsers.js, tagger.js). */
+function parseDdTags(raw) {
+  const out = {};
+  if (!raw) return out;
+  const text = raw.includes(',') ? raw : raw.replace(/\s+/g, ',');
+  for (const item of text.split(',')) {
+    const i = item.indexOf(':');
+    const key = (i < 0 ? item : item.slice(0, i)).trim();
+    if (key === '') continue;
+    out[key] = i < 0 ? '' : item.slice(i + 1).trim();
+  }
+  return out;
+}
+
+/**
+ * The Datadog agent's URL as dd-trace finds it: DD_TRACE_AGENT_URL (alias DD_TRACE_URL),
+ * else http://DD_AGENT_HOST (alias DD_TRACE_AGENT_HOSTNAME, default 127.0.0.1) :
+ * DD_TRACE_AGENT_PORT (default 8126).
+ */
+function datadogAgentUrl(env) {
+  const named = ['DD_TRACE_AGENT_URL', 'DD_TRACE_URL'].find((n) => env[n]);
+  if (named) {
+    let u;
+    try {
+      u = new URL(env[named]);
+    } catch {
+      throw new TypeError(`start: ${named} must be an http(s) URL`);
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') {
+      throw new TypeError(`start: ${named} must be an http(s) URL (selfprof does not upload over ${u.protocol} sockets)`);
+    }
+    return u.toString();
+  }
+  const host = (env.DD_AGENT_HOST || env.DD_TRACE_AGENT_HOSTNAME || '127.0.0.1').trim();
+  let port = 8126;
+  if (env.DD_TRACE_AGENT_PORT !== undefined && env.DD_TRACE_AGENT_PORT.trim() !== '') {
+    const text = env.DD_TRACE_AGENT_PORT.trim();
+    port = Number(text);
+    if (!/^\d+$/.test(text) || port < 1 || port > 65535) {
+      throw new TypeError(`start: DD_TRACE_AGENT_PORT must be a port number from 1 to 65535, got ${JSON.stringify(env.DD_TRACE_AGENT_PORT)}`);
+    }
+  }
+  const hostPart = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+  try {
+    return new URL(`http://${hostPart}:${port}`).toString();
+  } catch {
+    throw new TypeError(`start: DD_AGENT_HOST must be a host name or address, got ${JSON.stringify(host)}`);
+  }
+}
+
+/**
+ * OpenTelemetry's `key=value,key2=value2` lists (OTEL_RESOURCE_ATTRIBUTES,
+ * OTEL_EXPORTER_OTLP_HEADERS): W3C-baggage-like, values percent-decoded, surrounding
+ * spaces trimmed. `secret`: the values must not appear in an error.
+ */
+function parseOtelList(raw, name, { secret = false } = {}) {
+  const out = [];
+  if (raw === undefined || raw.trim() === '') return out;
+  const entries = raw.split(',');
+  entries.forEach((entry, i) => {
+    if (entry.trim() === '') return;
+    const eq = entry.indexOf('=');
+    const where = `${name} entry ${i + 1}`;
+    if (eq <= 0 || entry.slice(0, eq).trim() === '') {
+      throw new TypeError(`start: ${where} must be key=value${secret ? '' : `, got ${JSON.stringify(entry)}`}`);
+    }
+    const decode = (s) => {
+      try {
+        return decodeURIComponent(s.trim());
+      } catch {
+        throw new TypeError(`start: ${where} is not valid percent-encoding${secret ? '' : `: ${JSON.stringify(entry)}`}`);
+      }
+    };
+    out.push([decode(entry.slice(0, eq)), decode(entry.slice(eq + 1))]);
+  });
+  return out;
+}
+
+/** The OTLP profiles endpoint: the signal's own variable as-is, else the base one + /v1development/profiles. */
+function otlpProfilesUrl(env) {
+  if (env.OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT) {
+    checkUrl(env.OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT, 'OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT');
+    return env.OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT.trim();
+  }
+  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT ? checkUrl(env.OTEL_EXPORTER_OTLP_ENDPOINT, 'OTEL_EXPORTER_OTLP_ENDPOINT') : 'http://localhost:4318/';
+  return `${base.replace(/\/+$/, '')}/v1development/profiles`;
+}
+
+function checkUrl(text, name) {
+  let u;
+  try {
+    u = new URL(text);
+  } catch {
+    throw new TypeError(`start: ${name} must be an http(s) URL`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new TypeError(`start: ${name} must be an http(s) URL`);
+  return u.toString();
+}
+
+module.exports = { parseDdTags, datadogAgentUrl, parseOtelList, otlpProfilesUrl };

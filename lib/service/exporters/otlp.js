@@ -1,0 +1,101 @@
+'use strict';
+// OTLP profiles: `POST <endpoint>` (OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT as-is, else
+// OTEL_EXPORTER_OTLP_ENDPOINT + /v1development/profiles, else
+// http://localhost:4318/v1development/profiles) with an `ExportProfilesServiceRequest`
+// (opentelemetry-proto profiles/v1development, encoded in Rust: src/formats/otlp.rs) as
+// `application/x-protobuf`, gzip'd when asked for. Headers from `headers` or
+// OTEL_EXPORTER_OTLP_PROFILES_HEADERS / OTEL_EXPORTER_OTLP_HEADERS; the resource from the
+// service's identity, OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES. Header values are
+// secrets: they never reach a message.
+
+const os = require('node:os');
+const zlib = require('node:zlib');
+const crypto = require('node:crypto');
+const { promisify } = require('node:util');
+const { Uploader, send } = require('./uploader');
+const { parseOtelList } = require('./env');
+
+const gzip = promisify(zlib.gzip);
+
+/** Resource attributes: service.name first, then the environment's, then selfprof's defaults. */
+function resourceOf(meta, env) {
+  const fromEnv = parseOtelList(env.OTEL_RESOURCE_ATTRIBUTES, 'OTEL_RESOURCE_ATTRIBUTES');
+  const attrs = new Map([['service.name', meta.service]]);
+  for (const [k, v] of fromEnv) if (k !== 'service.name') attrs.set(k, v);
+  const defaults = {
+    ...(meta.env && { 'deployment.environment.name': meta.env }),
+    ...(meta.version && { 'service.version': meta.version }),
+    ...meta.tags,
+    'host.name': meta.host,
+    'process.pid': String(process.pid),
+    'process.runtime.name': 'nodejs',
+    'process.runtime.version': process.versions.node,
+    'telemetry.sdk.name': 'selfprof',
+    'telemetry.sdk.language': 'nodejs',
+    'telemetry.sdk.version': meta.profilerVersion,
+  };
+  for (const [k, v] of Object.entries(defaults)) if (!attrs.has(k)) attrs.set(k, String(v));
+  return [...attrs];
+}
+
+/** Headers: the exporter's own, else the environment's (the profiles variable wins whole). */
+function headersOf(options, env) {
+  if (options.headers !== undefined) {
+    if (options.headers === null || typeof options.headers !== 'object' || Array.isArray(options.headers)) {
+      throw new TypeError('start: the otlp exporter\'s headers must be an object of strings');
+    }
+    for (const [k, v] of Object.entries(options.headers)) {
+      if (typeof v !== 'string') throw new TypeError(`start: the otlp exporter's header ${JSON.stringify(k)} must be a string`);
+    }
+    return { ...options.headers };
+  }
+  const name = env.OTEL_EXPORTER_OTLP_PROFILES_HEADERS !== undefined ? 'OTEL_EXPORTER_OTLP_PROFILES_HEADERS' : 'OTEL_EXPORTER_OTLP_HEADERS';
+  return Object.fromEntries(parseOtelList(env[name], name, { secret: true }));
+}
+
+function compressionOf(options, env) {
+  const name = options.compression !== undefined ? 'compression' : env.OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION !== undefined ? 'OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION' : 'OTEL_EXPORTER_OTLP_COMPRESSION';
+  const value = options.compression ?? env.OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION ?? env.OTEL_EXPORTER_OTLP_COMPRESSION ?? 'none';
+  if (value !== 'gzip' && value !== 'none') throw new TypeError(`start: ${name} must be "gzip" or "none", got ${JSON.stringify(value)}`);
+  return value;
+}
+
+function otlp(options, meta, auth, env = process.env) {
+  const headers = headersOf(options, env);
+  const resource = resourceOf(meta, env);
+  const compression = compressionOf(options, env);
+  for (const [k, v] of Object.entries(headers)) {
+    try {
+      new Headers({ [k]: 'x' });
+    } catch {
+      throw new TypeError(`start: OTLP header name ${JSON.stringify(k)} is not a valid HTTP header name`);
+    }
+    try {
+      new Headers({ [k]: v });
+    } catch {
+      throw new TypeError(`start: OTLP header ${JSON.stringify(k)} has a value HTTP cannot carry`);
+    }
+  }
+  const secrets = [...auth.secrets, ...Object.values(headers).filter((v) => v.length >= 3)];
+  const uploader = new Uploader(
+    'otlp',
+    async (profile, timeoutMs, signal) => {
+      const body = compression === 'gzip' ? await gzip(profile.pprof) : profile.pprof;
+      const h = { 'content-type': 'application/x-protobuf', ...auth.headers, ...headers };
+      if (compression === 'gzip') h['content-encoding'] = 'gzip';
+      await send(options.url, { method: 'POST', body, headers: h }, timeoutMs, signal);
+    },
+    options,
+    secrets,
+  );
+  uploader.dialect = () => ({
+    name: 'otlp',
+    resource,
+    scopeName: 'selfprof',
+    scopeVersion: meta.profilerVersion,
+    profileIds: [crypto.randomBytes(16).toString('hex'), crypto.randomBytes(16).toString('hex')],
+  });
+  return uploader;
+}
+
+module.exports = { otlp, resourceOf, headersOf };

@@ -1,0 +1,280 @@
+//! Backend dialects: the label keys, value forms and sample-type names each backend joins
+//! on, applied while one trace is encoded (build once, encode per backend).
+//!
+//! selfprof's own labels are free-form; three keys carry meaning: `endpoint` (the route),
+//! `span_id` (the local root span's id: 16 hex digits as OpenTelemetry writes it, or a
+//! decimal number as dd-trace does) and `trace_id` (32 hex digits).
+//!
+//! - Datadog (dd-trace's wall profiler, `packages/dd-trace/src/profiling/profilers/wall.js`
+//!   and `shared.js`): `endpoint` → `trace endpoint`; `span_id` → numeric labels `span id`
+//!   and `local root span id` (a `local_root_span_id` label, if set, gives the latter);
+//!   `trace_id` left out (Datadog joins on span ids); `thread name`, `thread id` and
+//!   `os thread id` on every sample; a numeric `end_timestamp_ns` per sample.
+//! - Pyroscope (the server's `pkg/model/pprofsplit`, `pkg/pprof`; the Node client's
+//!   `utils/process-profile.js`): count type `samples` (not `sample`); every string sample
+//!   label but `span_id` and `trace_id` becomes a series label at ingest, so only the
+//!   series labels asked for are sent, values cut to the server's 2048-byte limit; `span_id`
+//!   as 16 hex digits (span profiles); everything else is left out.
+
+use super::pprof::Timing;
+use crate::trace::Trace;
+use serde::Deserialize;
+
+/// The most bytes Pyroscope accepts in a label value (`validation.max-length-label-value`).
+pub const PYROSCOPE_MAX_VALUE_BYTES: usize = 2048;
+
+/// How one backend wants the pprof profile.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "name", rename_all = "camelCase", deny_unknown_fields)]
+pub enum Dialect {
+  /// selfprof's own names (the file exporter, `stop({ format: 'pprof' })`).
+  #[serde(rename = "pprof")]
+  Plain,
+  #[serde(rename = "datadog", rename_all = "camelCase")]
+  Datadog {
+    thread_name: String,
+    thread_id: String,
+    os_thread_id: String,
+  },
+  #[serde(rename = "pyroscope", rename_all = "camelCase")]
+  Pyroscope { series_labels: Vec<String> },
+  /// Not pprof: an OTLP profiles request (`otlp.rs`), labels as sample attributes.
+  #[serde(rename = "otlp")]
+  Otlp(super::otlp::OtlpOptions),
+}
+
+/// The trace's bytes for one backend: gzip'd pprof in its dialect, or an OTLP request.
+pub fn encode(trace: &Trace, timing: &Timing, dialect: &Dialect) -> std::io::Result<Vec<u8>> {
+  match dialect {
+    Dialect::Otlp(options) => Ok(super::otlp::encode(trace, timing, options)),
+    _ => super::pprof::encode_gzip_for(trace, timing, dialect, None),
+  }
+}
+
+/// Parses the dialects JS asks for: `[{ name: 'datadog', threadName, ... }, ...]`.
+pub fn parse(json: &str) -> Result<Vec<Dialect>, String> {
+  serde_json::from_str(json).map_err(|e| format!("bad export dialects: {e}"))
+}
+
+/// A label as the dialect writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutLabel {
+  Str(String, String),
+  Num(String, i64),
+}
+
+impl OutLabel {
+  pub(crate) fn encode(&self, strings: &mut super::pprof::Strings) -> super::pprof::Label {
+    match self {
+      OutLabel::Str(k, v) => super::pprof::Label {
+        key: strings.id(k),
+        str: strings.id(v),
+        ..Default::default()
+      },
+      OutLabel::Num(k, n) => super::pprof::Label {
+        key: strings.id(k),
+        num: *n,
+        ..Default::default()
+      },
+    }
+  }
+}
+
+/// A span id label's value as a number: 16 hex digits (OpenTelemetry, W3C) or 1 to 20
+/// decimal digits (dd-trace); zero is no span.
+pub fn span_id(value: &str) -> Option<u64> {
+  let n = if value.len() == 16 && value.bytes().all(|b| b.is_ascii_hexdigit()) {
+    u64::from_str_radix(value, 16).ok()
+  } else if (1..=20).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_digit()) {
+    value.parse().ok()
+  } else {
+    None
+  };
+  n.filter(|n| *n != 0)
+}
+
+/// `s` cut to at most `max` bytes, at a character boundary.
+pub fn truncate(s: &str, max: usize) -> &str {
+  if s.len() <= max {
+    return s;
+  }
+  let mut end = max;
+  while !s.is_char_boundary(end) {
+    end -= 1;
+  }
+  &s[..end]
+}
+
+impl Dialect {
+  /// The count sample type's name.
+  pub fn count_type(&self) -> &'static str {
+    match self {
+      Dialect::Pyroscope { .. } => "samples",
+      _ => "sample",
+    }
+  }
+
+  /// A label set as the backend names it.
+  pub fn labels(&self, labels: &[(String, String)]) -> Vec<OutLabel> {
+    let str = |k: &str, v: &str| OutLabel::Str(k.to_owned(), v.to_owned());
+    match self {
+      Dialect::Plain | Dialect::Otlp(_) => labels.iter().map(|(k, v)| str(k, v)).collect(),
+      Dialect::Datadog { .. } => {
+        let mut out = Vec::with_capacity(labels.len() + 1);
+        let explicit_root = labels
+          .iter()
+          .find(|(k, _)| k == "local_root_span_id")
+          .and_then(|(_, v)| span_id(v));
+        for (k, v) in labels {
+          match k.as_str() {
+            "endpoint" => out.push(str("trace endpoint", v)),
+            "span_id" => match span_id(v) {
+              Some(id) => {
+                out.push(OutLabel::Num("span id".into(), id as i64));
+                if explicit_root.is_none() {
+                  out.push(OutLabel::Num("local root span id".into(), id as i64));
+                }
+              }
+              None => out.push(str(k, v)),
+            },
+            "local_root_span_id" => match explicit_root {
+              Some(id) => out.push(OutLabel::Num("local root span id".into(), id as i64)),
+              None => out.push(str(k, v)),
+            },
+            "trace_id" => {}
+            _ => out.push(str(k, v)),
+          }
+        }
+        out
+      }
+      Dialect::Pyroscope { series_labels } => labels
+        .iter()
+        .filter_map(|(k, v)| {
+          if k == "span_id" {
+            return Some(match span_id(v) {
+              Some(id) => str(k, &format!("{id:016x}")),
+              None => str(k, truncate(v, PYROSCOPE_MAX_VALUE_BYTES)),
+            });
+          }
+          series_labels
+            .iter()
+            .any(|s| s == k)
+            .then(|| str(k, truncate(v, PYROSCOPE_MAX_VALUE_BYTES)))
+        })
+        .collect(),
+    }
+  }
+
+  /// Labels every sample carries.
+  pub fn every_sample(&self) -> Vec<OutLabel> {
+    match self {
+      Dialect::Datadog {
+        thread_name,
+        thread_id,
+        os_thread_id,
+      } => vec![
+        OutLabel::Str("thread name".into(), thread_name.clone()),
+        OutLabel::Str("thread id".into(), thread_id.clone()),
+        OutLabel::Str("os thread id".into(), os_thread_id.clone()),
+      ],
+      _ => Vec::new(),
+    }
+  }
+
+  /// The key of a numeric per-sample end time label (Unix ns), if the backend reads one.
+  pub fn end_timestamp_key(&self) -> Option<&'static str> {
+    match self {
+      Dialect::Datadog { .. } => Some("end_timestamp_ns"),
+      _ => None,
+    }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn l(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+  }
+
+  #[test]
+  fn span_ids_read_as_hex_or_decimal() {
+    assert_eq!(span_id("00f067aa0ba902b7"), Some(0x00f0_67aa_0ba9_02b7));
+    assert_eq!(span_id("8489345074087403192"), Some(8_489_345_074_087_403_192));
+    assert_eq!(span_id("ffffffffffffffff"), Some(u64::MAX));
+    assert_eq!(span_id("18446744073709551616"), None, "over u64");
+    assert_eq!(span_id("0000000000000000"), None, "zero is no span");
+    assert_eq!(span_id("abc"), None);
+    assert_eq!(span_id(""), None);
+  }
+
+  #[test]
+  fn datadog_names_and_numbers() {
+    let d = Dialect::Datadog {
+      thread_name: "Main Event Loop".into(),
+      thread_id: "0".into(),
+      os_thread_id: "7".into(),
+    };
+    let out = d.labels(&l(&[
+      ("endpoint", "GET /a"),
+      ("span_id", "ffffffffffffffff"),
+      ("trace_id", "0af7651916cd43dd8448eb211c80319c"),
+      ("tenant", "acme"),
+    ]));
+    assert_eq!(
+      out,
+      vec![
+        OutLabel::Str("trace endpoint".into(), "GET /a".into()),
+        OutLabel::Num("span id".into(), -1),
+        OutLabel::Num("local root span id".into(), -1),
+        OutLabel::Str("tenant".into(), "acme".into()),
+      ]
+    );
+    let explicit = d.labels(&l(&[("local_root_span_id", "5"), ("span_id", "9")]));
+    assert_eq!(
+      explicit,
+      vec![
+        OutLabel::Num("local root span id".into(), 5),
+        OutLabel::Num("span id".into(), 9),
+      ]
+    );
+    assert_eq!(d.every_sample().len(), 3);
+    assert_eq!(d.end_timestamp_key(), Some("end_timestamp_ns"));
+  }
+
+  #[test]
+  fn pyroscope_keeps_series_and_span_only() {
+    let d = Dialect::Pyroscope {
+      series_labels: vec!["endpoint".into()],
+    };
+    let long = "é".repeat(2000);
+    let out = d.labels(&l(&[
+      ("endpoint", &long),
+      ("span_id", "8489345074087403192"),
+      ("trace_id", "0af7651916cd43dd8448eb211c80319c"),
+      ("request_id", "r-1"),
+    ]));
+    assert_eq!(out.len(), 2);
+    match &out[0] {
+      OutLabel::Str(k, v) => {
+        assert_eq!(k, "endpoint");
+        assert_eq!(v.len(), 2048);
+      }
+      other => panic!("{other:?}"),
+    }
+    assert_eq!(out[1], OutLabel::Str("span_id".into(), "75d0365dccb11eb8".into()));
+    assert_eq!(d.count_type(), "samples");
+  }
+
+  #[test]
+  fn dialects_parse_from_json() {
+    let d: Vec<Dialect> = serde_json::from_str(
+      r#"[{"name":"pprof"},{"name":"pyroscope","seriesLabels":["endpoint"]},
+          {"name":"datadog","threadName":"Main Event Loop","threadId":"0","osThreadId":"1"}]"#,
+    )
+    .unwrap();
+    assert_eq!(d.len(), 3);
+    assert!(serde_json::from_str::<Dialect>(r#"{"name":"kafka"}"#).is_err());
+  }
+}
