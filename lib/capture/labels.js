@@ -14,7 +14,7 @@
 // unbuilt recordings, and dropped once those are built.
 
 const { AsyncLocalStorage, createHook } = require('node:async_hooks');
-const native = require('../native');
+const { native } = require('../native');
 const { warnOnce } = require('../log');
 
 const MAX_KEYS = 64;
@@ -90,6 +90,10 @@ function publish(store) {
 }
 
 function initCell() {
+  if (!native) {
+    shared = true; // no addon (see native.js): labels ride AsyncLocalStorage alone
+    return;
+  }
   try {
     const view = native.registerThread();
     view[0] = 0x5e1f;

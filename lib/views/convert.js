@@ -4,7 +4,7 @@
 // Input: a selfprof trace (object, JSON text, json-gzip bytes) or pprof bytes (plain or
 // gzip'd). The work is in src/convert.rs and src/pprof_decode.rs.
 
-const native = require('../native');
+const { native, unavailable } = require('../native');
 
 const TARGETS = ['cpuprofile', 'folded', 'pprof', 'trace'];
 
@@ -26,6 +26,7 @@ function convert(input, options) {
   if (!TARGETS.includes(to)) {
     throw new TypeError(`convert: to must be one of ${TARGETS.join(', ')}, got ${JSON.stringify(to)}`);
   }
+  if (!native) throw unavailable('convert');
   return native.convertProfile(inputBytes(input), to);
 }
 

@@ -14,6 +14,7 @@ function traceObject(input) {
   try {
     return readProfile(input);
   } catch (err) {
+    if (err.code === 'ERR_SELFPROF_UNAVAILABLE') throw err;
     throw new TypeError(`htmlReport: ${err.message.replace(/^convert: /, '')}`);
   }
 }
