@@ -234,12 +234,22 @@ for (const triple of targets) {
 }
 
 // --- into the per-platform packages, with the napi CLI's own commands ---------------------
-for (const args of [
-  ['version'], // npm/*/package.json versions = the root's
-  ['artifacts', '--output-dir', 'artifacts', '--npm-dir', 'npm'], // artifacts/*.node -> npm/<platform>/
-]) {
-  const r = spawnSync(napi, args, { cwd: root, encoding: 'utf8' });
-  if (r.status !== 0) fail(`napi ${args[0]} failed:\n${r.stdout}${r.stderr}`);
+// `napi artifacts` also copies every binary into the package root, where the loader would
+// take them before the packages (and npm pack would ship them): the root keeps only the
+// source build it had.
+const rootBinaries = () => fs.readdirSync(root).filter((f) => f.startsWith(`${pkg.napi.binaryName}.`) && f.endsWith('.node'));
+const sourceBuilds = new Map(rootBinaries().map((f) => [f, fs.readFileSync(path.join(root, f))]));
+try {
+  for (const args of [
+    ['version'], // npm/*/package.json versions = the root's
+    ['artifacts', '--output-dir', 'artifacts', '--npm-dir', 'npm'], // artifacts/*.node -> npm/<platform>/
+  ]) {
+    const r = spawnSync(napi, args, { cwd: root, encoding: 'utf8' });
+    if (r.status !== 0) fail(`napi ${args[0]} failed:\n${r.stdout}${r.stderr}`);
+  }
+} finally {
+  for (const f of rootBinaries()) if (!sourceBuilds.has(f)) fs.rmSync(path.join(root, f));
+  for (const [f, bytes] of sourceBuilds) fs.writeFileSync(path.join(root, f), bytes, { mode: 0o755 });
 }
 for (const r of results) {
   const dest = path.join(root, 'npm', r.platform, `${pkg.napi.binaryName}.${r.platform}.node`);

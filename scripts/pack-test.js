@@ -53,6 +53,17 @@ const env = { ...process.env, PATH, NODE_OPTIONS: '', npm_config_yes: 'true' };
 for (const k of Object.keys(env)) if (/^(CARGO|RUSTUP|RUSTC)/.test(k)) delete env[k];
 check(spawnSync('cargo', ['--version'], { env }).error?.code === 'ENOENT', `cargo is not on the scratch PATH (${PATH})`);
 
+// A source install (npm's prepare: a checkout, or an install from git) without Rust: one
+// line saying what is needed and where the prebuilt packages are, and a failed build.
+{
+  const r = spawnSync(process.execPath, [path.join(root, 'scripts', 'build-native.js')], { env, encoding: 'utf8' });
+  const lines = r.stderr.trim().split('\n');
+  check(
+    r.status === 1 && lines.length === 1 && /^selfprof: building from source needs Rust ≥ 1\.\d+ .*cargo was not found.*npm install selfprof/.test(lines[0]),
+    `without cargo the source build stops with one line: ${lines[0]}`,
+  );
+}
+
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-pack-test-'));
 const tarballs = path.join(work, 'tarballs');
 fs.mkdirSync(tarballs);
