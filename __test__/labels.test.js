@@ -6,7 +6,7 @@ const { setTimeout: sleep } = require('node:timers/promises');
 const v8 = require('node:v8');
 const vm = require('node:vm');
 const { Profiler, withLabels, setLabels, getLabels } = require('..');
-const native = require('../lib/native');
+const { native } = require('../lib/native');
 const { labelStats } = require('../lib/capture/labels');
 const { spin, assertValidTrace, stackFrames, samplesIn, labelVerdicts, assertOwnLabels } = require('./helpers');
 

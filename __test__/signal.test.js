@@ -4,7 +4,7 @@ const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { Profiler } = require('..');
-const native = require('../lib/native');
+const { native } = require('../lib/native');
 const { spin } = require('./helpers');
 
 test('the handler chains in front of V8 while a profiler samples, and leaves with V8', async (t) => {

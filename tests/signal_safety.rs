@@ -59,7 +59,7 @@ static OURS: AtomicUsize = AtomicUsize::new(0);
 extern "C" fn inner(_sig: libc::c_int, _info: *mut libc::siginfo_t, _uctx: *mut libc::c_void) {
   INNER_CALLS.fetch_add(1, Ordering::Relaxed);
   // Like V8's handler, it may clobber errno: ours must restore it.
-  unsafe { *libc::__errno_location() = libc::EINTR };
+  unsafe { *signal::errno_location() = libc::EINTR };
 }
 
 extern "C" fn outer(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
@@ -108,9 +108,9 @@ fn the_handler_allocates_nothing_and_survives_malloc_and_lock_pressure() {
   let signals_before = signal::SIGNALS.load(Ordering::Relaxed);
   for _ in 0..5_000 {
     unsafe {
-      *libc::__errno_location() = libc::ENOENT;
+      *signal::errno_location() = libc::ENOENT;
       libc::raise(libc::SIGPROF);
-      assert_eq!(*libc::__errno_location(), libc::ENOENT, "errno restored");
+      assert_eq!(*signal::errno_location(), libc::ENOENT, "errno restored");
     }
   }
   assert_eq!(
@@ -139,10 +139,18 @@ fn the_handler_allocates_nothing_and_survives_malloc_and_lock_pressure() {
 
   // 2. Signals from another thread at a thread that only allocates and locks.
   let victim_tid = std::sync::Arc::new(AtomicI32::new(0));
+  let victim_thread = std::sync::Arc::new(AtomicUsize::new(0));
   let stop = std::sync::Arc::new(AtomicBool::new(false));
   let progress = std::sync::Arc::new(AtomicU64::new(0));
-  let (v_tid, v_stop, v_progress) = (victim_tid.clone(), stop.clone(), progress.clone());
+  let (v_tid, v_thread, v_stop, v_progress) = (
+    victim_tid.clone(),
+    victim_thread.clone(),
+    stop.clone(),
+    progress.clone(),
+  );
   let victim = std::thread::spawn(move || {
+    // SAFETY: pthread_self has no preconditions.
+    v_thread.store(unsafe { libc::pthread_self() } as usize, Ordering::Release);
     v_tid.store(signal::gettid(), Ordering::Release);
     let lock = std::sync::Mutex::new(Vec::<Box<[u8]>>::new());
     let mut rounds = 0u64;
@@ -161,7 +169,8 @@ fn the_handler_allocates_nothing_and_survives_malloc_and_lock_pressure() {
   while victim_tid.load(Ordering::Acquire) == 0 {
     std::thread::yield_now();
   }
-  let tid = victim_tid.load(Ordering::Acquire);
+  // pthread_kill: what V8's sampler uses to signal the JS thread (tgkill on Linux).
+  let thread = victim_thread.load(Ordering::Acquire) as libc::pthread_t;
   let inner_before = INNER_CALLS.load(Ordering::Relaxed);
   // The victim must keep making progress: a handler that took a lock or called malloc
   // would sooner or later deadlock it in the middle of one.
@@ -178,7 +187,8 @@ fn the_handler_allocates_nothing_and_survives_malloc_and_lock_pressure() {
   };
   let mut sent = 0u64;
   while sent < 20_000 {
-    let rc = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGPROF) };
+    // SAFETY: the victim thread runs until `stop`, so its pthread_t is valid.
+    let rc = unsafe { libc::pthread_kill(thread, libc::SIGPROF) };
     assert_eq!(rc, 0);
     sent += 1;
     if sent % 4 == 0 {

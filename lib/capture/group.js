@@ -12,7 +12,7 @@
 // the GCD does not restart; its member's trace starts at its construction.) A member's
 // trace is built from the recordings it was handed.
 
-const native = require('../native');
+const { native } = require('../native');
 const { warnOnce } = require('../log');
 
 let inspector;

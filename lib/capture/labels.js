@@ -17,7 +17,7 @@
 // process-wide counter, so copies of this module loaded side by side never share an id.
 
 const { AsyncLocalStorage, createHook } = require('node:async_hooks');
-const native = require('../native');
+const { native } = require('../native');
 const { warnOnce } = require('../log');
 
 const MAX_KEYS = 64;
@@ -79,6 +79,12 @@ function publish(store) {
 
 let available = true;
 function initCell() {
+  if (!native) {
+    // No addon (see native.js): labels ride AsyncLocalStorage alone; nothing is kept.
+    available = false;
+    shared = true;
+    return;
+  }
   try {
     const view = native.registerThread();
     view[0] = 0x5e1f;

@@ -3,7 +3,7 @@
 // for Node.js: V8's sampler records, Rust turns the recording into the spec's trace.
 
 const { performance } = require('node:perf_hooks');
-const native = require('../native');
+const { native, unavailable } = require('../native');
 const { timeOriginUs } = require('./clock');
 const { group } = require('./group');
 const labels = require('./labels');
@@ -91,6 +91,7 @@ class Profiler extends EventTarget {
   #onsamplebufferfull = null;
 
   constructor(options) {
+    if (!native) throw unavailable('the Profiler');
     super();
     const { sampleInterval, maxBufferSize } = validateInitOptions(options);
     const intervalUs = group.intervalFor(sampleInterval);
@@ -263,6 +264,7 @@ Object.defineProperty(Profiler.prototype, Symbol.toStringTag, { value: 'Profiler
  * the profile's start, as another process's time origin is unknown.
  */
 async function fromCpuProfile(profile, options) {
+  if (!native) throw unavailable('fromCpuProfile');
   const format = validateStopOptions(options);
   if (profile === null || typeof profile !== 'object' || typeof profile.startTime !== 'number') {
     throw new TypeError('fromCpuProfile: profile must be a V8 CPU profile object with nodes, startTime, samples and timeDeltas');

@@ -11,6 +11,7 @@ const { MAX_TIMER_MS } = require('./exporters/uploader');
 const { warnOnce } = require('../log');
 const { parseDdTags } = require('./exporters/env');
 const { requestCounter } = require('../integrations/requests');
+const { native, unavailable } = require('../native');
 const { version: profilerVersion } = require('../../package.json');
 
 const DEFAULT_INTERVAL_MS = 1000 / 99; // 99 Hz, off the beat of 10 ms timers
@@ -149,6 +150,12 @@ class Session {
     this.#exporters = this.#options.exporters.map((e) => createExporter(e, meta));
     // A file exporter asked for the spec trace too: encode both from one recording.
     this.#withTrace = this.#options.exporters.some((e) => e.type === 'file' && e.trace === true);
+    if (!native) {
+      // Never break the app: one warning, and a session whose stop() and flush() resolve.
+      warnOnce('unavailable', unavailable('profiling').message);
+      this.#stopped = true;
+      return;
+    }
     this.#begin();
     this.#timer = setInterval(() => this.#rotate(), this.#options.period);
     this.#timer.unref();

@@ -4,7 +4,7 @@
 // Input: a selfprof trace (object, JSON text, json-gzip bytes) or pprof bytes (plain or
 // gzip'd). The work is in src/convert.rs and src/pprof_decode.rs.
 
-const native = require('../native');
+const { native, unavailable } = require('../native');
 
 const TARGETS = ['cpuprofile', 'folded', 'pprof', 'trace'];
 
@@ -48,6 +48,7 @@ function convert(input, options) {
   if (!TARGETS.includes(to)) {
     throw new TypeError(`convert: to must be one of ${TARGETS.join(', ')}, got ${JSON.stringify(to)}`);
   }
+  if (!native) throw unavailable('convert');
   const lines = options.lines ?? false;
   if (typeof lines !== 'boolean') throw new TypeError(`convert: lines must be a boolean, got ${typeof lines}`);
   return native.convertProfile(inputBytes(input), to, lines);

@@ -2,11 +2,17 @@
 //!
 //! ASYNC-SIGNAL-SAFETY: `handle_sigprof` and every function it calls run in signal
 //! context, interrupting arbitrary code on the JS thread (possibly inside malloc, a lock,
-//! or V8's GC). They therefore only: read `clock_gettime`/`gettid` (async-signal-safe
-//! system calls), load and store atomics in statically allocated memory, and call the
-//! handler V8 installed. They never allocate, lock, panic (no indexing that can fail, no
-//! unwrap, no formatting), touch thread-locals (glibc may allocate them lazily), or call
-//! napi. Keep it that way: anything else belongs in another file.
+//! or V8's GC). They therefore only: read clocks and the thread id (`clock_gettime` and
+//! `gettid` on Linux; `mach_absolute_time`, `clock_gettime` and `pthread_threadid_np` on
+//! macOS: see `os` below for why each is safe there), load and store atomics in
+//! statically allocated memory, and call the handler V8 installed. They never allocate,
+//! lock, panic (no indexing that can fail, no unwrap, no formatting), touch thread-locals
+//! (glibc may allocate them lazily), or call napi; errno is saved and restored. Keep it
+//! that way: anything else belongs in another file.
+//!
+//! Platforms: Linux (glibc and musl) and macOS. V8's sampler signals the JS thread with
+//! SIGPROF on both, so the chain is the same; only the clock V8 stamps samples with, the
+//! thread id and errno's location differ (module `os`).
 //!
 //! The chain: V8 installs its SIGPROF handler when its sampler starts and puts its
 //! predecessor back when its last sampler stops. After every profiler start we install
@@ -28,7 +34,8 @@ pub const MAX_THREADS: usize = 64;
 /// What the handler records for one SIGPROF.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record {
-  /// CLOCK_MONOTONIC before and after V8's handler ran.
+  /// V8's sample clock before and after V8's handler ran, in ns (CLOCK_MONOTONIC on
+  /// Linux; on macOS the Mach clock, the start truncated as V8 truncates: see `os`).
   pub before_ns: u64,
   pub after_ns: u64,
   /// The thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
@@ -142,6 +149,9 @@ static IN_HANDLER: [AtomicI32; GUARDS] = [NO_GUARD; GUARDS];
 /// Times the handler found itself re-entered on one thread (a chain that loops).
 pub static REENTERED: AtomicU64 = AtomicU64::new(0);
 
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+compile_error!("selfprof's SIGPROF handler supports Linux and macOS only (V8 samples with signals there)");
+
 #[inline(always)]
 fn clock_ns(clock: libc::clockid_t) -> u64 {
   let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -154,19 +164,145 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     .wrapping_add(ts.tv_nsec as u64)
 }
 
-/// CLOCK_MONOTONIC in ns: V8's TimeTicks clock on Linux.
+/// CLOCK_MONOTONIC in ns, outside signal context too (the label store's clock; the
+/// brackets read V8's own clock, `clock::bracket_*`).
 pub fn monotonic_ns() -> u64 {
   clock_ns(libc::CLOCK_MONOTONIC)
 }
 
-/// The calling thread's CPU time in ns.
+/// The calling thread's CPU time in ns (CLOCK_THREAD_CPUTIME_ID: Linux, and macOS ≥ 10.12,
+/// where it is one `thread_selfusage` system call).
 pub fn thread_cpu_ns() -> u64 {
   clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
-pub fn gettid() -> i32 {
-  // SAFETY: gettid has no arguments and cannot fail.
-  unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+pub use os::{errno_location, gettid};
+
+/// What differs between the platforms: the thread id, errno, and V8's sample clock.
+#[cfg(target_os = "linux")]
+mod os {
+  /// The kernel's id of the calling thread.
+  pub fn gettid() -> i32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+  }
+
+  /// This thread's errno (glibc and musl).
+  #[inline(always)]
+  pub fn errno_location() -> *mut libc::c_int {
+    // SAFETY: __errno_location returns this thread's errno, always valid.
+    unsafe { libc::__errno_location() }
+  }
+
+  /// Nothing to prepare: CLOCK_MONOTONIC needs no set-up.
+  pub fn init_clock() {}
+
+  /// V8's TimeTicks clock on Linux is CLOCK_MONOTONIC (stamps in whole µs of it); both
+  /// ends of the bracket are read from it in ns.
+  #[inline(always)]
+  pub fn bracket_start_ns() -> u64 {
+    super::clock_ns(libc::CLOCK_MONOTONIC)
+  }
+
+  #[inline(always)]
+  pub fn bracket_end_ns() -> u64 {
+    super::clock_ns(libc::CLOCK_MONOTONIC)
+  }
+}
+
+#[cfg(target_os = "macos")]
+mod os {
+  use std::sync::atomic::{AtomicU64, Ordering};
+
+  #[repr(C)]
+  struct MachTimebase {
+    numer: u32,
+    denom: u32,
+  }
+
+  extern "C" {
+    // libSystem. mach_absolute_time reads the commpage (no system call, no lock);
+    // mach_timebase_info is only called outside signal context (`init_clock`).
+    fn mach_absolute_time() -> u64;
+    fn mach_timebase_info(info: *mut MachTimebase) -> libc::c_int;
+  }
+
+  /// `numer << 32 | denom` of the Mach timebase; 0 until `init_clock` ran.
+  static TIMEBASE: AtomicU64 = AtomicU64::new(0);
+
+  /// A 32-bit id of the calling thread, never 0 (0 marks a free thread cell).
+  ///
+  /// `pthread_threadid_np(NULL, ..)` asks for the calling thread: libpthread then reads
+  /// the id from the thread's own `pthread_t` (found through its TSD register), set
+  /// when the thread started: no lock, no allocation, no system call, so it is as safe
+  /// in a signal handler as `gettid` is on Linux. (For another thread it would take
+  /// libpthread's list lock: never ask that here.) `pthread_mach_thread_np` is lock-free
+  /// for the calling thread too, but its port names are recycled with a small
+  /// generation count in the low bits; `pthread_threadid_np` is the system-wide,
+  /// never-reused 64-bit id, of which the low 32 bits are kept (two live threads clash
+  /// only if 2³² threads were created between them).
+  pub fn gettid() -> i32 {
+    let mut id: u64 = 0;
+    // SAFETY: a null thread means the calling thread; `id` is a valid out-parameter.
+    unsafe { libc::pthread_threadid_np(0, &mut id) };
+    match id as u32 as i32 {
+      0 => i32::MIN,
+      tid => tid,
+    }
+  }
+
+  /// This thread's errno (`__error()` in libSystem).
+  #[inline(always)]
+  pub fn errno_location() -> *mut libc::c_int {
+    // SAFETY: __error returns this thread's errno, always valid.
+    unsafe { libc::__error() }
+  }
+
+  /// Reads the Mach timebase, once, before our handler can run (`install`).
+  pub fn init_clock() {
+    if TIMEBASE.load(Ordering::Acquire) != 0 {
+      return;
+    }
+    let mut tb = MachTimebase { numer: 0, denom: 0 };
+    // SAFETY: mach_timebase_info fills `tb`.
+    if unsafe { mach_timebase_info(&mut tb) } == 0 && tb.numer != 0 && tb.denom != 0 {
+      TIMEBASE.store((tb.numer as u64) << 32 | tb.denom as u64, Ordering::Release);
+    }
+  }
+
+  #[inline(always)]
+  fn timebase() -> (u64, u64) {
+    let tb = TIMEBASE.load(Ordering::Relaxed);
+    (tb >> 32, tb & 0xffff_ffff)
+  }
+
+  /// V8's TimeTicks::Now() on Darwin is `mach_absolute_time() / 1000 * numer / denom` µs,
+  /// not CLOCK_MONOTONIC (which counts sleep): whole µs on Intel, and on Apple silicon
+  /// (24 MHz ticks, numer/denom = 125/3) steps of 41.67 µs. The bracket's start is read
+  /// the same way, in ns, so that it is never later than V8's stamp of a sample taken
+  /// inside the bracket, whatever the step.
+  #[inline(always)]
+  pub fn bracket_start_ns() -> u64 {
+    let (numer, denom) = timebase();
+    if denom == 0 {
+      return 0;
+    }
+    // SAFETY: no arguments; reads the commpage.
+    let ticks = unsafe { mach_absolute_time() };
+    (ticks / 1000).wrapping_mul(numer) / denom * 1000
+  }
+
+  /// The bracket's end, exact (V8's truncated stamp can only be earlier than this).
+  #[inline(always)]
+  pub fn bracket_end_ns() -> u64 {
+    let (numer, denom) = timebase();
+    if denom == 0 {
+      return 0;
+    }
+    // SAFETY: as above.
+    let ticks = unsafe { mach_absolute_time() };
+    ticks.wrapping_mul(numer) / denom
+  }
 }
 
 /// The context id and generation the thread `tid` has published (zeros if none), and
@@ -207,8 +343,8 @@ fn call_next(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_vo
 
 /// The SIGPROF handler. See the module comment: async-signal-safe only.
 extern "C" fn handle_sigprof(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
-  // SAFETY: __errno_location returns this thread's errno, always valid.
-  let errno = unsafe { *libc::__errno_location() };
+  // SAFETY: errno_location returns this thread's errno, always valid.
+  let errno = unsafe { *errno_location() };
   let tid = gettid();
   if PROBE_TID.load(Ordering::Acquire) == tid {
     // `install` asking whether the chain still reaches us: answer, and take no sample.
@@ -229,16 +365,16 @@ extern "C" fn handle_sigprof(sig: libc::c_int, info: *mut libc::siginfo_t, uctx:
     }
   }
   // SAFETY: restores the errno the interrupted code may be about to read.
-  unsafe { *libc::__errno_location() = errno };
+  unsafe { *errno_location() = errno };
 }
 
 /// One SIGPROF: the clock around V8's handler, the thread's context and CPU time, into
 /// the ring.
 #[inline(always)]
 fn sample(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void, tid: i32) {
-  let before_ns = monotonic_ns();
+  let before_ns = os::bracket_start_ns();
   call_next(sig, info, uctx);
-  let after_ns = monotonic_ns();
+  let after_ns = os::bracket_end_ns();
   let (context, generation) = context_of(tid);
   let record = Record {
     before_ns,
@@ -325,6 +461,7 @@ static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// whatever is there and calls it, so no handler is dropped.
 pub fn install() -> std::io::Result<Install> {
   let _serial = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
+  os::init_clock();
   let cur = current_action()?;
   if cur.sa_sigaction == our_action() {
     return Ok(Install::AlreadyInstalled);

@@ -12,7 +12,7 @@ const path = require('node:path');
 const crypto = require('node:crypto');
 const { isMainThread, threadId } = require('node:worker_threads');
 const { performance } = require('node:perf_hooks');
-const native = require('../../native');
+const { native } = require('../../native');
 const { Uploader, send } = require('./uploader');
 const { ddTraceRuntimeId } = require('../../integrations/ddtrace');
 
@@ -61,7 +61,7 @@ function datadog(options, meta, auth) {
     name: 'datadog',
     threadName,
     threadId: String(threadId),
-    osThreadId: String(native.threadId()),
+    osThreadId: String(native?.threadId() ?? process.pid),
   };
   const process_tags = processTags();
   const startTime = new Date(performance.timeOrigin + (performance.nodeTiming?.nodeStart ?? 0)).toISOString();

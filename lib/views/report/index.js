@@ -33,6 +33,7 @@ function traceObject(input, what = '') {
   try {
     return readProfile(input);
   } catch (err) {
+    if (err.code === 'ERR_SELFPROF_UNAVAILABLE') throw err; // no addon here, not a bad input
     throw new TypeError(`htmlReport: ${what}${err.message.replace(/^convert: /, '')}`);
   }
 }

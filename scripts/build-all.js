@@ -1,0 +1,266 @@
+'use strict';
+// Builds the addon for every target in package.json's `napi.targets` on this Linux
+// machine, with the napi CLI's own cross build (`napi build -x`: cargo-zigbuild, zig as
+// the linker), moves the binaries into the per-platform packages under npm/ (`napi
+// artifacts`), and checks each binary statically:
+//
+// - Linux glibc: built against glibc 2.17 (zig's versioned target) and no symbol needs a
+//   newer one; links only libc/libpthread/libdl/libm/libgcc_s.
+// - Linux musl: no glibc symbol version and no glibc library; musl's libc only.
+// - macOS: a Mach-O of the right CPU that loads only libSystem, and every undefined
+//   symbol is one libSystem exports for that architecture (read from the libSystem.tbd
+//   that zig ships), so nothing Linux-only is left. It is built here, never run.
+//
+// Usage: node scripts/build-all.js [triple ...]   (default: every napi target)
+// Needs: rustup targets, cargo-zigbuild and zig (scripts/setup-cross.sh installs them),
+// readelf and llvm-nm/llvm-objdump. Prints a line per target and writes
+// artifacts/summary.json (sizes, times, checks) for the README and the pack test.
+
+const { execFileSync, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const root = path.resolve(__dirname, '..');
+const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
+const GLIBC_FLOOR = '2.17';
+// The oldest macOS that Node 20's builds run on, per CPU (zig would default to 13.0).
+const MACOS_FLOOR = { x64: '10.15', arm64: '11.0' };
+const artifacts = path.join(root, 'artifacts');
+const started = Date.now();
+
+/** napi's platform name of a triple, as its package and file names use it. */
+function platformOf(triple) {
+  const [arch, , os, abi] = triple.split('-');
+  const cpu = { x86_64: 'x64', aarch64: 'arm64' }[arch];
+  if (!cpu) throw new Error(`build-all: unsupported architecture in ${triple}`);
+  if (os === 'darwin') return `darwin-${cpu}`;
+  if (os === 'linux' && (abi === 'gnu' || abi === 'musl')) return `linux-${cpu}-${abi}`;
+  throw new Error(`build-all: unsupported target ${triple}`);
+}
+
+function fail(message) {
+  console.error(`build-all: ${message}`);
+  process.exit(1);
+}
+
+function run(cmd, args, options = {}) {
+  return execFileSync(cmd, args, { cwd: root, encoding: 'utf8', maxBuffer: 1 << 26, ...options });
+}
+
+// --- preflight: say what is missing in one line each, rather than fail half-way ---------
+const wanted = process.argv.slice(2);
+const known = pkg.napi.targets;
+for (const t of wanted) if (!known.includes(t)) fail(`${JSON.stringify(t)} is not one of package.json's napi.targets: ${known.join(', ')}`);
+const targets = wanted.length ? wanted : known;
+{
+  const missing = [];
+  const installed = run('rustup', ['target', 'list', '--installed']).split('\n');
+  const absent = targets.filter((t) => !installed.includes(t));
+  if (absent.length) missing.push(`rustup target add ${absent.join(' ')}`);
+  if (spawnSync('cargo', ['zigbuild', '--help'], { stdio: 'ignore' }).status !== 0) missing.push('cargo-zigbuild (pip install cargo-zigbuild)');
+  const zig = spawnSync('zig', ['version'], { encoding: 'utf8' });
+  const pyzig = zig.status === 0 ? zig : spawnSync('python3', ['-m', 'ziglang', 'version'], { encoding: 'utf8' });
+  if (pyzig.status !== 0) missing.push('zig (pip install ziglang)');
+  for (const tool of ['readelf', 'llvm-nm', 'llvm-objdump']) {
+    if (spawnSync(tool, ['--version'], { stdio: 'ignore' }).status !== 0) missing.push(`${tool} (apt-get install binutils llvm)`);
+  }
+  if (missing.length) fail(`missing: ${missing.join('; ')}. scripts/setup-cross.sh installs them all.`);
+  console.log(`build-all: ${targets.length} targets, zig ${pyzig.stdout.trim()}, glibc floor ${GLIBC_FLOOR}`);
+}
+
+// --- static checks ---------------------------------------------------------------------
+const ELF_MACHINE = { x64: 0x3e, arm64: 0xb7 };
+const MACHO_CPU = { x64: 0x01000007, arm64: 0x0100000c };
+/** Linux/glibc-only functions (Mach-O spelling) a macOS build must not need. */
+const LINUX_ONLY = ['___errno_location', '_gettid', '_syscall', '_tgkill', '_getauxval', '_prctl', '_memfd_create', '_epoll_create1', '_eventfd', '_secure_getenv', '_pthread_getattr_np', '_gnu_get_libc_version', '_sched_getcpu'];
+
+function versionLess(a, b) {
+  const pa = a.split('.').map(Number);
+  const pb = b.split('.').map(Number);
+  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
+    if ((pa[i] ?? 0) !== (pb[i] ?? 0)) return (pa[i] ?? 0) < (pb[i] ?? 0);
+  }
+  return false;
+}
+
+function checkElf(file, cpu, abi) {
+  const head = fs.readFileSync(file).subarray(0, 20);
+  if (head.readUInt32BE(0) !== 0x7f454c46) throw new Error('not an ELF file');
+  if (head.readUInt16LE(18) !== ELF_MACHINE[cpu]) throw new Error(`ELF machine 0x${head.readUInt16LE(18).toString(16)}, expected ${cpu}`);
+  const dynamic = run('readelf', ['-d', '--wide', file]);
+  const needed = [...dynamic.matchAll(/\(NEEDED\)\s+Shared library: \[([^\]]+)\]/g)].map((m) => m[1]);
+  const versions = [...new Set([...run('readelf', ['-V', '--wide', file]).matchAll(/GLIBC_([0-9.]+)/g)].map((m) => m[1]))];
+  versions.sort((a, b) => (versionLess(a, b) ? -1 : 1));
+  if (abi === 'gnu') {
+    const newest = versions[versions.length - 1];
+    if (!newest) throw new Error('no glibc symbol versions: not a glibc build?');
+    if (versionLess(GLIBC_FLOOR, newest)) throw new Error(`needs GLIBC_${newest}, above the ${GLIBC_FLOOR} floor`);
+    const allowed = /^(libc\.so\.6|libpthread\.so\.0|libdl\.so\.2|libm\.so\.6|libgcc_s\.so\.1|librt\.so\.1|ld-linux-(x86-64|aarch64)\.so\.[12])$/;
+    const other = needed.filter((n) => !allowed.test(n));
+    if (other.length) throw new Error(`links ${other.join(', ')}`);
+    return { needed, glibc: newest, check: `glibc ≤ ${GLIBC_FLOOR} (newest symbol GLIBC_${newest}); needs ${needed.join(' ')}` };
+  }
+  if (versions.length) throw new Error(`musl build refers to glibc versions ${versions.join(', ')}`);
+  const glibcLibs = needed.filter((n) => /^(libc\.so\.6|libpthread\.so\.0|libdl\.so\.2|ld-linux)/.test(n));
+  if (glibcLibs.length) throw new Error(`musl build links glibc's ${glibcLibs.join(', ')}`);
+  if (!needed.some((n) => /^libc(\.musl-[a-z0-9_]+)?\.so(\.1)?$/.test(n))) throw new Error(`musl build does not link musl's libc (needs ${needed.join(', ')})`);
+  return { needed, check: `no glibc symbol or library; needs ${needed.join(' ')}` };
+}
+
+let libSystemCache;
+/** Symbols libSystem (and the libraries it re-exports) exports, per architecture, from zig's libSystem.tbd. */
+function libSystemExports() {
+  if (libSystemCache) return libSystemCache;
+  let libDir;
+  const zig = spawnSync('zig', ['env'], { encoding: 'utf8' });
+  if (zig.status === 0) libDir = JSON.parse(zig.stdout).lib_dir;
+  else libDir = path.join(run('python3', ['-c', 'import ziglang, os; print(os.path.dirname(ziglang.__file__))']).trim(), 'lib');
+  const tbd = fs.readFileSync(path.join(libDir, 'libc', 'darwin', 'libSystem.tbd'), 'utf8');
+  const out = { x64: new Set(), arm64: new Set() };
+  // TBD v4: under `exports:`, `- targets: [ ... ]` then `symbols:`/`weak-symbols:`/... lists.
+  let targets = [];
+  let inList = null;
+  const add = (text) => {
+    for (const m of text.matchAll(/'([^']+)'|([A-Za-z0-9_$.]+)/g)) {
+      const sym = m[1] ?? m[2];
+      for (const t of targets) {
+        if (t.startsWith('x86_64-macos')) out.x64.add(sym);
+        if (t.startsWith('arm64-macos')) out.arm64.add(sym);
+      }
+    }
+  };
+  let targetText = null;
+  for (const line of tbd.split('\n')) {
+    if (targetText !== null) {
+      targetText += line;
+      if (line.includes(']')) {
+        targets = targetText.replace(/.*\[/, '').replace(/\].*/, '').split(',').map((s) => s.trim());
+        targetText = null;
+      }
+      continue;
+    }
+    const tm = line.match(/^\s*- targets:\s*\[(.*)$/);
+    if (tm) {
+      inList = null;
+      if (tm[1].includes(']')) targets = tm[1].replace(/\].*/, '').split(',').map((s) => s.trim());
+      else targetText = tm[1];
+      continue;
+    }
+    const lm = line.match(/^\s*(symbols|weak-symbols|thread-local-symbols):\s*\[(.*)$/);
+    if (lm) {
+      inList = !lm[2].includes(']');
+      add(lm[2].replace(/\].*/, ''));
+      continue;
+    }
+    if (inList) {
+      add(line.replace(/\].*/, ''));
+      if (line.includes(']')) inList = null;
+    } else if (/^\S/.test(line)) {
+      targets = [];
+    }
+  }
+  libSystemCache = out;
+  return out;
+}
+
+function checkMachO(file, cpu, floor) {
+  const head = fs.readFileSync(file).subarray(0, 8);
+  if (head.readUInt32LE(0) !== 0xfeedfacf) throw new Error('not a 64-bit Mach-O file');
+  if (head.readUInt32LE(4) !== MACHO_CPU[cpu]) throw new Error(`Mach-O cputype 0x${head.readUInt32LE(4).toString(16)}, expected ${cpu}`);
+  const headers = run('llvm-objdump', ['--macho', '--private-headers', file]);
+  const dylibs = [...headers.matchAll(/cmd LC_(?:LOAD|LOAD_WEAK|REEXPORT)_DYLIB\n\s+cmdsize \d+\n\s+name (\S+)/g)].map((m) => m[1]);
+  // libiconv and libcharset come with Rust's libc crate (a link attribute); they are in
+  // every macOS's /usr/lib (dyld shared cache), and no symbol is taken from them (below).
+  const osLibs = ['/usr/lib/libSystem.B.dylib', '/usr/lib/libiconv.2.dylib', '/usr/lib/libcharset.1.dylib'];
+  const foreign = dylibs.filter((d) => !osLibs.includes(d));
+  if (!dylibs.includes(osLibs[0]) || foreign.length) throw new Error(`loads ${dylibs.join(', ')}; expected libSystem (and libiconv/libcharset) only`);
+  const minos = headers.match(/cmd LC_BUILD_VERSION[\s\S]*?minos (\S+)/)?.[1] ?? headers.match(/cmd LC_VERSION_MIN_MACOSX[\s\S]*?version (\S+)/)?.[1];
+  if (!minos || versionLess(floor, minos)) throw new Error(`built for macOS ≥ ${minos}, above the ${floor} floor`);
+  const undefinedSyms = run('llvm-nm', ['--undefined-only', '--just-symbol-name', file]).split('\n').filter(Boolean);
+  const exported = libSystemExports()[cpu];
+  if (exported.size < 1000) throw new Error(`read only ${exported.size} symbols from libSystem.tbd`);
+  const unresolved = undefinedSyms.filter((s) => !exported.has(s));
+  if (unresolved.length) throw new Error(`undefined symbols libSystem does not export: ${unresolved.join(', ')}`);
+  // Belt and braces: what the Linux handler calls (and its usual neighbours) is absent.
+  const linuxOnly = undefinedSyms.filter((s) => LINUX_ONLY.includes(s));
+  if (linuxOnly.length) throw new Error(`Linux-only symbols: ${linuxOnly.join(', ')}`);
+  const signalSide = ['_pthread_threadid_np', '___error', '_mach_absolute_time', '_mach_timebase_info', '_clock_gettime', '_sigaction'];
+  const absent = signalSide.filter((s) => !undefinedSyms.includes(s));
+  if (absent.length) throw new Error(`the macOS signal side is not linked in: ${absent.join(', ')} missing`);
+  return {
+    needed: dylibs,
+    minos,
+    undefinedSymbols: undefinedSyms.length,
+    check: `loads ${dylibs.map((d) => path.basename(d)).join(' ')}; all ${undefinedSyms.length} undefined symbols exported by libSystem (${cpu}), none Linux-only; macOS ≥ ${minos}`,
+  };
+}
+
+// --- build -----------------------------------------------------------------------------
+// Only this run's targets are rebuilt; `napi artifacts` wants every target's binary, so
+// a run for some targets keeps the others' from an earlier run.
+fs.mkdirSync(artifacts, { recursive: true });
+for (const t of targets) fs.rmSync(path.join(artifacts, `${pkg.napi.binaryName}.${platformOf(t)}.node`), { force: true });
+const napi = path.join(root, 'node_modules', '.bin', 'napi');
+const results = [];
+for (const triple of targets) {
+  const platform = platformOf(triple);
+  // zig takes the glibc version after the triple: the floor the binary is linked against.
+  const buildTarget = triple.endsWith('-linux-gnu') ? `${triple}.${GLIBC_FLOOR}` : triple;
+  const [, cpu, abi] = platform.split('-');
+  const env = { ...process.env };
+  if (platform.startsWith('darwin')) env.MACOSX_DEPLOYMENT_TARGET = MACOS_FLOOR[cpu];
+  const t0 = Date.now();
+  const build = spawnSync(
+    napi,
+    ['build', '--platform', '--release', '--target', buildTarget, '-x', '--output-dir', 'artifacts', '--no-js', '--dts', 'binding.d.ts'],
+    { cwd: root, encoding: 'utf8', maxBuffer: 1 << 26, env },
+  );
+  const seconds = (Date.now() - t0) / 1000;
+  if (build.status !== 0) {
+    process.stderr.write(build.stdout + build.stderr);
+    fail(`napi build --target ${buildTarget} failed (exit ${build.status}) after ${seconds.toFixed(0)} s`);
+  }
+  const file = path.join(artifacts, `${pkg.napi.binaryName}.${platform}.node`);
+  if (!fs.existsSync(file)) fail(`napi build --target ${buildTarget} wrote no ${path.relative(root, file)}`);
+  let info;
+  try {
+    info = platform.startsWith('darwin') ? checkMachO(file, cpu, MACOS_FLOOR[cpu]) : checkElf(file, cpu, abi);
+  } catch (err) {
+    fail(`${platform}: ${err.message}`);
+  }
+  const bytes = fs.statSync(file).size;
+  results.push({ triple, buildTarget, platform, seconds, bytes, ...info });
+  console.log(`  ${platform.padEnd(17)} ${seconds.toFixed(0).padStart(4)} s  ${(bytes / 1024).toFixed(0).padStart(5)} KiB  ${info.check}`);
+}
+
+// --- into the per-platform packages, with the napi CLI's own commands ---------------------
+// `napi artifacts` also copies every binary into the package root, where the loader would
+// take them before the packages (and npm pack would ship them): the root keeps only the
+// source build it had.
+const rootBinaries = () => fs.readdirSync(root).filter((f) => f.startsWith(`${pkg.napi.binaryName}.`) && f.endsWith('.node'));
+const sourceBuilds = new Map(rootBinaries().map((f) => [f, fs.readFileSync(path.join(root, f))]));
+try {
+  for (const args of [
+    ['version'], // npm/*/package.json versions = the root's
+    ['artifacts', '--output-dir', 'artifacts', '--npm-dir', 'npm'], // artifacts/*.node -> npm/<platform>/
+  ]) {
+    const r = spawnSync(napi, args, { cwd: root, encoding: 'utf8' });
+    if (r.status !== 0) fail(`napi ${args[0]} failed:\n${r.stdout}${r.stderr}`);
+  }
+} finally {
+  for (const f of rootBinaries()) if (!sourceBuilds.has(f)) fs.rmSync(path.join(root, f));
+  for (const [f, bytes] of sourceBuilds) fs.writeFileSync(path.join(root, f), bytes, { mode: 0o755 });
+}
+for (const r of results) {
+  const dest = path.join(root, 'npm', r.platform, `${pkg.napi.binaryName}.${r.platform}.node`);
+  if (!fs.existsSync(dest)) fail(`napi artifacts did not put ${r.platform}'s binary in ${path.relative(root, dest)}`);
+  const version = JSON.parse(fs.readFileSync(path.join(root, 'npm', r.platform, 'package.json'), 'utf8')).version;
+  if (version !== pkg.version) fail(`npm/${r.platform}/package.json is version ${version}, the root ${pkg.version}`);
+  if (pkg.optionalDependencies?.[`${pkg.name}-${r.platform}`] !== pkg.version) {
+    fail(`package.json's optionalDependencies must list "${pkg.name}-${r.platform}": "${pkg.version}"`);
+  }
+}
+
+const total = (Date.now() - started) / 1000;
+fs.writeFileSync(path.join(artifacts, 'summary.json'), `${JSON.stringify({ glibcFloor: GLIBC_FLOOR, seconds: total, targets: results }, null, 2)}\n`);
+console.log(`build-all: ${results.length} targets built and checked in ${total.toFixed(0)} s; binaries in npm/<platform>/`);

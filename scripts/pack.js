@@ -1,0 +1,121 @@
+'use strict';
+// The release tarballs, with `npm pack`: the main package `selfprof` (JS only: no binary)
+// and one package per platform under npm/<platform>/ (its binary, put there by
+// `npm run build:all`). The main package lists the platform packages as
+// optionalDependencies, so npm installs only the host's.
+//
+//   node scripts/pack.js [--out DIR] [platform ...]   pack (default: every platform) into DIR
+//   node scripts/pack.js --check                      what prepublishOnly runs: refuse a
+//                                                     main package that would ship a binary
+//
+// A source build (`npm install` in a checkout) leaves selfprof.<platform>.node in the
+// root, which the main package's `files` takes (so an install from git works from
+// source); packing for a release sets it aside for the moment of `npm pack`.
+
+const { execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+const root = path.resolve(__dirname, '..');
+const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
+const platforms = pkg.napi.targets.map(platformOf);
+
+function platformOf(triple) {
+  const [arch, , osName, abi] = triple.split('-');
+  const cpu = { x86_64: 'x64', aarch64: 'arm64' }[arch];
+  return osName === 'darwin' ? `darwin-${cpu}` : `linux-${cpu}-${abi}`;
+}
+
+function npmPack(dir, dest) {
+  // --ignore-scripts: `prepare` would build the addon from source into the root again.
+  const out = execFileSync('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dest], {
+    cwd: dir,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const [info] = JSON.parse(out.slice(out.indexOf('[')));
+  return { file: path.join(dest, info.filename), size: info.size, files: info.files.map((f) => f.path) };
+}
+
+/** Problems with the package metadata that would make a broken release, as lines. */
+function metadataProblems() {
+  const problems = [];
+  for (const p of platforms) {
+    const name = `${pkg.name}-${p}`;
+    if (pkg.optionalDependencies?.[name] !== pkg.version) problems.push(`package.json's optionalDependencies must list "${name}": "${pkg.version}"`);
+    const file = path.join(root, 'npm', p, 'package.json');
+    if (!fs.existsSync(file)) {
+      problems.push(`npm/${p}/package.json is missing (npx napi create-npm-dirs)`);
+      continue;
+    }
+    const sub = JSON.parse(fs.readFileSync(file, 'utf8'));
+    if (sub.name !== name || sub.version !== pkg.version) problems.push(`npm/${p}/package.json is ${sub.name}@${sub.version}, expected ${name}@${pkg.version} (npx napi version)`);
+  }
+  if (!fs.existsSync(path.join(root, 'binding.js'))) problems.push('binding.js is missing: run `npm run build` once (napi generates it)');
+  return problems;
+}
+
+/** Packs the main package with any source build in the root set aside. */
+function packMain(dest) {
+  const builds = fs.readdirSync(root).filter((f) => f.startsWith(`${pkg.napi.binaryName}.`) && f.endsWith('.node'));
+  const aside = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-aside-'));
+  for (const f of builds) fs.renameSync(path.join(root, f), path.join(aside, f));
+  try {
+    const main = npmPack(root, dest);
+    const binaries = main.files.filter((f) => f.endsWith('.node'));
+    if (binaries.length) throw new Error(`the main package would ship ${binaries.join(', ')}`);
+    return main;
+  } finally {
+    for (const f of builds) fs.renameSync(path.join(aside, f), path.join(root, f));
+    fs.rmSync(aside, { recursive: true, force: true });
+  }
+}
+
+function packPlatform(platform, dest) {
+  const dir = path.join(root, 'npm', platform);
+  const binary = `${pkg.napi.binaryName}.${platform}.node`;
+  if (!fs.existsSync(path.join(dir, binary))) {
+    throw new Error(`npm/${platform}/${binary} is missing: run \`npm run build:all\` (or node scripts/build-all.js <triple>) first`);
+  }
+  const out = npmPack(dir, dest);
+  if (!out.files.includes(binary)) throw new Error(`${path.basename(out.file)} lacks ${binary}`);
+  return out;
+}
+
+function main() {
+  const args = process.argv.slice(2);
+  if (args[0] === '--check') {
+    const problems = metadataProblems();
+    const builds = fs.readdirSync(root).filter((f) => f.endsWith('.node'));
+    if (builds.length) {
+      problems.push(`a source build (${builds.join(', ')}) is in the package root and would be published in the main package: publish the tarballs of \`node scripts/pack.js\` instead`);
+    }
+    for (const p of problems) console.error(`pack: ${p}`);
+    process.exit(problems.length ? 1 : 0);
+  }
+  let out = path.join(root, 'artifacts', 'packages');
+  const outAt = args.indexOf('--out');
+  if (outAt >= 0) {
+    out = path.resolve(args[outAt + 1]);
+    args.splice(outAt, 2);
+  }
+  const wanted = args.length ? args : platforms;
+  for (const p of wanted) if (!platforms.includes(p)) throw new Error(`unknown platform ${p}: one of ${platforms.join(', ')}`);
+  const problems = metadataProblems();
+  if (problems.length) throw new Error(problems.join('; '));
+  fs.mkdirSync(out, { recursive: true });
+  const packed = [packMain(out), ...wanted.map((p) => packPlatform(p, out))];
+  for (const p of packed) console.log(`  ${path.relative(root, p.file)}  ${(p.size / 1024).toFixed(0)} KiB packed, ${p.files.length} files`);
+}
+
+module.exports = { packMain, packPlatform, metadataProblems, platforms, platformOf };
+
+if (require.main === module) {
+  try {
+    main();
+  } catch (err) {
+    console.error(`pack: ${err.message}`);
+    process.exit(1);
+  }
+}

