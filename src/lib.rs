@@ -97,9 +97,15 @@ impl BuildTrace {
         let to_ns = |ms: f64| ((self.window.origin_us + ms * 1000.0) * 1000.0).max(0.0) as u64;
         let from_ns = to_ns(self.window.from_ms).saturating_sub(1_000_000);
         let until_ns = to_ns(self.window.until_ms).saturating_add(1_000_000);
-        let write = signal::RING_WRITE.load(Ordering::Acquire);
+        // The thread's records from the drained log (all of them, however long the
+        // recording), plus any the ring holds beyond it (a recording not registered).
+        let (mut entries, _) = capture::drain::records(src.tid, from_ns, until_ns);
+        if entries.is_empty() {
+          let write = signal::RING_WRITE.load(Ordering::Acquire);
+          entries = ring::snapshot(&signal::RING, write, src.tid, from_ns, until_ns);
+        }
         TraceBuilder::with_labeler(Labeler {
-          entries: ring::snapshot(&signal::RING, write, src.tid, from_ns, until_ns),
+          entries,
           lookup: &lookup,
           cpu_start_ns: src.cpu_start_ns,
         })
@@ -258,6 +264,12 @@ pub fn signal_reentries() -> f64 {
   signal::REENTERED.load(Ordering::Relaxed) as f64
 }
 
+/// Records the SIGPROF ring holds (older ones are overwritten).
+#[napi]
+pub fn ring_capacity() -> u32 {
+  signal::RING_CAPACITY as u32
+}
+
 /// SIGPROFs our handler has taken (= ring entries written).
 #[napi]
 pub fn signal_count() -> f64 {
@@ -278,6 +290,7 @@ pub fn register_thread(env: Env) -> Result<Uint32Array> {
     env.add_env_cleanup_hook((index, tid), |(index, tid)| {
       signal::unregister_thread(index, tid);
       capture::labels::forget_thread(tid);
+      capture::drain::forget_thread(tid);
     })?;
   }
   let cell = signal::context_cell(index).ok_or_else(|| Error::from_reason("thread slot out of range"))?;
@@ -327,7 +340,7 @@ pub fn reserve_label_ids(count: u32) -> u32 {
 #[napi]
 pub fn save_labels(id: u32, flat: Vec<String>) -> Result<()> {
   let set = capture::labels::label_set(flat).ok_or_else(|| invalid("labels must come as key, value pairs"))?;
-  capture::labels::save(signal::gettid(), id, set, signal::monotonic_ns());
+  capture::labels::save(signal::gettid(), id, set, signal::bracket_clock_ns());
   Ok(())
 }
 
@@ -338,14 +351,19 @@ pub fn labels_recording_started() -> u32 {
   if let Some(t) = this_thread() {
     t.cell[3].fetch_add(1, Ordering::Relaxed);
   }
-  capture::labels::recording_started(signal::gettid(), signal::monotonic_ns())
+  let (tid, now) = (signal::gettid(), signal::bracket_clock_ns());
+  let token = capture::labels::recording_started(tid, now);
+  capture::drain::recording_started(tid, token, now);
+  token
 }
 
 /// The trace of recording `token` was built (or never will be): label sets only it could
 /// reference are dropped.
 #[napi]
 pub fn labels_recording_built(token: u32) {
-  capture::labels::recording_built(signal::gettid(), token);
+  let tid = signal::gettid();
+  capture::labels::recording_built(tid, token);
+  capture::drain::recording_built(tid, token);
 }
 
 /// `{ saved, bytes, dropped, unbuilt }`: label sets kept, their bytes, sets dropped to the

@@ -3,6 +3,7 @@
 //! the handler wrote and joins it to V8's samples; `labels` keeps the label sets that
 //! samples reference.
 
+pub mod drain;
 pub mod labels;
 pub mod ring;
 pub mod signal;

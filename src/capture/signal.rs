@@ -164,10 +164,11 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     .wrapping_add(ts.tv_nsec as u64)
 }
 
-/// CLOCK_MONOTONIC in ns, outside signal context too (the label store's clock; the
-/// brackets read V8's own clock, `clock::bracket_*`).
-pub fn monotonic_ns() -> u64 {
-  clock_ns(libc::CLOCK_MONOTONIC)
+/// Now, on the clock the brackets are read on (V8's sample clock: CLOCK_MONOTONIC on
+/// Linux, the Mach clock on macOS), in ns: what recordings' starts and the label store's
+/// save times are compared with brackets on. Outside signal context too.
+pub fn bracket_clock_ns() -> u64 {
+  os::bracket_end_ns()
 }
 
 /// The calling thread's CPU time in ns (CLOCK_THREAD_CPUTIME_ID: Linux, and macOS ≥ 10.12,

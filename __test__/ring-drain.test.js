@@ -1,0 +1,60 @@
+'use strict';
+// Labels are never lost to the size of the SIGPROF ring (65,536 records shared by every
+// sampling thread): a labeled recording longer than the ring holds keeps its labels.
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const { Worker } = require('node:worker_threads');
+const { Profiler, withLabels, setBaseInterval } = require('..');
+const { native } = require('../lib/native');
+const { spin, samplesIn } = require('./helpers');
+
+function drainWork(ms) {
+  return spin(ms);
+}
+
+/** A worker that samples itself at 0.1 ms while it spins, until terminated. */
+function samplingWorker() {
+  const worker = new Worker(
+    `const { Profiler, setBaseInterval } = require(${JSON.stringify(require.resolve('..'))});
+     const { parentPort } = require('node:worker_threads');
+     setBaseInterval(0.1);
+     new Profiler({ sampleInterval: 0.1, maxBufferSize: 1e6 });
+     parentPort.postMessage('sampling');
+     (function busy() { const e = Date.now() + 20; while (Date.now() < e); setImmediate(busy); })();`,
+    { eval: true },
+  );
+  return new Promise((resolve) => worker.once('message', () => resolve(worker)));
+}
+
+test('a labeled recording longer than the ring holds keeps its labels', async (t) => {
+  // Workers sampling too: the ring, shared by every thread, wraps sooner.
+  const workers = await Promise.all([samplingWorker(), samplingWorker()]);
+  setBaseInterval(0.1);
+  try {
+    const p = new Profiler({ sampleInterval: 0.1, maxBufferSize: 1_000_000 });
+    const signals0 = native.signalCount();
+    const capacity = native.ringCapacity();
+    const deadline = performance.now() + 60_000;
+    let i = 0;
+    // Until the ring has been written round more than once since the recording began.
+    while (native.signalCount() - signals0 < 1.3 * capacity && performance.now() < deadline) {
+      await withLabels({ endpoint: 'GET /long', span_id: String(i++) }, async () => {
+        drainWork(4);
+        await new Promise((r) => setImmediate(r));
+      });
+    }
+    const wrapped = native.signalCount() - signals0;
+    const trace = await p.stop();
+    const busy = samplesIn(trace, 'drainWork');
+    const labeled = busy.filter((s) => s.contextId !== undefined && trace.contexts[s.contextId].labels.endpoint === 'GET /long');
+    t.diagnostic(
+      `${wrapped} signals in the ring (capacity ${capacity}) during ${((trace.samples.at(-1).timestamp - trace.samples[0].timestamp) / 1000).toFixed(1)} s; ` +
+        `${trace.samples.length} samples, ${busy.length} in drainWork, ${labeled.length} labeled; metadata ${JSON.stringify(trace.metadata)}`,
+    );
+    assert.ok(wrapped > capacity, `the ring wrapped during the recording: ${wrapped} signals`);
+    assert.ok(labeled.length >= 0.99 * busy.length, `${labeled.length} of ${busy.length} busy samples labeled`);
+  } finally {
+    setBaseInterval(1);
+    await Promise.all(workers.map((w) => w.terminate()));
+  }
+});

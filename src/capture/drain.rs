@@ -1,0 +1,283 @@
+//! Draining the SIGPROF ring into per-thread logs while recordings run, so that a
+//! recording longer than the ring holds (65,536 records shared by every sampling thread:
+//! 6.5 s at 0.1 ms, ~65 s at 1 ms) keeps every bracket, hence its labels and CPU time.
+//!
+//! A background thread (not signal context: it reads the ring like any reader, through
+//! the slots' seqlocks) copies new records, every `PERIOD`, into the log of their thread,
+//! for threads that have an unbuilt recording; it needs no event loop, so a thread whose JS
+//! is blocked keeps its brackets too. A trace build drains once more and takes its thread's
+//! records from the log. A thread's records are dropped once no unbuilt recording of it
+//! can reference them, and a log holds at most `MAX_PER_THREAD` records (oldest dropped).
+
+use super::ring::Entry;
+use super::signal::{Slot, RING, RING_CAPACITY, RING_WRITE};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{fence, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+/// How often the background thread drains while recordings run.
+const PERIOD: Duration = Duration::from_millis(100);
+/// Records a thread's log keeps at most (40 bytes each: 160 MiB).
+pub const MAX_PER_THREAD: usize = 1 << 22;
+/// Records are kept from this long before a recording's start (a sample at the window's
+/// edge was bracketed by a signal that began just before it).
+const SLACK_NS: u64 = 1_000_000_000;
+
+#[derive(Default)]
+struct ThreadLog {
+  records: VecDeque<Entry>,
+  /// Unbuilt recordings: `(token, start_ns)`.
+  unbuilt: Vec<(u32, u64)>,
+  /// Records dropped to `MAX_PER_THREAD`.
+  dropped: u64,
+}
+
+impl ThreadLog {
+  fn oldest_start(&self) -> Option<u64> {
+    self.unbuilt.iter().map(|(_, start)| *start).min()
+  }
+}
+
+#[derive(Default)]
+struct Logs {
+  /// The ring index to read next.
+  next: u64,
+  threads: HashMap<i32, ThreadLog>,
+  /// Whether the background thread was started.
+  running: bool,
+}
+
+static LOGS: Mutex<Option<Logs>> = Mutex::new(None);
+static WAKE: Condvar = Condvar::new();
+
+fn with_logs<T>(f: impl FnOnce(&mut Logs) -> T) -> T {
+  let mut guard = LOGS.lock().unwrap_or_else(|e| e.into_inner());
+  f(guard.get_or_insert_with(Logs::default))
+}
+
+/// Reads ring record `index` if it is whole (not being written, not overwritten).
+fn read(slots: &[Slot], index: u64) -> Option<Entry> {
+  let slot = &slots[(index as usize) & (slots.len() - 1)];
+  let seq = slot.seq.load(Ordering::Acquire);
+  if seq != index + 1 {
+    return None;
+  }
+  let e = Entry {
+    before_ns: slot.before_ns.load(Ordering::Relaxed),
+    after_ns: slot.after_ns.load(Ordering::Relaxed),
+    cpu_ns: slot.cpu_ns.load(Ordering::Relaxed),
+    context: slot.context.load(Ordering::Relaxed),
+    generation: slot.generation.load(Ordering::Relaxed),
+    tid: slot.tid.load(Ordering::Relaxed),
+  };
+  fence(Ordering::Acquire);
+  (slot.seq.load(Ordering::Relaxed) == seq).then_some(e)
+}
+
+/// Copies the ring's new records (from `logs.next` to `write`) into the logs of threads
+/// that have unbuilt recordings. A record still being written near the end is left for
+/// the next drain; older unreadable ones were overwritten before this drain got to them.
+fn drain_into(logs: &mut Logs, slots: &[Slot], write: u64) {
+  let cap = slots.len() as u64;
+  let mut index = logs.next.max(write.saturating_sub(cap));
+  while index < write {
+    match read(slots, index) {
+      Some(e) => {
+        if let Some(log) = logs.threads.get_mut(&e.tid) {
+          if log.oldest_start().is_some_and(|start| e.before_ns + SLACK_NS >= start) {
+            if log.records.len() >= MAX_PER_THREAD {
+              log.records.pop_front();
+              log.dropped += 1;
+            }
+            log.records.push_back(e);
+          }
+        }
+      }
+      // A handler finishes its record within microseconds of claiming it.
+      None
+        if write - index <= 64 && slots[(index as usize) & (slots.len() - 1)].seq.load(Ordering::Acquire) <= index =>
+      {
+        break
+      }
+      None => {}
+    }
+    index += 1;
+  }
+  logs.next = index;
+}
+
+/// Drains the real ring now.
+pub fn drain() {
+  with_logs(|logs| drain_into(logs, &RING, RING_WRITE.load(Ordering::Acquire)));
+}
+
+fn background() {
+  let mut guard = LOGS.lock().unwrap_or_else(|e| e.into_inner());
+  loop {
+    let busy = guard
+      .as_ref()
+      .is_some_and(|l| l.threads.values().any(|t| !t.unbuilt.is_empty()));
+    if busy {
+      let logs = guard.get_or_insert_with(Logs::default);
+      drain_into(logs, &RING, RING_WRITE.load(Ordering::Acquire));
+      guard = WAKE.wait_timeout(guard, PERIOD).unwrap_or_else(|e| e.into_inner()).0;
+    } else {
+      guard = WAKE.wait(guard).unwrap_or_else(|e| e.into_inner());
+    }
+  }
+}
+
+/// A recording of thread `tid` started at `start_ns`: its records are kept from now on.
+pub fn recording_started(tid: i32, token: u32, start_ns: u64) {
+  let start_thread = with_logs(|logs| {
+    // Records written before now are older than this recording (and its slack is covered
+    // by the ring itself): start reading where the ring is, unless a drain is under way.
+    if logs.threads.values().all(|t| t.unbuilt.is_empty()) {
+      logs.next = RING_WRITE.load(Ordering::Acquire).saturating_sub(RING_CAPACITY as u64);
+    }
+    logs.threads.entry(tid).or_default().unbuilt.push((token, start_ns));
+    !std::mem::replace(&mut logs.running, true)
+  });
+  if start_thread {
+    let spawned = std::thread::Builder::new()
+      .name("selfprof-drain".into())
+      .spawn(background);
+    if spawned.is_err() {
+      with_logs(|logs| logs.running = false);
+    }
+  }
+  WAKE.notify_all();
+}
+
+/// The trace of recording `token` of thread `tid` was built (or never will be): records
+/// only it could reference are dropped.
+pub fn recording_built(tid: i32, token: u32) {
+  with_logs(|logs| {
+    if let Some(log) = logs.threads.get_mut(&tid) {
+      log.unbuilt.retain(|(t, _)| *t != token);
+      match log.oldest_start() {
+        None => {
+          logs.threads.remove(&tid);
+        }
+        Some(start) => {
+          while log.records.front().is_some_and(|e| e.before_ns + SLACK_NS < start) {
+            log.records.pop_front();
+          }
+        }
+      }
+    }
+  });
+}
+
+/// Thread `tid` is gone (a worker ended): its log goes.
+pub fn forget_thread(tid: i32) {
+  with_logs(|logs| {
+    logs.threads.remove(&tid);
+  });
+}
+
+/// Thread `tid`'s records whose bracket starts in `[from_ns, until_ns]`, in time order,
+/// after a last drain; and how many of its records the log had to drop.
+pub fn records(tid: i32, from_ns: u64, until_ns: u64) -> (Vec<Entry>, u64) {
+  with_logs(|logs| {
+    drain_into(logs, &RING, RING_WRITE.load(Ordering::Acquire));
+    match logs.threads.get(&tid) {
+      Some(log) => (
+        log
+          .records
+          .iter()
+          .filter(|e| e.before_ns >= from_ns && e.before_ns <= until_ns)
+          .copied()
+          .collect(),
+        log.dropped,
+      ),
+      None => (Vec::new(), 0),
+    }
+  })
+}
+
+/// `(threads with logs, records in them)`, for tests and diagnostics.
+pub fn stats() -> (usize, usize) {
+  with_logs(|logs| (logs.threads.len(), logs.threads.values().map(|t| t.records.len()).sum()))
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::capture::signal::{Record, EMPTY_SLOT};
+
+  fn ring(n: usize) -> Vec<Slot> {
+    (0..n).map(|_| EMPTY_SLOT).collect()
+  }
+
+  fn write(slots: &[Slot], index: u64, tid: i32) {
+    let r = Record {
+      before_ns: 1_000_000_000 + index * 1000,
+      after_ns: 1_000_000_000 + index * 1000 + 5,
+      cpu_ns: index,
+      context: index as u32,
+      generation: 0,
+      tid,
+    };
+    slots[(index as usize) & (slots.len() - 1)].write(index, &r);
+  }
+
+  #[test]
+  fn draining_often_keeps_more_than_the_ring_holds() {
+    let slots = ring(16);
+    let mut logs = Logs::default();
+    logs.threads.entry(7).or_default().unbuilt.push((1, 0));
+    for index in 0..100u64 {
+      write(&slots, index, if index % 2 == 0 { 7 } else { 8 });
+      if index % 10 == 9 {
+        drain_into(&mut logs, &slots, index + 1);
+      }
+    }
+    let log = &logs.threads[&7];
+    assert_eq!(
+      log.records.len(),
+      50,
+      "every record of thread 7, though the ring holds 16"
+    );
+    assert!(log
+      .records
+      .iter()
+      .zip(log.records.iter().skip(1))
+      .all(|(a, b)| a.before_ns < b.before_ns));
+    assert!(
+      !logs.threads.contains_key(&8),
+      "threads without recordings are not logged"
+    );
+  }
+
+  #[test]
+  fn a_record_being_written_is_read_on_the_next_drain() {
+    let slots = ring(16);
+    let mut logs = Logs::default();
+    logs.threads.entry(7).or_default().unbuilt.push((1, 0));
+    write(&slots, 0, 7);
+    // Record 1 is claimed but not yet written; record 2 is whole.
+    write(&slots, 2, 7);
+    drain_into(&mut logs, &slots, 3);
+    assert_eq!(logs.threads[&7].records.len(), 1);
+    assert_eq!(logs.next, 1, "it waits at the record being written");
+    write(&slots, 1, 7);
+    drain_into(&mut logs, &slots, 3);
+    let contexts: Vec<u32> = logs.threads[&7].records.iter().map(|e| e.context).collect();
+    assert_eq!(contexts, vec![0, 1, 2]);
+  }
+
+  #[test]
+  fn overwritten_records_are_skipped_not_waited_for() {
+    let slots = ring(16);
+    let mut logs = Logs::default();
+    logs.threads.entry(7).or_default().unbuilt.push((1, 0));
+    for index in 0..40u64 {
+      write(&slots, index, 7);
+    }
+    drain_into(&mut logs, &slots, 40);
+    assert_eq!(logs.threads[&7].records.len(), 16, "what the ring still held");
+    assert_eq!(logs.next, 40);
+  }
+}
