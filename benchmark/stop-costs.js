@@ -43,7 +43,7 @@ const rssMiB = () => process.memoryUsage().rss / 2 ** 20;
 async function measure(mode, samples, msPerSample) {
   const { setImmediate: immediate } = require('node:timers/promises');
   const selfprof = require('..');
-  const native = require('../lib/native');
+  const { native } = require('../lib/native');
   const intervalMs = 0.1;
   let label = (i, endpoint, fn) => fn();
   let stop;

@@ -11,6 +11,7 @@ pub mod formats;
 pub mod trace;
 
 use capture::{ring, signal};
+
 use formats::pprof;
 
 use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Either3, Uint32Array};
@@ -18,6 +19,10 @@ use napi::{Env, Error, Result, Status, Task};
 use napi_derive::napi;
 use std::sync::atomic::Ordering;
 use trace::v8_profile::CpuProfile;
+
+/// A HashMap with a fast hasher that is seeded per map (foldhash), for maps that may hold
+/// data from outside files: fast, and no crafted input can force collisions.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use trace::{Labeler, TraceBuilder, Window};
 
 fn invalid(e: impl std::fmt::Display) -> Error {

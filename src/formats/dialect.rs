@@ -19,6 +19,7 @@
 use super::pprof::Timing;
 use crate::trace::Trace;
 use serde::Deserialize;
+use std::borrow::Cow;
 
 /// The most bytes Pyroscope accepts in a label value (`validation.max-length-label-value`).
 pub const PYROSCOPE_MAX_VALUE_BYTES: usize = 2048;
@@ -56,15 +57,16 @@ pub fn parse(json: &str) -> Result<Vec<Dialect>, String> {
   serde_json::from_str(json).map_err(|e| format!("bad export dialects: {e}"))
 }
 
-/// A label as the dialect writes it.
+/// A label as the dialect writes it: borrowed from the trace where it is as the trace
+/// has it (most labels), owned where the dialect makes a new key or value.
 #[derive(Debug, Clone, PartialEq)]
-pub enum OutLabel {
-  Str(String, String),
-  Num(String, i64),
+pub enum OutLabel<'a> {
+  Str(Cow<'a, str>, Cow<'a, str>),
+  Num(Cow<'a, str>, i64),
 }
 
-impl OutLabel {
-  pub(crate) fn encode(&self, strings: &mut super::pprof::Strings) -> super::pprof::Label {
+impl<'a> OutLabel<'a> {
+  pub(crate) fn encode(self, strings: &mut super::pprof::Strings<'a>) -> super::pprof::Label {
     match self {
       OutLabel::Str(k, v) => super::pprof::Label {
         key: strings.id(k),
@@ -73,7 +75,7 @@ impl OutLabel {
       },
       OutLabel::Num(k, n) => super::pprof::Label {
         key: strings.id(k),
-        num: *n,
+        num: n,
         ..Default::default()
       },
     }
@@ -115,8 +117,8 @@ impl Dialect {
   }
 
   /// A label set as the backend names it.
-  pub fn labels(&self, labels: &[(String, String)]) -> Vec<OutLabel> {
-    let str = |k: &str, v: &str| OutLabel::Str(k.to_owned(), v.to_owned());
+  pub fn labels<'a>(&self, labels: &'a [(String, String)]) -> Vec<OutLabel<'a>> {
+    let str = |k: &'a str, v: &'a str| OutLabel::Str(Cow::Borrowed(k), Cow::Borrowed(v));
     match self {
       Dialect::Plain | Dialect::Otlp(_) => labels.iter().map(|(k, v)| str(k, v)).collect(),
       Dialect::Datadog { .. } => {
@@ -130,15 +132,15 @@ impl Dialect {
             "endpoint" => out.push(str("trace endpoint", v)),
             "span_id" => match span_id(v) {
               Some(id) => {
-                out.push(OutLabel::Num("span id".into(), id as i64));
+                out.push(OutLabel::Num(Cow::Borrowed("span id"), id as i64));
                 if explicit_root.is_none() {
-                  out.push(OutLabel::Num("local root span id".into(), id as i64));
+                  out.push(OutLabel::Num(Cow::Borrowed("local root span id"), id as i64));
                 }
               }
               None => out.push(str(k, v)),
             },
             "local_root_span_id" => match explicit_root {
-              Some(id) => out.push(OutLabel::Num("local root span id".into(), id as i64)),
+              Some(id) => out.push(OutLabel::Num(Cow::Borrowed("local root span id"), id as i64)),
               None => out.push(str(k, v)),
             },
             "trace_id" => {}
@@ -152,7 +154,7 @@ impl Dialect {
         .filter_map(|(k, v)| {
           if k == "span_id" {
             return Some(match span_id(v) {
-              Some(id) => str(k, &format!("{id:016x}")),
+              Some(id) => OutLabel::Str(Cow::Borrowed(k), Cow::Owned(format!("{id:016x}"))),
               None => str(k, truncate(v, PYROSCOPE_MAX_VALUE_BYTES)),
             });
           }
@@ -166,16 +168,17 @@ impl Dialect {
   }
 
   /// Labels every sample carries.
-  pub fn every_sample(&self) -> Vec<OutLabel> {
+  pub fn every_sample(&self) -> Vec<OutLabel<'static>> {
+    let str = |k: &'static str, v: &str| OutLabel::Str(Cow::Borrowed(k), Cow::Owned(v.to_owned()));
     match self {
       Dialect::Datadog {
         thread_name,
         thread_id,
         os_thread_id,
       } => vec![
-        OutLabel::Str("thread name".into(), thread_name.clone()),
-        OutLabel::Str("thread id".into(), thread_id.clone()),
-        OutLabel::Str("os thread id".into(), os_thread_id.clone()),
+        str("thread name", thread_name),
+        str("thread id", thread_id),
+        str("os thread id", os_thread_id),
       ],
       _ => Vec::new(),
     }
@@ -216,12 +219,13 @@ mod tests {
       thread_id: "0".into(),
       os_thread_id: "7".into(),
     };
-    let out = d.labels(&l(&[
+    let out_in = l(&[
       ("endpoint", "GET /a"),
       ("span_id", "ffffffffffffffff"),
       ("trace_id", "0af7651916cd43dd8448eb211c80319c"),
       ("tenant", "acme"),
-    ]));
+    ]);
+    let out = d.labels(&out_in);
     assert_eq!(
       out,
       vec![
@@ -231,7 +235,8 @@ mod tests {
         OutLabel::Str("tenant".into(), "acme".into()),
       ]
     );
-    let explicit = d.labels(&l(&[("local_root_span_id", "5"), ("span_id", "9")]));
+    let explicit_in = l(&[("local_root_span_id", "5"), ("span_id", "9")]);
+    let explicit = d.labels(&explicit_in);
     assert_eq!(
       explicit,
       vec![
@@ -249,12 +254,13 @@ mod tests {
       series_labels: vec!["endpoint".into()],
     };
     let long = "é".repeat(2000);
-    let out = d.labels(&l(&[
+    let out_in = l(&[
       ("endpoint", &long),
       ("span_id", "8489345074087403192"),
       ("trace_id", "0af7651916cd43dd8448eb211c80319c"),
       ("request_id", "r-1"),
-    ]));
+    ]);
+    let out = d.labels(&out_in);
     assert_eq!(out.len(), 2);
     match &out[0] {
       OutLabel::Str(k, v) => {

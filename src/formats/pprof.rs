@@ -14,6 +14,7 @@
 pub use crate::formats::dialect::Dialect;
 use crate::trace::{Marker, Metadata, Sample as TraceSample, Trace};
 use prost::Message;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Write;
 
@@ -124,27 +125,46 @@ pub struct Timing {
   pub lines: bool,
 }
 
-#[derive(Default)]
-pub(crate) struct Strings {
-  table: Vec<String>,
-  ids: HashMap<String, i64>,
+/// The string table being built. Strings the trace holds are borrowed, not copied (a
+/// recording with a span id per request has as many distinct strings as label sets).
+pub(crate) struct Strings<'a> {
+  table: Vec<Cow<'a, str>>,
+  ids: crate::FastMap<Cow<'a, str>, i64>,
 }
 
-impl Strings {
-  pub(crate) fn new() -> Self {
-    let mut s = Strings::default();
+impl<'a> Strings<'a> {
+  pub(crate) fn with_capacity(n: usize) -> Self {
+    let mut s = Strings {
+      table: Vec::with_capacity(n),
+      ids: crate::FastMap::with_capacity_and_hasher(n, Default::default()),
+    };
     s.id("");
     s
   }
 
-  pub(crate) fn id(&mut self, s: &str) -> i64 {
-    if let Some(id) = self.ids.get(s) {
+  pub(crate) fn id(&mut self, s: impl Into<Cow<'a, str>>) -> i64 {
+    let s = s.into();
+    if let Some(id) = self.ids.get(s.as_ref()) {
       return *id;
     }
     let id = self.table.len() as i64;
-    self.table.push(s.to_owned());
-    self.ids.insert(s.to_owned(), id);
+    self.ids.insert(s.clone(), id);
+    self.table.push(s);
     id
+  }
+
+  /// The table as prost's field holds it.
+  fn owned(&self) -> Vec<String> {
+    self.table.iter().map(|s| s.to_string()).collect()
+  }
+
+  /// Writes the table as `Profile.string_table` (field 6) entries.
+  fn encode(&self, buf: &mut Vec<u8>) {
+    for s in &self.table {
+      prost::encoding::encode_key(6, prost::encoding::WireType::LengthDelimited, buf);
+      prost::encoding::encode_varint(s.len() as u64, buf);
+      buf.extend_from_slice(s.as_bytes());
+    }
   }
 }
 
@@ -168,9 +188,13 @@ pub struct Weight {
 }
 
 /// Everything of a profile but its samples, and what encoding a sample needs.
-struct Encoder {
+struct Encoder<'a> {
+  /// The profile but its samples and string table.
   header: Profile,
-  labels: Vec<Vec<Label>>,
+  strings: Strings<'a>,
+  labels: Vec<Label>,
+  /// Each context's labels: a range of `labels`.
+  label_ranges: Vec<(u32, u32)>,
   idle: u64,
   gc: u64,
   program: u64,
@@ -186,10 +210,11 @@ struct Encoder {
   origin_unix_ms: f64,
 }
 
-impl Encoder {
-  fn new(trace: &Trace, timing: &Timing, dialect: &Dialect) -> Encoder {
-    let mut strings = Strings::new();
-    let value_type = |strings: &mut Strings, t: &str, u: &str| ValueType {
+impl<'a> Encoder<'a> {
+  fn new(trace: &'a Trace, timing: &Timing, dialect: &Dialect) -> Encoder<'a> {
+    let label_strings: usize = trace.contexts.iter().map(|c| 2 * c.labels.len()).sum();
+    let mut strings = Strings::with_capacity(trace.frames.len() + trace.resources.len() + label_strings + 32);
+    let value_type = |strings: &mut Strings<'a>, t: &'static str, u: &'static str| ValueType {
       r#type: strings.id(t),
       unit: strings.id(u),
     };
@@ -205,7 +230,7 @@ impl Encoder {
     // One function and one location per frame, ids = frame index + 1; pseudo-frames after.
     let mut function = Vec::with_capacity(trace.frames.len() + 4);
     let mut location = Vec::with_capacity(trace.frames.len() + 4);
-    let mut add = |strings: &mut Strings, name: &str, file: &str, line: Option<u32>, column: Option<u32>| {
+    let mut add = |strings: &mut Strings<'a>, name: &'a str, file: &'a str, line: Option<u32>, column: Option<u32>| {
       let id = function.len() as u64 + 1;
       let name = strings.id(if name.is_empty() { "(anonymous)" } else { name });
       function.push(Function {
@@ -259,18 +284,15 @@ impl Encoder {
       });
     }
 
-    // Label keys and values, per context, as the dialect names them.
-    let labels: Vec<Vec<Label>> = trace
-      .contexts
-      .iter()
-      .map(|c| {
-        dialect
-          .labels(&c.labels)
-          .into_iter()
-          .map(|l| l.encode(&mut strings))
-          .collect()
-      })
-      .collect();
+    // Label keys and values, per context, as the dialect names them: one array, and each
+    // context's range in it.
+    let mut labels: Vec<Label> = Vec::with_capacity(label_strings / 2);
+    let mut label_ranges: Vec<(u32, u32)> = Vec::with_capacity(trace.contexts.len());
+    for c in &trace.contexts {
+      let start = labels.len() as u32;
+      labels.extend(dialect.labels(&c.labels).into_iter().map(|l| l.encode(&mut strings)));
+      label_ranges.push((start, labels.len() as u32));
+    }
     let every: Vec<Label> = dialect
       .every_sample()
       .into_iter()
@@ -282,13 +304,9 @@ impl Encoder {
 
     // How many samples the SIGPROF join labeled, so that a reader of the pprof alone can
     // tell "no labels by design" (V8 sampled without a signal) from labels lost.
-    let mut comment: Vec<i64> = trace
-      .metadata
-      .iter()
-      .map(|m| strings.id(&metadata_comment(m)))
-      .collect();
+    let mut comment: Vec<i64> = trace.metadata.iter().map(|m| strings.id(metadata_comment(m))).collect();
     if !line_location.is_empty() {
-      comment.push(strings.id(&format!("{LINES_COMMENT}{first_line_location}")));
+      comment.push(strings.id(format!("{LINES_COMMENT}{first_line_location}")));
     }
 
     let header = Profile {
@@ -296,7 +314,7 @@ impl Encoder {
       sample: Vec::new(),
       location,
       function,
-      string_table: strings.table,
+      string_table: Vec::new(),
       time_nanos: unix_ns(timing.time_origin_unix_ms, timing.start_ms),
       duration_nanos: ms_to_ns((timing.end_ms - timing.start_ms).max(0.0)),
       period_type,
@@ -306,7 +324,9 @@ impl Encoder {
     };
     Encoder {
       header,
+      strings,
       labels,
+      label_ranges,
       idle,
       gc,
       program,
@@ -320,8 +340,16 @@ impl Encoder {
   }
 
   /// The pprof sample of trace sample `s`, with values `[count, wall, cpu?]`.
-  fn sample(&self, trace: &Trace, s: &TraceSample, weight: Weight) -> Sample {
-    let mut location_id = Vec::new();
+  /// Fills `out` (reused from sample to sample: no allocation per sample once warm).
+  fn sample(&self, trace: &Trace, s: &TraceSample, weight: Weight, out: &mut Sample) {
+    let Sample {
+      location_id,
+      value,
+      label,
+    } = out;
+    location_id.clear();
+    value.clear();
+    label.clear();
     let mut at = s.stack_id;
     while let Some(id) = at {
       match trace.stacks.get(id as usize) {
@@ -339,16 +367,14 @@ impl Encoder {
       None if location_id.is_empty() => location_id.push(self.root),
       None => {}
     }
-    let mut value = vec![weight.count, weight.wall_ns];
+    value.extend([weight.count, weight.wall_ns]);
     if self.cpu {
       value.push(weight.cpu_ns);
     }
-    let mut label: Vec<Label> = s
-      .context_id
-      .and_then(|c| self.labels.get(c as usize))
-      .cloned()
-      .unwrap_or_default();
-    label.extend(self.every.iter().cloned());
+    if let Some(&(start, end)) = s.context_id.and_then(|c| self.label_ranges.get(c as usize)) {
+      label.extend_from_slice(&self.labels[start as usize..end as usize]);
+    }
+    label.extend_from_slice(&self.every);
     if let Some((key, num_unit)) = self.end_timestamp {
       label.push(Label {
         key,
@@ -357,11 +383,6 @@ impl Encoder {
         ..Label::default()
       });
     }
-    Sample {
-      location_id,
-      value,
-      label,
-    }
   }
 
   /// Each sample with its weight: the given ones, or one trace sample each (count 1, the
@@ -369,7 +390,8 @@ impl Encoder {
   /// samples cover even when V8 sampled late, and its CPU time). A sample whose count is
   /// dealt to lines (`LinePieces`) becomes one pprof sample per line, at its line-level
   /// location, with its wall and CPU time split in proportion.
-  fn each(&self, trace: &Trace, start_ms: f64, weights: Option<&[Weight]>, mut f: impl FnMut(Sample)) {
+  fn each(&self, trace: &Trace, start_ms: f64, weights: Option<&[Weight]>, mut f: impl FnMut(&Sample)) {
+    let mut sample = Sample::default();
     let lines = if self.line_location.is_empty() {
       None
     } else {
@@ -391,7 +413,8 @@ impl Encoder {
       };
       let pieces = lines.as_ref().map_or(&[][..], |l| l.of(i));
       if pieces.is_empty() {
-        f(self.sample(trace, s, weight));
+        self.sample(trace, s, weight, &mut sample);
+        f(&sample);
         continue;
       }
       let (mut wall_left, mut cpu_left, mut count_left) = (weight.wall_ns, weight.cpu_ns, weight.count);
@@ -412,14 +435,14 @@ impl Encoder {
         wall_left -= piece.wall_ns;
         cpu_left -= piece.cpu_ns;
         count_left -= piece.count;
-        let mut sample = self.sample(trace, s, piece);
+        self.sample(trace, s, piece, &mut sample);
         if let (Some(line), Some(leaf), Some(stack)) = (line, sample.location_id.first_mut(), s.stack_id) {
           let frame = trace.stacks[stack as usize].frame_id;
           if let Some(id) = self.line_location.get(&(frame, line)) {
             *leaf = *id;
           }
         }
-        f(sample);
+        f(&sample);
       }
     }
   }
@@ -435,9 +458,10 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
 pub fn profile_for(trace: &Trace, timing: &Timing, dialect: &Dialect) -> Profile {
   let encoder = Encoder::new(trace, timing, dialect);
   let mut sample = Vec::with_capacity(trace.samples.len());
-  encoder.each(trace, timing.start_ms, None, |s| sample.push(s));
+  encoder.each(trace, timing.start_ms, None, |s| sample.push(s.clone()));
   Profile {
     sample,
+    string_table: encoder.strings.owned(),
     ..encoder.header
   }
 }
@@ -618,24 +642,30 @@ pub fn encode_gzip_for(
   weights: Option<&[Weight]>,
 ) -> std::io::Result<Vec<u8>> {
   let encoder = Encoder::new(trace, timing, dialect);
-  let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+  let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
   gz.write_all(&encoder.header.encode_to_vec())?;
-  let mut buf = Vec::new();
+  // The string table, then the samples, into a buffer handed to gzip 64 KiB at a time:
+  // deflate called once per small sample costs more than the encoding itself.
+  let mut buf = Vec::with_capacity(1 << 17);
+  encoder.strings.encode(&mut buf);
   let mut failed = None;
   encoder.each(trace, timing.start_ms, weights, |sample| {
     if failed.is_some() {
       return;
     }
-    buf.clear();
-    prost::encoding::message::encode(2, &sample, &mut buf);
-    if let Err(e) = gz.write_all(&buf) {
-      failed = Some(e);
+    prost::encoding::message::encode(2, sample, &mut buf);
+    if buf.len() >= 1 << 16 {
+      if let Err(e) = gz.write_all(&buf) {
+        failed = Some(e);
+      }
+      buf.clear();
     }
   });
-  match failed {
-    Some(e) => Err(e),
-    None => gz.finish(),
+  if let Some(e) = failed {
+    return Err(e);
   }
+  gz.write_all(&buf)?;
+  gz.finish()
 }
 
 #[cfg(test)]

@@ -192,10 +192,10 @@ pub struct Labeler<'a> {
 #[derive(Default)]
 pub struct TraceBuilder<'a> {
   trace: Trace,
-  resource_ids: HashMap<String, u32>,
-  frame_ids: HashMap<Frame, u32>,
-  stack_ids: HashMap<Stack, u32>,
-  context_ids: HashMap<u32, u32>,
+  resource_ids: crate::FastMap<String, u32>,
+  frame_ids: crate::FastMap<Frame, u32>,
+  stack_ids: crate::FastMap<Stack, u32>,
+  context_ids: crate::FastMap<u32, u32>,
   labeler: Option<Labeler<'a>>,
   prev_cpu_ns: Option<u64>,
   /// The bracket the previous joined sample took (its `before_ns`).
@@ -212,8 +212,8 @@ struct Resolved {
 }
 
 /// The id of `key` in `list`, adding `make(key)` at the end when it is new.
-pub(crate) fn element_id<K: std::hash::Hash + Eq + Clone, V>(
-  ids: &mut HashMap<K, u32>,
+pub(crate) fn element_id<K: std::hash::Hash + Eq + Clone, V, S: std::hash::BuildHasher>(
+  ids: &mut std::collections::HashMap<K, u32, S>,
   list: &mut Vec<V>,
   key: K,
   make: impl FnOnce(K) -> V,
