@@ -14,7 +14,7 @@ use capture::{ring, signal};
 
 use formats::pprof;
 
-use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Either3, Uint32Array};
+use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Either3, Float64Array, Int32Array, Uint32Array, Uint8Array};
 use napi::{Env, Error, Result, Status, Task};
 use napi_derive::napi;
 use std::sync::atomic::Ordering;
@@ -183,6 +183,48 @@ impl Task for BuildTrace {
 #[napi(ts_return_type = "Promise<string | Buffer | Buffer[]>")]
 pub fn build_trace(chunks: Vec<TraceChunk>, options: TraceOptions) -> Result<AsyncTask<BuildTrace>> {
   Ok(AsyncTask::new(BuildTrace::new(chunks, options)?))
+}
+
+/// A trace as `trace::Parts`: what JS builds its trace object from in slices (the samples
+/// as typed arrays, the small tables and the contexts as JSON).
+#[napi(object)]
+pub struct TraceParts {
+  pub head: String,
+  pub contexts: Vec<String>,
+  pub timestamp: Float64Array,
+  pub stack: Int32Array,
+  pub marker: Uint8Array,
+  pub context: Int32Array,
+  pub cpu_time: Float64Array,
+}
+
+pub struct BuildParts(BuildTrace);
+
+impl Task for BuildParts {
+  type Output = trace::Parts;
+  type JsValue = TraceParts;
+
+  fn compute(&mut self) -> Result<Self::Output> {
+    Ok(self.0.build()?.parts())
+  }
+
+  fn resolve(&mut self, _env: Env, p: Self::Output) -> Result<Self::JsValue> {
+    Ok(TraceParts {
+      head: p.head,
+      contexts: p.contexts,
+      timestamp: Float64Array::new(p.timestamp),
+      stack: Int32Array::new(p.stack),
+      marker: Uint8Array::new(p.marker),
+      context: Int32Array::new(p.context),
+      cpu_time: Float64Array::new(p.cpu_time),
+    })
+  }
+}
+
+/// `build_trace` for the trace object: resolves to `TraceParts`, built off the main thread.
+#[napi(ts_return_type = "Promise<TraceParts>")]
+pub fn build_trace_parts(chunks: Vec<TraceChunk>, options: TraceOptions) -> Result<AsyncTask<BuildParts>> {
+  Ok(AsyncTask::new(BuildParts(BuildTrace::new(chunks, options)?)))
 }
 
 /// `build_trace` on the calling thread, for process exit (`'exit'` handlers cannot

@@ -7,6 +7,7 @@ const { native, unavailable } = require('../native');
 const { timeOriginUs } = require('./clock');
 const { group } = require('./group');
 const labels = require('./labels');
+const { traceObject } = require('./trace-object');
 
 const MAX_BUFFER_SIZE = 2 ** 32 - 1; // WebIDL unsigned long
 /**
@@ -205,12 +206,13 @@ class Profiler extends EventTarget {
   #build({ chunks, build, member }, format) {
     let task;
     try {
-      task = native.buildTrace(chunks, build);
+      // The trace object is made from parts, in slices (trace-object.js): no one long block.
+      task = format === 'json' ? native.buildTraceParts(chunks, build).then(traceObject) : native.buildTrace(chunks, build);
     } catch (err) {
       labels.recordingBuilt(member.startedAs);
       return Promise.reject(err);
     }
-    return task.finally(() => labels.recordingBuilt(member.startedAs)).then((out) => (format === 'json' ? JSON.parse(out) : out));
+    return task.finally(() => labels.recordingBuilt(member.startedAs));
   }
 
   /** Moves the profiler to stopped and returns what building its trace needs. */
@@ -269,8 +271,9 @@ async function fromCpuProfile(profile, options) {
   if (profile === null || typeof profile !== 'object' || typeof profile.startTime !== 'number') {
     throw new TypeError('fromCpuProfile: profile must be a V8 CPU profile object with nodes, startTime, samples and timeDeltas');
   }
-  const out = await native.buildTrace([{ profile: JSON.stringify(profile) }], { originUs: profile.startTime, format });
-  return format === 'json' ? JSON.parse(out) : out;
+  const chunks = [{ profile: JSON.stringify(profile) }];
+  const build = { originUs: profile.startTime, format };
+  return format === 'json' ? traceObject(await native.buildTraceParts(chunks, build)) : native.buildTrace(chunks, build);
 }
 
 /**

@@ -507,7 +507,82 @@ pub(crate) fn scale_ticks(ticks: &[(u32, u64)], kept: u64, recorded: u64) -> Vec
   out.into_iter().filter(|o| o.1 > 0).map(|o| (o.0, o.1)).collect()
 }
 
+/// The trace in the form JS builds its trace object from without parsing one big JSON
+/// string on the event loop: the small tables as JSON, the contexts as JSON in pieces,
+/// and the samples as columns.
+pub struct Parts {
+  /// `{ resources, frames, stacks, metadata?, lineTicks? }`.
+  pub head: String,
+  /// `contexts`, as JSON arrays of at most `CONTEXTS_PER_PIECE` contexts each.
+  pub contexts: Vec<String>,
+  pub timestamp: Vec<f64>,
+  /// `stackId`, or -1 for none.
+  pub stack: Vec<i32>,
+  /// 0: none, 1: gc, 2: idle, 3: other.
+  pub marker: Vec<u8>,
+  /// `contextId`, or -1 for none.
+  pub context: Vec<i32>,
+  /// `cpuTime`, or NaN for none.
+  pub cpu_time: Vec<f64>,
+}
+
+/// Contexts per JSON piece of `Parts`: JS parses one per turn of the event loop.
+pub const CONTEXTS_PER_PIECE: usize = 2048;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Head<'a> {
+  resources: &'a [String],
+  frames: &'a [Frame],
+  stacks: &'a [Stack],
+  #[serde(skip_serializing_if = "Option::is_none")]
+  metadata: Option<&'a Metadata>,
+  #[serde(skip_serializing_if = "<[LineTicks]>::is_empty")]
+  line_ticks: &'a [LineTicks],
+}
+
 impl Trace {
+  /// The trace as `Parts`.
+  pub fn parts(&self) -> Parts {
+    let head = Head {
+      resources: &self.resources,
+      frames: &self.frames,
+      stacks: &self.stacks,
+      metadata: self.metadata.as_ref(),
+      line_ticks: &self.line_ticks,
+    };
+    // Serializing plain structs of strings and numbers cannot fail.
+    let head = serde_json::to_string(&head).unwrap_or_default();
+    let contexts = self
+      .contexts
+      .chunks(CONTEXTS_PER_PIECE)
+      .map(|c| serde_json::to_string(c).unwrap_or_default())
+      .collect();
+    let n = self.samples.len();
+    let mut p = Parts {
+      head,
+      contexts,
+      timestamp: Vec::with_capacity(n),
+      stack: Vec::with_capacity(n),
+      marker: Vec::with_capacity(n),
+      context: Vec::with_capacity(n),
+      cpu_time: Vec::with_capacity(n),
+    };
+    for s in &self.samples {
+      p.timestamp.push(s.timestamp);
+      p.stack.push(s.stack_id.map_or(-1, |id| id as i32));
+      p.marker.push(match s.marker {
+        None => 0,
+        Some(Marker::Gc) => 1,
+        Some(Marker::Idle) => 2,
+        Some(Marker::Other) => 3,
+      });
+      p.context.push(s.context_id.map_or(-1, |id| id as i32));
+      p.cpu_time.push(s.cpu_time.unwrap_or(f64::NAN));
+    }
+    p
+  }
+
   pub fn to_json(&self) -> String {
     // Serializing plain structs of strings and numbers cannot fail.
     serde_json::to_string(self).unwrap_or_default()
