@@ -137,6 +137,10 @@ impl Strings {
     s
   }
 
+  pub(crate) fn into_table(self) -> Vec<String> {
+    self.table
+  }
+
   pub(crate) fn id(&mut self, s: &str) -> i64 {
     if let Some(id) = self.ids.get(s) {
       return *id;
@@ -348,7 +352,9 @@ impl Encoder {
       .and_then(|c| self.labels.get(c as usize))
       .cloned()
       .unwrap_or_default();
-    label.extend(self.every.iter().cloned());
+    // A merged trace's samples carry their own thread's labels: those win.
+    let own: Vec<i64> = label.iter().map(|l| l.key).collect();
+    label.extend(self.every.iter().filter(|l| !own.contains(&l.key)).cloned());
     if let Some((key, num_unit)) = self.end_timestamp {
       label.push(Label {
         key,
