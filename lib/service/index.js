@@ -13,6 +13,7 @@ const { parseDdTags } = require('./exporters/env');
 const { requestCounter } = require('../integrations/requests');
 const { native, unavailable } = require('../native');
 const { version: profilerVersion } = require('../../package.json');
+const { startHeapSampling, checkHeapInterval, DEFAULT_HEAP_INTERVAL } = require('../capture/heap');
 
 const DEFAULT_INTERVAL_MS = 1000 / 99; // 99 Hz, off the beat of 10 ms timers
 const DEFAULT_PERIOD_MS = 60_000;
@@ -76,6 +77,20 @@ function fromEnv(env) {
     if (env.SELFPROF_TENANT_ID) exporter.tenantId = env.SELFPROF_TENANT_ID;
     options.exporters = [exporter];
   }
+  if (env.SELFPROF_HEAP !== undefined && env.SELFPROF_HEAP.trim() !== '') {
+    const v = env.SELFPROF_HEAP.trim().toLowerCase();
+    if (['0', 'false', 'no', 'off'].includes(v)) options.heap = false;
+    else if (['1', 'true', 'yes', 'on'].includes(v)) options.heap = true;
+    else throw new TypeError(`start: SELFPROF_HEAP must be 1 or 0 (true or false), got ${JSON.stringify(env.SELFPROF_HEAP)}`);
+  }
+  if (env.SELFPROF_HEAP_SAMPLING_INTERVAL) {
+    const text = env.SELFPROF_HEAP_SAMPLING_INTERVAL.trim();
+    const n = Number(text);
+    if (text === '' || !Number.isFinite(n)) {
+      throw new TypeError(`start: SELFPROF_HEAP_SAMPLING_INTERVAL must be a number of bytes, got ${JSON.stringify(env.SELFPROF_HEAP_SAMPLING_INTERVAL)}`);
+    }
+    options.heapSamplingInterval = n;
+  }
   if (env.SELFPROF_PYROSCOPE_SERIES_LABELS !== undefined) {
     options.pyroscope = { seriesLabels: env.SELFPROF_PYROSCOPE_SERIES_LABELS.split(',').map((s) => s.trim()).filter(Boolean) };
   }
@@ -102,7 +117,7 @@ function validate(options) {
   for (const [k, v] of Object.entries(tags)) {
     if (typeof v !== 'string') throw new TypeError(`start: tag ${JSON.stringify(k)} must be a string`);
   }
-  for (const key of ['collectCpuTime', 'lines']) {
+  for (const key of ['collectCpuTime', 'lines', 'heap']) {
     if (o[key] !== undefined && typeof o[key] !== 'boolean') throw new TypeError(`start: ${key} must be a boolean`);
   }
   const exporters = o.exporters ?? [];
@@ -121,16 +136,28 @@ function validate(options) {
     // The rotation is a timer: longer than setTimeout can wait, it would fire every 1 ms.
     period: num('period', DEFAULT_PERIOD_MS, 100, MAX_TIMER_MS),
     collectCpuTime: o.collectCpuTime ?? true,
+    heap: o.heap ?? true,
+    heapSamplingInterval: checkHeapIntervalOption(o.heapSamplingInterval ?? DEFAULT_HEAP_INTERVAL),
     lines: o.lines ?? false,
     exporters,
     pyroscope,
   };
 }
 
+function checkHeapIntervalOption(v) {
+  try {
+    return checkHeapInterval(v);
+  } catch (err) {
+    err.message = `start: ${err.message}`;
+    throw err;
+  }
+}
+
 class Session {
   #options;
   #exporters;
   #profiler = null;
+  #heap = null;
   #timer = null;
   #stopped = false;
   #withTrace = false;
@@ -157,6 +184,13 @@ class Session {
       return;
     }
     this.#begin();
+    if (this.#options.heap) {
+      try {
+        this.#heap = startHeapSampling(this.#options.heapSamplingInterval);
+      } catch (err) {
+        warnOnce('service-heap', `selfprof: heap profiling could not start (CPU profiling goes on): ${err.message}`);
+      }
+    }
     this.#timer = setInterval(() => this.#rotate(), this.#options.period);
     this.#timer.unref();
     exitGuard.add(this);
@@ -189,17 +223,65 @@ class Session {
     const unique = [...new Set(keys.filter(Boolean))];
     const endpointCounts = this.#requests();
     const snapshot = last || this.#stopped ? 'on_shutdown' : 'periodic';
+    const dialects = unique.map((k) => JSON.parse(k));
+    // The heap in use now, taken at the same moment as the CPU recording ends.
+    const heapChunk = this.#takeHeap();
+    if (last) this.#releaseHeap();
     return finished[stopForExport](this.#options.collectCpuTime, this.#withTrace, {
       lines: this.#options.lines,
-      dialects: unique.map((k) => JSON.parse(k)),
+      dialects,
     })
-      .then(({ pprof, trace, encoded, start, end }) => {
+      .then(async ({ pprof, trace, encoded, start, end }) => {
+        const heap = heapChunk ? await this.#encodeHeap(heapChunk, start, end, dialects) : null;
         this.#exporters.forEach((e, i) => {
           const own = keys[i] ? encoded[unique.indexOf(keys[i])] : pprof;
-          e.push({ pprof: own, trace, start, end, snapshot, endpointCounts });
+          const ownHeap = heap && (keys[i] ? heap.encoded[unique.indexOf(keys[i])] : heap.pprof);
+          e.push({
+            pprof: own,
+            trace,
+            start,
+            end,
+            snapshot,
+            endpointCounts,
+            ...(ownHeap?.length && { heap: ownHeap, heapTrace: heap.trace }),
+          });
         });
       })
       .catch((err) => warnOnce('service-export', `selfprof: a profile could not be encoded: ${err.message}`));
+  }
+
+  /** This thread's heap snapshot, or null (heap off, or it failed: one warning). */
+  #takeHeap() {
+    if (!this.#heap) return null;
+    try {
+      return this.#heap.take();
+    } catch (err) {
+      warnOnce('service-heap-take', `selfprof: the heap profile could not be taken: ${err.message}`);
+      return null;
+    }
+  }
+
+  #releaseHeap() {
+    this.#heap?.release();
+    this.#heap = null;
+  }
+
+  /** `{ pprof, trace?, encoded }` of the heap snapshot(s), or null: a failure is one warning. */
+  async #encodeHeap(chunk, start, end, dialects) {
+    try {
+      const out = await native.buildHeapProfile([{ profile: chunk.profile, atMs: chunk.atMs }], {
+        startUnixMs: start,
+        durationMs: end - start,
+        intervalBytes: chunk.interval,
+        trace: this.#withTrace,
+        dialects: JSON.stringify(dialects),
+      });
+      const [pprof, trace] = this.#withTrace ? out : [out[0], undefined];
+      return { pprof, trace, encoded: out.slice(this.#withTrace ? 2 : 1) };
+    } catch (err) {
+      warnOnce('service-heap-encode', `selfprof: a heap profile could not be encoded: ${err.message}`);
+      return null;
+    }
   }
 
   /** Ships the current period now and waits (up to `timeoutMs`) for the uploads. */
@@ -221,6 +303,7 @@ class Session {
     exitGuard.remove(this);
     const deadline = performance.now() + timeoutMs;
     await this.#rotate(true);
+    this.#releaseHeap();
     await Promise.all(this.#exporters.map((e) => e.close(Math.max(0, deadline - performance.now()))));
   }
 }
