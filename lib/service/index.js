@@ -14,6 +14,7 @@ const { requestCounter } = require('../integrations/requests');
 const { native, unavailable } = require('../native');
 const { version: profilerVersion } = require('../../package.json');
 const { startHeapSampling, checkHeapInterval, DEFAULT_HEAP_INTERVAL } = require('../capture/heap');
+const { ThreadHub, wrapWorkers, threadName } = require('./threads');
 
 const DEFAULT_INTERVAL_MS = 1000 / 99; // 99 Hz, off the beat of 10 ms timers
 const DEFAULT_PERIOD_MS = 60_000;
@@ -83,6 +84,12 @@ function fromEnv(env) {
     else if (['1', 'true', 'yes', 'on'].includes(v)) options.heap = true;
     else throw new TypeError(`start: SELFPROF_HEAP must be 1 or 0 (true or false), got ${JSON.stringify(env.SELFPROF_HEAP)}`);
   }
+  if (env.SELFPROF_WORKERS !== undefined && env.SELFPROF_WORKERS.trim() !== '') {
+    const v = env.SELFPROF_WORKERS.trim().toLowerCase();
+    if (['0', 'false', 'no', 'off'].includes(v)) options.workers = false;
+    else if (['1', 'true', 'yes', 'on'].includes(v)) options.workers = true;
+    else throw new TypeError(`start: SELFPROF_WORKERS must be 1 or 0 (true or false), got ${JSON.stringify(env.SELFPROF_WORKERS)}`);
+  }
   if (env.SELFPROF_HEAP_SAMPLING_INTERVAL) {
     const text = env.SELFPROF_HEAP_SAMPLING_INTERVAL.trim();
     const n = Number(text);
@@ -117,7 +124,7 @@ function validate(options) {
   for (const [k, v] of Object.entries(tags)) {
     if (typeof v !== 'string') throw new TypeError(`start: tag ${JSON.stringify(k)} must be a string`);
   }
-  for (const key of ['collectCpuTime', 'lines', 'heap']) {
+  for (const key of ['collectCpuTime', 'lines', 'heap', 'workers']) {
     if (o[key] !== undefined && typeof o[key] !== 'boolean') throw new TypeError(`start: ${key} must be a boolean`);
   }
   const exporters = o.exporters ?? [];
@@ -137,6 +144,7 @@ function validate(options) {
     period: num('period', DEFAULT_PERIOD_MS, 100, MAX_TIMER_MS),
     collectCpuTime: o.collectCpuTime ?? true,
     heap: o.heap ?? true,
+    workers: o.workers ?? true,
     heapSamplingInterval: checkHeapIntervalOption(o.heapSamplingInterval ?? DEFAULT_HEAP_INTERVAL),
     lines: o.lines ?? false,
     exporters,
@@ -158,6 +166,8 @@ class Session {
   #exporters;
   #profiler = null;
   #heap = null;
+  #hub = null;
+  #seq = 0;
   #timer = null;
   #stopped = false;
   #withTrace = false;
@@ -189,6 +199,19 @@ class Session {
         this.#heap = startHeapSampling(this.#options.heapSamplingInterval);
       } catch (err) {
         warnOnce('service-heap', `selfprof: heap profiling could not start (CPU profiling goes on): ${err.message}`);
+      }
+    }
+    if (this.#options.workers && require('node:worker_threads').isMainThread) {
+      try {
+        const config = {
+          sampleInterval: this.#options.sampleInterval,
+          heap: this.#options.heap,
+          heapSamplingInterval: this.#options.heapSamplingInterval,
+        };
+        wrapWorkers(config);
+        this.#hub = new ThreadHub(config);
+      } catch (err) {
+        warnOnce('service-workers', `selfprof: workers will not be profiled: ${err.message}`);
       }
     }
     this.#timer = setInterval(() => this.#rotate(), this.#options.period);
@@ -227,12 +250,21 @@ class Session {
     // The heap in use now, taken at the same moment as the CPU recording ends.
     const heapChunk = this.#takeHeap();
     if (last) this.#releaseHeap();
+    // Every worker's recording of the period, merged into this one (when there are any).
+    const collected = this.#hub
+      ? this.#hub.collect(++this.#seq, { last, waitMs: Math.min(1000, this.#options.period / 4) }).catch(() => ({ threads: [], heaps: [] }))
+      : Promise.resolve({ threads: [], heaps: [] });
+    const self = { name: threadName(), id: '0', osId: String(native.threadId()) };
     return finished[stopForExport](this.#options.collectCpuTime, this.#withTrace, {
       lines: this.#options.lines,
       dialects,
+      threads: () =>
+        collected.then((c) => (c.threads.length ? { threadName: self.name, threadId: self.id, osThreadId: self.osId, threads: c.threads } : {})),
     })
       .then(async ({ pprof, trace, encoded, start, end }) => {
-        const heap = heapChunk ? await this.#encodeHeap(heapChunk, start, end, dialects) : null;
+        const { heaps } = await collected;
+        const chunks = heapChunk ? [{ profile: heapChunk.profile, atMs: heapChunk.atMs, ...(heaps.length && self) }, ...heaps] : heaps;
+        const heap = chunks.length ? await this.#encodeHeap(chunks, heapChunk?.interval ?? this.#options.heapSamplingInterval, start, end, dialects) : null;
         this.#exporters.forEach((e, i) => {
           const own = keys[i] ? encoded[unique.indexOf(keys[i])] : pprof;
           const ownHeap = heap && (keys[i] ? heap.encoded[unique.indexOf(keys[i])] : heap.pprof);
@@ -267,12 +299,12 @@ class Session {
   }
 
   /** `{ pprof, trace?, encoded }` of the heap snapshot(s), or null: a failure is one warning. */
-  async #encodeHeap(chunk, start, end, dialects) {
+  async #encodeHeap(chunks, interval, start, end, dialects) {
     try {
-      const out = await native.buildHeapProfile([{ profile: chunk.profile, atMs: chunk.atMs }], {
+      const out = await native.buildHeapProfile(chunks, {
         startUnixMs: start,
         durationMs: end - start,
-        intervalBytes: chunk.interval,
+        intervalBytes: interval,
         trace: this.#withTrace,
         dialects: JSON.stringify(dialects),
       });
@@ -304,6 +336,8 @@ class Session {
     const deadline = performance.now() + timeoutMs;
     await this.#rotate(true);
     this.#releaseHeap();
+    this.#hub?.close();
+    this.#hub = null;
     await Promise.all(this.#exporters.map((e) => e.close(Math.max(0, deadline - performance.now()))));
   }
 }
