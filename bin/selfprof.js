@@ -102,6 +102,7 @@ function convertCommand(argv) {
 
 /** The text summary of a trace: totals, top functions, samples per label value. */
 function summarize(trace, { by, top = 15, root }) {
+  if (trace.weight) return summarizeWeighted(trace, { by, top, root });
   const { topFunctions, samplesByLabel, formatTable } = require('../lib/views/summary');
   const lines = [];
   const js = trace.samples.filter((s) => s.stackId !== undefined).length;
@@ -117,7 +118,7 @@ function summarize(trace, { by, top = 15, root }) {
     if (!keys.includes(by)) {
       lines.push('', `no sample has the label ${JSON.stringify(by)}${keys.length ? ` (labels: ${keys.join(', ')})` : ''}`);
     } else {
-      lines.push('', `JS samples by ${by}:`);
+      lines.push('', `samples by ${by} (all samples, as the HTML report counts them):`);
       const groups = samplesByLabel(trace, by);
       const width = Math.max(...groups.map((g) => g.value.length));
       for (const g of groups) {
@@ -126,6 +127,38 @@ function summarize(trace, { by, top = 15, root }) {
     }
   } else if (keys.length) {
     lines.push('', `labels: ${keys.join(', ')} (--by KEY for samples per value)`);
+  }
+  return lines.join('\n');
+}
+
+/** The summary of a weighted trace (a heap profile): bytes per function and label value. */
+function summarizeWeighted(trace, { by, top, root }) {
+  const { topFunctions, samplesByLabel, formatTable, formatBytes } = require('../lib/views/summary');
+  const w = trace.weight;
+  const bytes = w.values.reduce((a, b) => a + b, 0);
+  const objects = w.counts ? w.counts.reduce((a, b) => a + b, 0) : undefined;
+  const what = w.unit === 'bytes' ? formatBytes(bytes) : `${bytes} ${w.unit}`;
+  const lines = [
+    `heap profile (${w.type}): ${what}${objects !== undefined ? ` in ${Math.round(objects)} objects` : ''} at ${trace.samples.length} allocating stacks (sampled: estimates, a snapshot of the heap in use)`,
+  ];
+  if (!trace.samples.length) return lines.join('\n');
+  const shorten = (loc) => (root && loc.startsWith(root) ? loc.slice(root.length) : loc);
+  const rows = topFunctions(trace, { limit: top }).map((r) => ({ ...r, location: shorten(r.location) }));
+  lines.push('', formatTable(rows, { unit: w.unit }));
+  const keys = [...new Set((trace.contexts ?? []).flatMap((c) => Object.keys(c.labels)))].sort();
+  if (by) {
+    if (!keys.includes(by)) {
+      lines.push('', `no sample has the label ${JSON.stringify(by)}${keys.length ? ` (labels: ${keys.join(', ')})` : ''}`);
+    } else {
+      lines.push('', `${w.unit} by ${by}:`);
+      const groups = samplesByLabel(trace, by);
+      const width = Math.max(...groups.map((g) => g.value.length));
+      for (const g of groups) {
+        lines.push(`  ${g.value.padEnd(width)}  ${formatBytes(g.samples).padStart(10)}  ${g.percent.toFixed(1).padStart(5)}%  mostly in ${g.top}`);
+      }
+    }
+  } else if (keys.length) {
+    lines.push('', `labels: ${keys.join(', ')} (--by KEY for ${w.unit} per value)`);
   }
   return lines.join('\n');
 }
