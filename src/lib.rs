@@ -588,3 +588,21 @@ pub fn registered_threads() -> u32 {
     .filter(|t| t.tid.load(Ordering::Acquire) != 0)
     .count() as u32
 }
+
+/// Workers profiled at once, process-wide (every copy of the JS shares it).
+static PROFILED_WORKERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Claims one of `max` places for the calling worker to be profiled; false past the cap.
+/// The place is given back when the worker's environment is torn down.
+#[napi]
+pub fn claim_profiled_worker(env: Env, max: u32) -> Result<bool> {
+  let claimed = PROFILED_WORKERS
+    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+    .is_ok();
+  if claimed {
+    env.add_env_cleanup_hook((), |_| {
+      PROFILED_WORKERS.fetch_sub(1, Ordering::AcqRel);
+    })?;
+  }
+  Ok(claimed)
+}

@@ -25,7 +25,7 @@ function record(env) {
   const { native } = require('../native');
   const dir = env.SELFPROF_RECORD_DIR;
   const base = path.join(dir, `selfprof-${process.pid}-${wt.threadId}`);
-  if (!wt.isMainThread && native && native.registeredThreads() >= MAX_RECORDED_THREADS) {
+  if (!wt.isMainThread && native && !native.claimProfiledWorker(MAX_RECORDED_THREADS - 1)) {
     // Past the cap: not recorded; the recorder says how many.
     fs.writeFileSync(`${base}.skipped`, '');
     return;

@@ -72,7 +72,7 @@ function agent() {
 
   const configure = (m) => {
       // Checked before anything claims this thread's label cell.
-      if (native.registeredThreads() >= MAX_PROFILED_THREADS) {
+      if (!native.claimProfiledWorker(MAX_PROFILED_THREADS - 1)) {
         ended = true;
         post({ type: 'over-cap', threadId: wt.threadId });
         channel.close();
