@@ -145,6 +145,9 @@ test('selfprof record --heap and report: bytes per function, a flame graph of by
   assert.match(rep.stdout, /^heap profile \(inuse_space\): /);
   assert.match(rep.stdout, /\n\s*[\d.]+ MiB\s+[\d.]+\s+[\d.]+ MiB\s+[\d.]+\s+recordHeapHog /, rep.stdout);
   assert.doesNotMatch(rep.stdout, /0 samples \(0 in JS\)/);
+  const diff = run(['diff', path.join(dir, 'out', 'profile.heap.pb.gz'), path.join(dir, 'out', 'profile.pb.gz')]);
+  assert.equal(diff.status, 1);
+  assert.match(diff.stderr, /is a heap profile \(inuse_space\); diff compares CPU profiles/);
   const conv = run(['convert', path.join(dir, 'out', 'profile.heap.pb.gz'), '--to', 'cpuprofile']);
   assert.equal(conv.status, 1);
   assert.match(conv.stderr, /no \.cpuprofile form/);

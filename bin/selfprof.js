@@ -184,6 +184,11 @@ function reportCommand(argv) {
   }
 }
 
+/** diff compares shares of samples: a heap profile (bytes in use) is not that. */
+function noHeap(file, trace) {
+  if (trace.weight) throw new Error(`${file} is a heap profile (${trace.weight.type}); diff compares CPU profiles (selfprof report shows a heap profile's bytes)`);
+}
+
 /** `selfprof diff`: a text table of the biggest share changes, and the report's diff view. */
 function diffCommand(argv) {
   const { values, positionals } = options(argv, {
@@ -205,6 +210,7 @@ function diffCommand(argv) {
     const [file, va, vb] = positionals;
     const value = (v) => (v === '(none)' ? null : v);
     const trace = JSON.parse(convertFile(file, 'trace'));
+    noHeap(file, trace);
     const keys = new Set(trace.contexts.flatMap((c) => Object.keys(c.labels)));
     if (!keys.has(values.by)) {
       throw new Error(`${file}: no sample has the label ${JSON.stringify(values.by)}${keys.size ? ` (labels: ${[...keys].sort().join(', ')})` : ''}`);
@@ -221,6 +227,8 @@ function diffCommand(argv) {
     const [fa, fb] = positionals;
     const ta = JSON.parse(convertFile(fa, 'trace'));
     const tb = JSON.parse(convertFile(fb, 'trace'));
+    noHeap(fa, ta);
+    noHeap(fb, tb);
     result = diffProfiles(ta, tb, { ignoreLines });
     sides = [fa, fb];
     report = () =>
