@@ -49,7 +49,8 @@ test('a known allocation in a named function: most in-use bytes of the heap ppro
     assert.ok(Math.abs(hog - 32 * 2 ** 20) < 8 * 2 ** 20, `heapHogFunction holds ${(hog / 2 ** 20).toFixed(1)} MiB`);
     assert.ok(hog > 0.8 * total, `most of ${(total / 2 ** 20).toFixed(1)} MiB is heapHogFunction's`);
     const objects = d.p.sample.filter((s) => d.names(s)[0] === 'heapHogFunction').reduce((n, s) => n + Number(s.value[0]), 0);
-    assert.ok(objects >= 32 * 16 * 0.75 && objects <= 32 * 16 * 1.25, `${objects} objects of 512`);
+    // Objects are estimated from the samples alone (V8 scales bytes, selfprof counts): a looser bound.
+    assert.ok(objects >= 32 * 16 * 0.5 && objects <= 32 * 16 * 1.5, `${objects} objects of 512`);
 
     // The converters keep bytes as weights: folded counts bytes, trace carries them, .cpuprofile refuses.
     const folded = convert(pprof, { to: 'folded' });
