@@ -107,6 +107,20 @@ export interface ProfilerTrace {
   metadata?: ProfilerTraceMetadata
   /** Extension, optional: per-line sample counts (absent when V8 recorded none). */
   lineTicks?: ProfilerLineTicks[]
+  /** Extension, optional: a weighted profile (a heap profile read from pprof): what each
+   * sample stands for, parallel to `samples`. Such a trace has no time line. */
+  weight?: ProfilerTraceWeight
+}
+
+export interface ProfilerTraceWeight {
+  /** What is measured, as pprof names it (`'inuse_space'`). */
+  type: string
+  /** Its unit (`'bytes'`). */
+  unit: string
+  values: number[]
+  /** What `counts` count (`'inuse_objects'`), if there are counts. */
+  countType?: string
+  counts?: number[]
 }
 
 /** A sampling profiling session; starts when constructed. */
@@ -229,6 +243,12 @@ export interface StartOptions {
   collectCpuTime?: boolean
   /** pprof samples at line-level locations (default false; see `ProfilerStopOptions.lines`). */
   lines?: boolean
+  /** A heap profile (V8's sampling heap profiler) every period (default true; $SELFPROF_HEAP). */
+  heap?: boolean
+  /** Bytes between heap samples, 1024 … 2³¹−1 (default 524288). */
+  heapSamplingInterval?: number
+  /** Profile worker_threads too, merged into each period's profile (default true; $SELFPROF_WORKERS). */
+  workers?: boolean
   exporters?: Array<DatadogExporterOptions | PyroscopeExporterOptions | OtlpExporterOptions | FileExporterOptions>
   pyroscope?: {
     /** Sample labels that become Pyroscope series labels (default `['endpoint']`). */

@@ -27,6 +27,7 @@ async function uploads(agent) {
       fields: [...form.keys()],
       event: JSON.parse(await form.get('event').text()),
       pprof: decodePprof(gzipped(Buffer.from(await form.get('wall.pprof').arrayBuffer()))),
+      space: form.has('space.pprof') ? decodePprof(gzipped(Buffer.from(await form.get('space.pprof').arrayBuffer()))) : undefined,
     });
   }
   return out.sort((a, b) => Date.parse(a.event.start) - Date.parse(b.event.start));
@@ -65,7 +66,7 @@ test('Datadog agent: selfprof uploads what dd-trace uploads, and its span ids jo
     ...identity,
     DD_APP_MODE: 'dd-trace',
     DD_TRACE_AGENT_URL: agent.url,
-    DD_PROFILING_PROFILERS: 'wall',
+    DD_PROFILING_PROFILERS: 'wall,space',
   });
   assert.equal(ref.code, 0, ref.stderr);
   const theirs = await uploads(agent);
@@ -92,7 +93,15 @@ test('Datadog agent: selfprof uploads what dd-trace uploads, and its span ids jo
   // its other profiler, not a wall-profile field).
   const refEvent = theirs[0].event;
   for (const u of ours) {
-    assert.deepEqual(u.fields, ['event', 'wall.pprof']);
+    assert.deepEqual(u.fields, ['event', 'wall.pprof', 'space.pprof']);
+    // The heap profile as dd-trace's: same attachment name, same sample and period types.
+    const ref = theirs.find((x) => x.space)?.space;
+    assert.ok(ref, 'dd-trace sent space.pprof');
+    const types = (pp) => pp.p.sampleType.map((v) => `${pp.str(v.type)}/${pp.str(v.unit)}`);
+    assert.deepEqual(types(u.space), types(ref));
+    assert.equal(`${u.space.str(u.space.p.periodType.type)}/${u.space.str(u.space.p.periodType.unit)}`, `${ref.str(ref.p.periodType.type)}/${ref.str(ref.p.periodType.unit)}`);
+    assert.equal(Number(u.space.p.period), Number(ref.p.period), 'the same sampling interval (512 KiB)');
+    assert.ok(u.event.attachments.includes('space.pprof'));
     for (const key of Object.keys(refEvent)) assert.ok(key in u.event || key === 'endpoint_counts', `event.${key}`);
     assert.deepEqual(Object.keys(u.event.info).sort(), Object.keys(refEvent.info).sort(), 'info sections');
     assert.deepEqual(Object.keys(u.event.info.application).sort(), Object.keys(refEvent.info.application).sort());

@@ -101,7 +101,7 @@ test('OTLP: samples, stacks, attributes and links equal the trace of the same re
   const decoded = decode(python, rx.requests.map((r) => r.body));
   const traces = fs
     .readdirSync(dir)
-    .filter((f) => f.endsWith('.trace.json.gz'))
+    .filter((f) => f.endsWith('.trace.json.gz') && !f.endsWith('.heap.trace.json.gz'))
     .sort()
     .map((f) => JSON.parse(zlib.gunzipSync(fs.readFileSync(path.join(dir, f)))));
   fs.rmSync(dir, { recursive: true });

@@ -65,9 +65,17 @@ test('Pyroscope ingest rules: Node profile types, series only from series labels
   assert.ok(pyro.requests.length >= 2, `${pyro.requests.length} uploads`);
   const endpoints = new Set();
   let spanSamples = 0;
+  let heaps = 0;
   for (const r of pyro.requests) {
     const { set, typeIds, series, str } = ingest(r.url, r.body);
     assert.deepEqual(set, { __name__: 'cart', service_name: 'cart', env: 'test', team: 'payments', 'k8s.ns': 'shop' });
+    if (typeIds[0].startsWith('inuse_space:')) {
+      // The heap profile, a second ingest of the period: @pyroscope/nodejs's types (its
+      // pprof comes from @datadog/pprof's heap serializer, period type inuse_space/bytes).
+      assert.deepEqual(typeIds, ['inuse_space:inuse_objects:count:inuse_space:bytes', 'inuse_space:inuse_space:bytes:inuse_space:bytes']);
+      heaps++;
+      continue;
+    }
     // As @pyroscope/nodejs's (samples, not sample): queries for Node's types find these.
     assert.deepEqual(typeIds, ['wall:samples:count:wall:nanoseconds', 'wall:wall:nanoseconds:wall:nanoseconds', 'wall:cpu:nanoseconds:wall:nanoseconds']);
     for (const { labels, samples } of series) {
@@ -92,6 +100,7 @@ test('Pyroscope ingest rules: Node profile types, series only from series labels
   const long = [...endpoints].find((e) => e.startsWith('GET /xxx'));
   assert.equal(Buffer.byteLength(long), 2048, 'a value over the server limit is cut to 2048 bytes');
   assert.ok(spanSamples > 0);
+  assert.ok(heaps >= 1, `${heaps} heap profiles ingested`);
   t.diagnostic(`${pyro.requests.length} uploads; series endpoints: ${[...endpoints].map((e) => e.slice(0, 20)).join(' | ')}; ${spanSamples} samples with span_id`);
 });
 

@@ -73,7 +73,10 @@ test('Datadog agent: multipart event + wall.pprof every period, decodable, label
     assert.equal(r.url, '/profiling/v1/input');
     const form = await formOf(r);
     const event = JSON.parse(await form.get('event').text());
-    assert.deepEqual(event.attachments, ['wall.pprof']);
+    assert.deepEqual(event.attachments, ['wall.pprof', 'space.pprof'], 'the heap profile on by default, named as dd-trace names it');
+    const space = decodePprof(await form.get('space.pprof').arrayBuffer());
+    assert.deepEqual(space.p.sampleType.map((v) => `${space.str(v.type)}/${space.str(v.unit)}`), ['inuse_objects/count', 'inuse_space/bytes']);
+    assert.ok(space.sum(1) >= 0 && Number(space.p.period) === 512 * 1024, 'bytes in use (maybe none sampled yet), every 512 KiB');
     assert.equal(event.family, 'node');
     assert.equal(event.version, '4');
     for (const tag of ['service:checkout', 'env:test', 'version:1.2.3', 'team:payments', 'runtime:nodejs']) {
@@ -210,9 +213,12 @@ test('file exporter and options validated with clear errors', async () => {
   await workload(300);
   await session.stop();
   const files = fs.readdirSync(dir).sort();
-  const pprofs = files.filter((f) => /^files-\d{4}-\d\d-\d\dT.*\.pb\.gz$/.test(f));
-  const traces = files.filter((f) => f.endsWith('.trace.json.gz'));
-  assert.ok(pprofs.length >= 1 && pprofs.length === traces.length && files.length === 2 * pprofs.length, files.join());
+  const pprofs = files.filter((f) => /^files-\d{4}-\d\d-\d\dT[\d-]+Z\.pb\.gz$/.test(f));
+  const traces = files.filter((f) => f.endsWith('Z.trace.json.gz'));
+  const heaps = files.filter((f) => f.endsWith('.heap.pb.gz'));
+  const heapTraces = files.filter((f) => f.endsWith('.heap.trace.json.gz'));
+  assert.ok(pprofs.length >= 1 && pprofs.length === traces.length && heaps.length === pprofs.length && heapTraces.length === pprofs.length, files.join());
+  assert.equal(files.length, 4 * pprofs.length, files.join());
   const pprof = decodePprof(fs.readFileSync(path.join(dir, pprofs[0])));
   const trace = JSON.parse(zlib.gunzipSync(fs.readFileSync(path.join(dir, traces[0]))));
   assert.ok(pprof.p.sample.length > 0);

@@ -44,7 +44,7 @@ test('topFunctions counts self and total samples, recursion once per sample', ()
   assert.match(table[2], /^\s*1\s+33\.3\s+66\.7\s+rec\s+file:\/\/\/a\.js:5:13$/);
 });
 
-test('samplesByLabel groups JS samples by a label value', () => {
+test('samplesByLabel groups every sample by a label value, as the HTML report does; weighted by bytes in a heap profile', () => {
   const trace = {
     resources: [],
     frames: [{ name: 'a' }, { name: 'b' }],
@@ -59,10 +59,23 @@ test('samplesByLabel groups JS samples by a label value', () => {
     ],
     contexts: [{ labels: { endpoint: 'GET /a' } }, { labels: { span_id: '1' } }],
   };
+  // The idle sample counts too (under "(none)": no request runs while the loop waits).
   assert.deepEqual(samplesByLabel(trace, 'endpoint'), [
-    { value: 'GET /a', samples: 3, percent: 60, top: 'b' },
-    { value: '(none)', samples: 2, percent: 40, top: 'a' },
+    { value: 'GET /a', samples: 3, percent: 50, top: 'b' },
+    { value: '(none)', samples: 3, percent: 50, top: 'a' },
   ]);
+  const heap = { ...trace, samples: trace.samples.slice(0, 5), weight: { type: 'inuse_space', unit: 'bytes', values: [100, 200, 300, 4000, 400] } };
+  assert.deepEqual(samplesByLabel(heap, 'endpoint'), [
+    { value: '(none)', samples: 4400, percent: 88, top: 'a' },
+    { value: 'GET /a', samples: 600, percent: 12, top: 'b' },
+  ]);
+  assert.deepEqual(
+    topFunctions(heap).map((r) => [r.name, r.self]),
+    [
+      ['a', 4500],
+      ['b', 500],
+    ],
+  );
 });
 
 test('samplesByLabel reads label keys as own properties: constructor, toString, __proto__', () => {

@@ -8,9 +8,12 @@ const path = require('node:path');
 const { parseArgs } = require('node:util');
 
 const USAGE = `usage:
-  selfprof record [-o DIR] [--interval MS] [--duration S] [--by KEY] -- COMMAND [ARGS...]
-      profiles the Node.js processes COMMAND starts; writes DIR/profile.trace.json.gz,
-      profile.pb.gz and profile.html (default DIR: selfprof-out)
+  selfprof record [-o DIR] [--interval MS] [--duration S] [--by KEY] [--heap [--heap-interval BYTES]] -- COMMAND [ARGS...]
+      profiles the Node.js processes COMMAND starts, every thread; writes DIR/profile.trace.json.gz,
+      profile.pb.gz and profile.html for the process that ran the most JS (the app, behind a
+      wrapper such as npx, tsx or npm run), profile-<pid>-<script>.* for the others
+      (default DIR: selfprof-out); --heap: the heap in use at exit too, profile.heap.pb.gz
+      and profile.heap.html
   selfprof report FILE [--html OUT] [--by KEY] [--top N]
       top functions and samples per label value of a profile file
   selfprof convert FILE --to cpuprofile|folded|pprof|trace [-o OUT] [--lines]
@@ -102,6 +105,7 @@ function convertCommand(argv) {
 
 /** The text summary of a trace: totals, top functions, samples per label value. */
 function summarize(trace, { by, top = 15, root }) {
+  if (trace.weight) return summarizeWeighted(trace, { by, top, root });
   const { topFunctions, samplesByLabel, formatTable } = require('../lib/views/summary');
   const lines = [];
   const js = trace.samples.filter((s) => s.stackId !== undefined).length;
@@ -117,7 +121,7 @@ function summarize(trace, { by, top = 15, root }) {
     if (!keys.includes(by)) {
       lines.push('', `no sample has the label ${JSON.stringify(by)}${keys.length ? ` (labels: ${keys.join(', ')})` : ''}`);
     } else {
-      lines.push('', `JS samples by ${by}:`);
+      lines.push('', `samples by ${by} (all samples, as the HTML report counts them):`);
       const groups = samplesByLabel(trace, by);
       const width = Math.max(...groups.map((g) => g.value.length));
       for (const g of groups) {
@@ -126,6 +130,38 @@ function summarize(trace, { by, top = 15, root }) {
     }
   } else if (keys.length) {
     lines.push('', `labels: ${keys.join(', ')} (--by KEY for samples per value)`);
+  }
+  return lines.join('\n');
+}
+
+/** The summary of a weighted trace (a heap profile): bytes per function and label value. */
+function summarizeWeighted(trace, { by, top, root }) {
+  const { topFunctions, samplesByLabel, formatTable, formatBytes } = require('../lib/views/summary');
+  const w = trace.weight;
+  const bytes = w.values.reduce((a, b) => a + b, 0);
+  const objects = w.counts ? w.counts.reduce((a, b) => a + b, 0) : undefined;
+  const what = w.unit === 'bytes' ? formatBytes(bytes) : `${bytes} ${w.unit}`;
+  const lines = [
+    `heap profile (${w.type}): ${what}${objects !== undefined ? ` in ${Math.round(objects)} objects` : ''} at ${trace.samples.length} allocating stacks (sampled: estimates, a snapshot of the heap in use)`,
+  ];
+  if (!trace.samples.length) return lines.join('\n');
+  const shorten = (loc) => (root && loc.startsWith(root) ? loc.slice(root.length) : loc);
+  const rows = topFunctions(trace, { limit: top }).map((r) => ({ ...r, location: shorten(r.location) }));
+  lines.push('', formatTable(rows, { unit: w.unit }));
+  const keys = [...new Set((trace.contexts ?? []).flatMap((c) => Object.keys(c.labels)))].sort();
+  if (by) {
+    if (!keys.includes(by)) {
+      lines.push('', `no sample has the label ${JSON.stringify(by)}${keys.length ? ` (labels: ${keys.join(', ')})` : ''}`);
+    } else {
+      lines.push('', `${w.unit} by ${by}:`);
+      const groups = samplesByLabel(trace, by);
+      const width = Math.max(...groups.map((g) => g.value.length));
+      for (const g of groups) {
+        lines.push(`  ${g.value.padEnd(width)}  ${formatBytes(g.samples).padStart(10)}  ${g.percent.toFixed(1).padStart(5)}%  mostly in ${g.top}`);
+      }
+    }
+  } else if (keys.length) {
+    lines.push('', `labels: ${keys.join(', ')} (--by KEY for ${w.unit} per value)`);
   }
   return lines.join('\n');
 }
@@ -146,6 +182,11 @@ function reportCommand(argv) {
     writeOut(values.html, htmlReport(trace, { title: `selfprof: ${path.basename(file)}` }));
     progress(`wrote ${values.html}`);
   }
+}
+
+/** diff compares shares of samples: a heap profile (bytes in use) is not that. */
+function noHeap(file, trace) {
+  if (trace.weight) throw new Error(`${file} is a heap profile (${trace.weight.type}); diff compares CPU profiles (selfprof report shows a heap profile's bytes)`);
 }
 
 /** `selfprof diff`: a text table of the biggest share changes, and the report's diff view. */
@@ -169,6 +210,7 @@ function diffCommand(argv) {
     const [file, va, vb] = positionals;
     const value = (v) => (v === '(none)' ? null : v);
     const trace = JSON.parse(convertFile(file, 'trace'));
+    noHeap(file, trace);
     const keys = new Set(trace.contexts.flatMap((c) => Object.keys(c.labels)));
     if (!keys.has(values.by)) {
       throw new Error(`${file}: no sample has the label ${JSON.stringify(values.by)}${keys.size ? ` (labels: ${[...keys].sort().join(', ')})` : ''}`);
@@ -185,6 +227,8 @@ function diffCommand(argv) {
     const [fa, fb] = positionals;
     const ta = JSON.parse(convertFile(fa, 'trace'));
     const tb = JSON.parse(convertFile(fb, 'trace'));
+    noHeap(fa, ta);
+    noHeap(fb, tb);
     result = diffProfiles(ta, tb, { ignoreLines });
     sides = [fa, fb];
     report = () =>
@@ -210,6 +254,124 @@ function diffCommand(argv) {
   }
 }
 
+/**
+ * The recorded processes, each `{ pid, threads: [{ meta, trace, pprof?, heap? }], skipped,
+ * js, samples, command }` (threads: the main one first), the one that did the most work in
+ * JS first: with a wrapper (npx, tsx, npm run) that is the app, not the wrapper.
+ */
+function collectRecordings(raw, childPid) {
+  const zlib = require('node:zlib');
+  const byPid = new Map();
+  const entry = (pid) => {
+    if (!byPid.has(pid)) byPid.set(pid, { pid, threads: [], skipped: 0 });
+    return byPid.get(pid);
+  };
+  for (const f of fs.readdirSync(raw)) {
+    const skipped = /^selfprof-(\d+)-(\d+)\.skipped$/.exec(f);
+    if (skipped) entry(Number(skipped[1])).skipped++;
+    const m = /^selfprof-(\d+)-(\d+)\.trace\.json\.gz$/.exec(f);
+    if (!m) continue;
+    const base = path.join(raw, `selfprof-${m[1]}-${m[2]}`);
+    const read = (ext) => (fs.existsSync(`${base}${ext}`) ? fs.readFileSync(`${base}${ext}`) : undefined);
+    let meta;
+    try {
+      meta = JSON.parse(read('.meta.json'));
+    } catch {
+      meta = { pid: Number(m[1]), threadId: Number(m[2]), name: Number(m[2]) === 0 ? 'Main Event Loop' : `Worker #${m[2]} Event Loop`, argv: [] };
+    }
+    entry(Number(m[1])).threads.push({ meta, trace: read('.trace.json.gz'), pprof: read('.pb.gz'), heap: read('.heap.json') });
+  }
+  const processes = [...byPid.values()].filter((p) => p.threads.length);
+  for (const p of processes) {
+    p.threads.sort((a, b) => a.meta.threadId - b.meta.threadId);
+    const main = p.threads[0].meta;
+    p.command = (main.argv ?? []).map((a, i) => (i === 0 ? path.basename(a) : a)).join(' ');
+    p.script = main.argv?.[1] ? path.basename(main.argv[1]).replace(/\.[cm]?[jt]sx?$/, '') : 'node';
+    // Samples, and those in JS, over every thread.
+    p.samples = 0;
+    p.js = 0;
+    for (const t of p.threads) {
+      const trace = JSON.parse(zlib.gunzipSync(t.trace));
+      t.samples = trace.samples.length;
+      t.js = trace.samples.filter((s) => s.stackId !== undefined).length;
+      p.samples += t.samples;
+      p.js += t.js;
+    }
+    p.direct = p.pid === childPid;
+  }
+  // The app: the most JS samples; ties go to the process the recorder started.
+  return processes.sort((a, b) => b.js - a.js || Number(b.direct) - Number(a.direct) || a.pid - b.pid);
+}
+
+/** A process's trace (its threads merged, each sample labeled with its thread), pprof and heap pprof. */
+function buildProcess(p) {
+  const { native } = require('../lib/native');
+  const main = p.threads[0].meta;
+  const inputs = p.threads.map((t) => ({
+    trace: t.trace,
+    name: t.meta.name,
+    id: String(t.meta.threadId),
+    osId: t.meta.osThreadId === undefined ? undefined : String(t.meta.osThreadId),
+    offsetMs: (t.meta.timeOrigin ?? main.timeOrigin ?? 0) - (main.timeOrigin ?? 0),
+  }));
+  const several = p.threads.length > 1;
+  const trace = several ? native.mergeTraces(inputs, 'json-gzip') : p.threads[0].trace;
+  const pprof = several || !p.threads[0].pprof ? native.mergeTraces(several ? inputs : inputs.slice(0, 1), 'pprof') : p.threads[0].pprof;
+  let heap;
+  const heaps = p.threads.filter((t) => t.heap);
+  if (heaps.length) {
+    const chunks = heaps.map((t) => {
+      const h = JSON.parse(t.heap);
+      const input = inputs[p.threads.indexOf(t)];
+      return { profile: h.profile, atMs: h.atMs, ...(several && { name: input.name, id: input.id, osId: input.osId, offsetMs: input.offsetMs }), interval: h.interval };
+    });
+    const [pb, heapTrace] = native.buildHeapProfileSync(
+      chunks.map(({ interval, ...c }) => c),
+      { startUnixMs: main.timeOrigin ?? Date.now(), durationMs: Math.max(...chunks.map((c) => c.atMs)), intervalBytes: chunks[0].interval, trace: true },
+    );
+    heap = { pprof: pb, trace: heapTrace };
+  }
+  return { trace, pprof, heap };
+}
+
+/** Writes each process's files (the app's as profile.*) and prints which is which, then the app's summary. */
+function writeRecordings(processes, { dir, command, interval, by }) {
+  const zlib = require('node:zlib');
+  const { htmlReport } = require('..');
+  const rel = (f) => path.relative(process.cwd(), f) || f;
+  const safe = (s) => s.replace(/[^\w.-]+/g, '_').slice(0, 60) || 'node';
+  const lead = processes[0];
+  if (processes.length > 1) progress(`${processes.length} Node.js processes; the one with the most samples in JS is the app's (profile.*):`);
+  const built = [];
+  for (const p of processes) {
+    p.name = p === lead ? 'profile' : `profile-${p.pid}-${safe(p.script)}`;
+    const threads = p.threads.length > 1 ? `, ${p.threads.length} threads` : '';
+    const skipped = p.skipped ? `, ${p.skipped} workers past the cap of ${require('../lib/cli/record-hook').MAX_RECORDED_THREADS} threads not recorded` : '';
+    progress(`  pid ${p.pid}: ${p.samples} samples (${p.js} in JS${threads}${skipped}) -> ${p.name}.*  ${p.command}`);
+    const out = buildProcess(p);
+    const to = path.join(dir, p.name);
+    writeOut(`${to}.trace.json.gz`, out.trace);
+    writeOut(`${to}.pb.gz`, out.pprof);
+    const trace = JSON.parse(zlib.gunzipSync(out.trace));
+    writeOut(`${to}.html`, htmlReport(trace, { title: `selfprof: ${p.command || command.join(' ')}`, sampleInterval: interval }));
+    const files = [`${to}.trace.json.gz`, `${to}.pb.gz`, `${to}.html`];
+    let heapTrace;
+    if (out.heap) {
+      writeOut(`${to}.heap.pb.gz`, out.heap.pprof);
+      heapTrace = JSON.parse(zlib.gunzipSync(out.heap.trace));
+      writeOut(`${to}.heap.html`, htmlReport(heapTrace, { title: `selfprof heap: ${p.command || command.join(' ')}` }));
+      files.push(`${to}.heap.pb.gz`, `${to}.heap.html`);
+    }
+    progress(`wrote ${files.map(rel).join(', ')}`);
+    built.push({ p, trace, heapTrace });
+  }
+  const { p, trace, heapTrace } = built[0];
+  const root = `file://${process.cwd()}/`;
+  if (processes.length > 1) process.stdout.write(`pid ${p.pid}: ${p.command}\n`);
+  process.stdout.write(`${summarize(trace, { by, top: 10, root })}\n`);
+  if (heapTrace) process.stdout.write(`\n${summarize(heapTrace, { by, top: 10, root })}\n`);
+}
+
 /** Runs COMMAND with the record hook preloaded into its Node processes, then builds the outputs. */
 async function recordCommand(argv) {
   const split = argv.indexOf('--');
@@ -219,8 +381,15 @@ async function recordCommand(argv) {
     interval: { type: 'string' },
     duration: { type: 'string' },
     by: { type: 'string' },
+    heap: { type: 'boolean' },
+    'heap-interval': { type: 'string' },
   });
   if (positionals.length) throw new UsageError(`unexpected ${positionals[0]} before --`);
+  const { MIN_HEAP_INTERVAL, MAX_HEAP_INTERVAL, DEFAULT_HEAP_INTERVAL } = require('../lib/capture/heap');
+  if (values['heap-interval'] !== undefined && !values.heap) throw new UsageError('--heap-interval goes with --heap');
+  const heapInterval = values.heap
+    ? (number(values['heap-interval'], '--heap-interval', { min: MIN_HEAP_INTERVAL, max: MAX_HEAP_INTERVAL, integer: true }) ?? DEFAULT_HEAP_INTERVAL)
+    : undefined;
   const requested = number(values.interval, '--interval', { min: 0 }) ?? 1;
   // As the Profiler will use it: rounded up to the base interval, clamped to what V8 takes.
   const interval = require('../lib/capture/group').group.intervalFor(requested) / 1000;
@@ -240,6 +409,7 @@ async function recordCommand(argv) {
     NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require=${JSON.stringify(hook)}`.trim(),
     SELFPROF_RECORD_DIR: raw,
     SELFPROF_RECORD_INTERVAL_MS: String(interval),
+    ...(heapInterval !== undefined && { SELFPROF_RECORD_HEAP: String(heapInterval) }),
   };
   const { spawn } = require('node:child_process');
   const started = Date.now();
@@ -279,32 +449,12 @@ async function recordCommand(argv) {
   const seconds = ((Date.now() - started) / 1000).toFixed(1);
   progress(`${command[0]} ${exit.signal ? `ended by ${exit.signal}` : `exited with code ${exit.code}`} after ${seconds} s`);
 
-  const recorded = fs
-    .readdirSync(raw)
-    .map((f) => /^selfprof-(\d+)\.trace\.json\.gz$/.exec(f))
-    .filter(Boolean)
-    .map((m) => Number(m[1]))
-    .sort((a, b) => (a === child.pid ? -1 : b === child.pid ? 1 : a - b));
-  if (!recorded.length) {
+  const processes = collectRecordings(raw, child.pid, exit);
+  if (!processes.length) {
     fs.rmSync(raw, { recursive: true, force: true });
     throw new Error(`no profile was recorded: ${command[0]} started no Node.js process that ran to its exit`);
   }
-  const { htmlReport } = require('..');
-  for (const pid of recorded) {
-    const name = pid === child.pid ? 'profile' : `profile-${pid}`;
-    const from = path.join(raw, `selfprof-${pid}`);
-    const to = path.join(dir, name);
-    fs.renameSync(`${from}.trace.json.gz`, `${to}.trace.json.gz`);
-    fs.renameSync(`${from}.pb.gz`, `${to}.pb.gz`);
-    const trace = JSON.parse(require('node:zlib').gunzipSync(fs.readFileSync(`${to}.trace.json.gz`)));
-    progress(`pid ${pid}: ${trace.samples.length} samples; building the report`);
-    writeOut(`${to}.html`, htmlReport(trace, { title: `selfprof: ${command.join(' ')}`, sampleInterval: interval }));
-    const rel = (f) => path.relative(process.cwd(), f) || f;
-    progress(`wrote ${rel(`${to}.trace.json.gz`)}, ${rel(`${to}.pb.gz`)}, ${rel(`${to}.html`)}`);
-    if (pid === child.pid) {
-      process.stdout.write(`${summarize(trace, { by: values.by, top: 10, root: `file://${process.cwd()}/` })}\n`);
-    }
-  }
+  writeRecordings(processes, { dir, command, interval, by: values.by });
   fs.rmSync(raw, { recursive: true, force: true });
   // The recorder exits as the program did: a signal as a shell reports it, 128 + its number
   // (ending it after --duration is no failure).

@@ -30,7 +30,7 @@ async function main() {
   console.log();
   console.log(formatTable(topFunctions(trace, { limit: 10 }).map((r) => ({ ...r, location: shorten(r.location) }))));
   console.log();
-  console.log('JS samples by endpoint label:');
+  console.log('samples by endpoint label:');
   for (const g of samplesByLabel(trace, 'endpoint')) {
     console.log(`  ${g.value.padEnd(20)} ${String(g.samples).padStart(6)}  ${g.percent.toFixed(1).padStart(5)}%  mostly in ${g.top}`);
   }

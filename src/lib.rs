@@ -61,6 +61,34 @@ pub struct TraceOptions {
   /// 'pyroscope' | 'otlp' | 'pprof', ... }]` (see `formats::dialect`), each appended to
   /// the result's buffers, with the `"pprof"` timing.
   pub dialects: Option<String>,
+  /// Every thread in one trace (`formats::threads`): this recording's thread (its `thread
+  /// name`, `thread id`, `os thread id` labels) and the traces of other threads to merge in.
+  pub thread_name: Option<String>,
+  pub thread_id: Option<String>,
+  pub os_thread_id: Option<String>,
+  pub threads: Option<Vec<ThreadInput>>,
+}
+
+/// Another thread's trace to merge in: its json or json-gzip, who it is, and its time
+/// origin minus this thread's (ms).
+#[napi(object)]
+pub struct ThreadInput {
+  pub trace: Buffer,
+  pub name: String,
+  pub id: String,
+  pub os_id: Option<String>,
+  pub offset_ms: Option<f64>,
+}
+
+fn thread_trace(t: ThreadInput) -> Result<formats::threads::ThreadTrace> {
+  let trace = formats::read_input(&t.trace).map_err(invalid)?.trace;
+  Ok(formats::threads::ThreadTrace {
+    trace,
+    name: t.name,
+    id: t.id,
+    os_id: t.os_id,
+    offset_ms: t.offset_ms.unwrap_or(0.0),
+  })
 }
 
 /// How to label a recording's samples (label sets come from `capture::labels`).
@@ -90,6 +118,8 @@ pub struct BuildTrace {
   formats: Vec<Format>,
   labels: Option<LabelSource>,
   dialects: Vec<(formats::dialect::Dialect, pprof::Timing)>,
+  /// This thread's (name, id, os id) and the other threads' traces, when merging.
+  threads: Option<((String, String, Option<String>), Vec<formats::threads::ThreadTrace>)>,
 }
 
 impl BuildTrace {
@@ -134,7 +164,18 @@ impl Task for BuildTrace {
   type JsValue = Either3<String, Buffer, Vec<Buffer>>;
 
   fn compute(&mut self) -> Result<Self::Output> {
-    let trace = self.build()?;
+    let mut trace = self.build()?;
+    if let Some(((name, id, os_id), others)) = self.threads.take() {
+      let mut all = vec![formats::threads::ThreadTrace {
+        trace,
+        name,
+        id,
+        os_id,
+        offset_ms: 0.0,
+      }];
+      all.extend(others);
+      trace = formats::threads::merge(all);
+    }
     let io = |e: std::io::Error| Error::from_reason(e.to_string());
     self
       .formats
@@ -277,12 +318,28 @@ impl BuildTrace {
       Some(json) => formats::dialect::parse(json).map_err(invalid)?,
       None => Vec::new(),
     };
+    let threads = match (options.thread_name, options.threads) {
+      (None, None) => None,
+      (name, others) => Some((
+        (
+          name.unwrap_or_else(|| "Main Event Loop".into()),
+          options.thread_id.unwrap_or_else(|| "0".into()),
+          options.os_thread_id,
+        ),
+        others
+          .unwrap_or_default()
+          .into_iter()
+          .map(thread_trace)
+          .collect::<Result<Vec<_>>>()?,
+      )),
+    };
     Ok(BuildTrace {
       chunks,
       window,
       formats,
       labels,
       dialects: dialects.into_iter().map(|d| (d, timing)).collect(),
+      threads,
     })
   }
 }
@@ -458,4 +515,159 @@ pub fn convert_profile(input: Buffer, to: String, lines: Option<bool>) -> Result
     return Ok(Either::B(out.into()));
   }
   String::from_utf8(out).map(Either::A).map_err(invalid)
+}
+
+/// Merges the traces of a process's threads into one (`formats::threads`), each sample
+/// labeled with its thread; returns it as `format` (`"json-gzip"`, default, or `"pprof"`).
+#[napi]
+pub fn merge_traces(threads: Vec<ThreadInput>, format: Option<String>) -> Result<Buffer> {
+  let threads = threads.into_iter().map(thread_trace).collect::<Result<Vec<_>>>()?;
+  let trace = formats::threads::merge(threads);
+  let io = |e: std::io::Error| Error::from_reason(e.to_string());
+  let out = match format.as_deref() {
+    None | Some("json-gzip") => trace.to_json_gzip().map_err(io)?,
+    Some("pprof") => formats::to_format(&trace.into(), "pprof").map_err(invalid)?,
+    Some(other) => return Err(invalid(format!("unknown format {other:?}"))),
+  };
+  Ok(out.into())
+}
+
+/// One thread's sampling heap profile, flattened (`lib/capture/heap.js`), and who it is.
+#[napi(object)]
+pub struct HeapChunk {
+  pub profile: String,
+  /// When it was taken, in ms since the thread's time origin.
+  pub at_ms: Option<f64>,
+  pub name: Option<String>,
+  pub id: Option<String>,
+  pub os_id: Option<String>,
+  /// The thread's time origin minus the first chunk's (ms).
+  pub offset_ms: Option<f64>,
+}
+
+#[napi(object)]
+pub struct HeapOptions {
+  /// The period the profile closes: Unix ms of its start, and its length in ms.
+  pub start_unix_ms: f64,
+  pub duration_ms: f64,
+  pub interval_bytes: f64,
+  /// Also the weighted trace, as json-gzip (after the pprof).
+  pub trace: Option<bool>,
+  /// As `TraceOptions::dialects`: one more pprof per backend (an OTLP one is empty).
+  pub dialects: Option<String>,
+}
+
+pub struct BuildHeap {
+  chunks: Vec<HeapChunk>,
+  timing: formats::heap::HeapTiming,
+  trace: bool,
+  dialects: Vec<formats::dialect::Dialect>,
+}
+
+impl BuildHeap {
+  fn new(chunks: Vec<HeapChunk>, options: HeapOptions) -> Result<BuildHeap> {
+    let dialects = match options.dialects.as_deref() {
+      Some(json) => formats::dialect::parse(json).map_err(invalid)?,
+      None => Vec::new(),
+    };
+    Ok(BuildHeap {
+      chunks,
+      timing: formats::heap::HeapTiming {
+        time_nanos: (options.start_unix_ms * 1e6) as i64,
+        duration_nanos: (options.duration_ms.max(0.0) * 1e6) as i64,
+        interval_bytes: options.interval_bytes as i64,
+      },
+      trace: options.trace.unwrap_or(false),
+      dialects,
+    })
+  }
+
+  fn compute_all(&self) -> Result<Vec<Vec<u8>>> {
+    let named = self.chunks.len() > 1 || self.chunks.iter().any(|c| c.name.is_some());
+    let mut threads = Vec::with_capacity(self.chunks.len());
+    for c in &self.chunks {
+      let trace = formats::heap::from_flat_json(&c.profile, c.at_ms.unwrap_or(0.0)).map_err(invalid)?;
+      threads.push(formats::threads::ThreadTrace {
+        trace,
+        name: c.name.clone().unwrap_or_else(|| "Main Event Loop".into()),
+        id: c.id.clone().unwrap_or_else(|| "0".into()),
+        os_id: c.os_id.clone(),
+        offset_ms: c.offset_ms.unwrap_or(0.0),
+      });
+    }
+    let trace = if named {
+      formats::threads::merge(threads)
+    } else {
+      threads.pop().map(|t| t.trace).unwrap_or_default()
+    };
+    let io = |e: std::io::Error| Error::from_reason(e.to_string());
+    let mut out =
+      vec![formats::heap::encode_gzip(&trace, &self.timing, &formats::dialect::Dialect::Plain).map_err(io)?];
+    if self.trace {
+      out.push(trace.to_json_gzip().map_err(io)?);
+    }
+    for d in &self.dialects {
+      out.push(match d {
+        formats::dialect::Dialect::Otlp(_) => Vec::new(),
+        d => formats::heap::encode_gzip(&trace, &self.timing, d).map_err(io)?,
+      });
+    }
+    Ok(out)
+  }
+}
+
+impl Task for BuildHeap {
+  type Output = Vec<Vec<u8>>;
+  type JsValue = Vec<Buffer>;
+
+  fn compute(&mut self) -> Result<Self::Output> {
+    self.compute_all()
+  }
+
+  fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
+    Ok(output.into_iter().map(Buffer::from).collect())
+  }
+}
+
+/// Encodes the sampling heap profiles of one or more threads as one pprof heap profile
+/// (`inuse_objects/count`, `inuse_space/bytes`), off the main thread: resolves to
+/// `[pprof, trace?, ...one per dialect]`.
+#[napi(ts_return_type = "Promise<Buffer[]>")]
+pub fn build_heap_profile(chunks: Vec<HeapChunk>, options: HeapOptions) -> Result<AsyncTask<BuildHeap>> {
+  Ok(AsyncTask::new(BuildHeap::new(chunks, options)?))
+}
+
+/// `build_heap_profile` on the calling thread (process exit).
+#[napi]
+pub fn build_heap_profile_sync(chunks: Vec<HeapChunk>, options: HeapOptions) -> Result<Vec<Buffer>> {
+  let task = BuildHeap::new(chunks, options)?;
+  Ok(task.compute_all()?.into_iter().map(Buffer::from).collect())
+}
+
+/// How many threads hold a label cell now (of `signal::MAX_THREADS`): workers past the
+/// cap are not profiled.
+#[napi]
+pub fn registered_threads() -> u32 {
+  signal::THREADS
+    .iter()
+    .filter(|t| t.tid.load(Ordering::Acquire) != 0)
+    .count() as u32
+}
+
+/// Workers profiled at once, process-wide (every copy of the JS shares it).
+static PROFILED_WORKERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Claims one of `max` places for the calling worker to be profiled; false past the cap.
+/// The place is given back when the worker's environment is torn down.
+#[napi]
+pub fn claim_profiled_worker(env: Env, max: u32) -> Result<bool> {
+  let claimed = PROFILED_WORKERS
+    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+    .is_ok();
+  if claimed {
+    env.add_env_cleanup_hook((), |_| {
+      PROFILED_WORKERS.fetch_sub(1, Ordering::AcqRel);
+    })?;
+  }
+  Ok(claimed)
 }

@@ -164,7 +164,7 @@ class Profiler extends EventTarget {
     return this.#finish(format, undefined, { cpuTime: options?.cpuTime, lines: options?.lines });
   }
 
-  [stopForExport](cpuTime, withTrace, { lines = false, dialects = [] } = {}) {
+  [stopForExport](cpuTime, withTrace, { lines = false, dialects = [], threads } = {}) {
     let taken;
     try {
       taken = this.#take('pprof', withTrace ? 'json-gzip' : undefined, { cpuTime, lines });
@@ -174,7 +174,10 @@ class Profiler extends EventTarget {
       return Promise.reject(err);
     }
     const { fromMs, untilMs } = taken.build;
-    return this.#build(taken, 'pprof').then((out) => {
+    // Other threads' recordings to merge in (service mode), once they have arrived: a
+    // function resolving to `{ threadName, threadId, osThreadId, threads }` build options.
+    const ready = threads ? Promise.resolve().then(threads).then((t) => Object.assign(taken.build, t), () => {}) : Promise.resolve();
+    return ready.then(() => this.#build(taken, 'pprof')).then((out) => {
       const all = Array.isArray(out) ? out : [out];
       const [pprof, trace] = withTrace ? all : [all[0], undefined];
       const encoded = all.slice(withTrace ? 2 : 1);

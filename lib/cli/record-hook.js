@@ -1,42 +1,124 @@
 'use strict';
-// `selfprof record`: preloaded into the recorded Node process (NODE_OPTIONS=--require).
-// Profiles the main thread from start to exit and writes, on the way out, the trace
-// (json-gzip) and the pprof of the same recording to SELFPROF_RECORD_DIR as
-// selfprof-<pid>.trace.json.gz / .pb.gz. Exit of any kind is covered: the end of the
-// program, process.exit(), an uncaught exception (the 'exit' event, with a synchronous
-// build), and SIGINT/SIGTERM/SIGHUP (written, then the signal is raised again unless the
-// app handles it). Never fails the app: a problem is one warning.
+// `selfprof record`: preloaded into the recorded Node process (NODE_OPTIONS=--require), and
+// so into each of its worker_threads too. Profiles the thread from start to exit and
+// writes, on the way out, to SELFPROF_RECORD_DIR as selfprof-<pid>-<threadId>.*: the
+// trace (json-gzip), on the main thread the pprof of the same recording, with
+// SELFPROF_RECORD_HEAP the sampling heap profile (flattened JSON), and a meta.json saying
+// which process and thread it was (the recorder merges threads and names processes).
+// Exit of any kind is covered: the end of the program, process.exit(), an uncaught
+// exception (the 'exit' event, with a synchronous build), and SIGINT/SIGTERM/SIGHUP
+// (written, then the signal is raised again unless the app handles it). Workers still
+// running when the main thread exits are asked to write theirs first (up to 2 s). Never
+// fails the app: a problem is one warning.
 
-const { isMainThread } = require('node:worker_threads');
+const wt = require('node:worker_threads');
+
+const CHANNEL = 'selfprof:record:v1';
+/** Threads recorded at once, as in service mode (the native cell table holds 64). */
+const MAX_RECORDED_THREADS = 32;
+const WORKER_FLUSH_MS = 2000;
 
 function record(env) {
   const fs = require('node:fs');
   const path = require('node:path');
-  const { Profiler, stopSync } = require('../capture/profiler');
+  const { performance } = require('node:perf_hooks');
+  const { native } = require('../native');
   const dir = env.SELFPROF_RECORD_DIR;
+  const base = path.join(dir, `selfprof-${process.pid}-${wt.threadId}`);
+  if (!wt.isMainThread && native && !native.claimProfiledWorker(MAX_RECORDED_THREADS - 1)) {
+    // Past the cap: not recorded; the recorder says how many.
+    fs.writeFileSync(`${base}.skipped`, '');
+    return;
+  }
+  const { Profiler, stopSync } = require('../capture/profiler');
+  const { threadName } = require('../service/threads');
   const profiler = new Profiler({
     sampleInterval: Number(env.SELFPROF_RECORD_INTERVAL_MS || 1),
     maxBufferSize: Number(env.SELFPROF_RECORD_MAX_SAMPLES || 10_000_000),
   });
+  let heap = null;
+  if (env.SELFPROF_RECORD_HEAP) {
+    const { startHeapSampling } = require('../capture/heap');
+    try {
+      heap = startHeapSampling(Number(env.SELFPROF_RECORD_HEAP));
+    } catch (err) {
+      process.emitWarning(`selfprof record: no heap profile: ${err.message}`, { code: 'SELFPROF_RECORD' });
+    }
+  }
+  const channel = new wt.BroadcastChannel(CHANNEL);
+  channel.unref?.();
   let written = false;
   const write = () => {
     if (written) return;
     written = true;
     try {
-      const [trace, pprof] = profiler[stopSync]('json-gzip', 'pprof');
-      const base = path.join(dir, `selfprof-${process.pid}`);
-      fs.writeFileSync(`${base}.pb.gz`, pprof);
-      // The trace last: the recorder takes it as the sign that both are complete.
+      const formats = wt.isMainThread ? ['json-gzip', 'pprof'] : ['json-gzip'];
+      const [trace, pprof] = profiler[stopSync](...formats);
+      let heapChunk = null;
+      try {
+        heapChunk = heap?.take() ?? null;
+      } catch (err) {
+        process.emitWarning(`selfprof record: the heap profile could not be taken: ${err.message}`, { code: 'SELFPROF_RECORD' });
+      }
+      const meta = {
+        pid: process.pid,
+        ppid: process.ppid,
+        threadId: wt.threadId,
+        name: threadName(),
+        osThreadId: native.threadId(),
+        timeOrigin: performance.timeOrigin,
+        argv: process.argv,
+        execArgv: process.execArgv,
+      };
+      if (pprof) fs.writeFileSync(`${base}.pb.gz`, pprof);
+      if (heapChunk) fs.writeFileSync(`${base}.heap.json`, JSON.stringify(heapChunk));
+      fs.writeFileSync(`${base}.meta.json`, JSON.stringify(meta));
+      // The trace last: the recorder takes it as the sign that all are complete.
       fs.writeFileSync(`${base}.trace.json.gz.tmp`, trace);
       fs.renameSync(`${base}.trace.json.gz.tmp`, `${base}.trace.json.gz`);
     } catch (err) {
       process.emitWarning(`selfprof record: the profile could not be written: ${err.message}`, { code: 'SELFPROF_RECORD' });
     }
+    if (!wt.isMainThread) {
+      try {
+        channel.postMessage({ type: 'written', threadId: wt.threadId });
+      } catch {
+        // the main thread is gone
+      }
+    }
   };
   process.on('exit', write);
+  if (!wt.isMainThread) {
+    // The main thread is exiting: a worker's own 'exit' will not run once it is terminated.
+    channel.onmessage = (e) => e.data?.type === 'flush' && write();
+    channel.postMessage({ type: 'started', threadId: wt.threadId });
+    return;
+  }
+  // The main thread: which workers are recording, so that it can wait for them at exit.
+  const live = new Set();
+  channel.onmessage = (e) => {
+    if (e.data?.type === 'started') live.add(e.data.threadId);
+    else if (e.data?.type === 'written') live.delete(e.data.threadId);
+  };
+  const flushWorkers = () => {
+    if (live.size === 0) return;
+    try {
+      channel.postMessage({ type: 'flush' });
+    } catch {
+      return;
+    }
+    // The workers write on their own threads; this one waits for their files (messages
+    // cannot arrive while it waits), at most WORKER_FLUSH_MS.
+    const deadline = Date.now() + WORKER_FLUSH_MS;
+    const nap = new Int32Array(new SharedArrayBuffer(4));
+    const pending = () => [...live].filter((id) => !fs.existsSync(path.join(dir, `selfprof-${process.pid}-${id}.trace.json.gz`)));
+    while (pending().length && Date.now() < deadline) Atomics.wait(nap, 0, 0, 10);
+  };
+  process.on('exit', flushWorkers);
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
     const onSignal = () => {
       write();
+      flushWorkers();
       process.removeListener(signal, onSignal);
       if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
     };
@@ -44,10 +126,12 @@ function record(env) {
   }
 }
 
-if (isMainThread && process.env.SELFPROF_RECORD_DIR) {
+if (process.env.SELFPROF_RECORD_DIR) {
   try {
     record(process.env);
   } catch (err) {
     process.emitWarning(`selfprof record: not recording: ${err.message}`, { code: 'SELFPROF_RECORD' });
   }
 }
+
+module.exports = { MAX_RECORDED_THREADS };

@@ -13,6 +13,8 @@ const { parseDdTags } = require('./exporters/env');
 const { requestCounter } = require('../integrations/requests');
 const { native, unavailable } = require('../native');
 const { version: profilerVersion } = require('../../package.json');
+const { startHeapSampling, checkHeapInterval, DEFAULT_HEAP_INTERVAL } = require('../capture/heap');
+const { ThreadHub, wrapWorkers, threadName } = require('./threads');
 
 const DEFAULT_INTERVAL_MS = 1000 / 99; // 99 Hz, off the beat of 10 ms timers
 const DEFAULT_PERIOD_MS = 60_000;
@@ -76,6 +78,26 @@ function fromEnv(env) {
     if (env.SELFPROF_TENANT_ID) exporter.tenantId = env.SELFPROF_TENANT_ID;
     options.exporters = [exporter];
   }
+  if (env.SELFPROF_HEAP !== undefined && env.SELFPROF_HEAP.trim() !== '') {
+    const v = env.SELFPROF_HEAP.trim().toLowerCase();
+    if (['0', 'false', 'no', 'off'].includes(v)) options.heap = false;
+    else if (['1', 'true', 'yes', 'on'].includes(v)) options.heap = true;
+    else throw new TypeError(`start: SELFPROF_HEAP must be 1 or 0 (true or false), got ${JSON.stringify(env.SELFPROF_HEAP)}`);
+  }
+  if (env.SELFPROF_WORKERS !== undefined && env.SELFPROF_WORKERS.trim() !== '') {
+    const v = env.SELFPROF_WORKERS.trim().toLowerCase();
+    if (['0', 'false', 'no', 'off'].includes(v)) options.workers = false;
+    else if (['1', 'true', 'yes', 'on'].includes(v)) options.workers = true;
+    else throw new TypeError(`start: SELFPROF_WORKERS must be 1 or 0 (true or false), got ${JSON.stringify(env.SELFPROF_WORKERS)}`);
+  }
+  if (env.SELFPROF_HEAP_SAMPLING_INTERVAL) {
+    const text = env.SELFPROF_HEAP_SAMPLING_INTERVAL.trim();
+    const n = Number(text);
+    if (text === '' || !Number.isFinite(n)) {
+      throw new TypeError(`start: SELFPROF_HEAP_SAMPLING_INTERVAL must be a number of bytes, got ${JSON.stringify(env.SELFPROF_HEAP_SAMPLING_INTERVAL)}`);
+    }
+    options.heapSamplingInterval = n;
+  }
   if (env.SELFPROF_PYROSCOPE_SERIES_LABELS !== undefined) {
     options.pyroscope = { seriesLabels: env.SELFPROF_PYROSCOPE_SERIES_LABELS.split(',').map((s) => s.trim()).filter(Boolean) };
   }
@@ -102,7 +124,7 @@ function validate(options) {
   for (const [k, v] of Object.entries(tags)) {
     if (typeof v !== 'string') throw new TypeError(`start: tag ${JSON.stringify(k)} must be a string`);
   }
-  for (const key of ['collectCpuTime', 'lines']) {
+  for (const key of ['collectCpuTime', 'lines', 'heap', 'workers']) {
     if (o[key] !== undefined && typeof o[key] !== 'boolean') throw new TypeError(`start: ${key} must be a boolean`);
   }
   const exporters = o.exporters ?? [];
@@ -121,16 +143,31 @@ function validate(options) {
     // The rotation is a timer: longer than setTimeout can wait, it would fire every 1 ms.
     period: num('period', DEFAULT_PERIOD_MS, 100, MAX_TIMER_MS),
     collectCpuTime: o.collectCpuTime ?? true,
+    heap: o.heap ?? true,
+    workers: o.workers ?? true,
+    heapSamplingInterval: checkHeapIntervalOption(o.heapSamplingInterval ?? DEFAULT_HEAP_INTERVAL),
     lines: o.lines ?? false,
     exporters,
     pyroscope,
   };
 }
 
+function checkHeapIntervalOption(v) {
+  try {
+    return checkHeapInterval(v);
+  } catch (err) {
+    err.message = `start: ${err.message}`;
+    throw err;
+  }
+}
+
 class Session {
   #options;
   #exporters;
   #profiler = null;
+  #heap = null;
+  #hub = null;
+  #seq = 0;
   #timer = null;
   #stopped = false;
   #withTrace = false;
@@ -157,6 +194,26 @@ class Session {
       return;
     }
     this.#begin();
+    if (this.#options.heap) {
+      try {
+        this.#heap = startHeapSampling(this.#options.heapSamplingInterval);
+      } catch (err) {
+        warnOnce('service-heap', `selfprof: heap profiling could not start (CPU profiling goes on): ${err.message}`);
+      }
+    }
+    if (this.#options.workers && require('node:worker_threads').isMainThread) {
+      try {
+        const config = {
+          sampleInterval: this.#options.sampleInterval,
+          heap: this.#options.heap,
+          heapSamplingInterval: this.#options.heapSamplingInterval,
+        };
+        wrapWorkers(config);
+        this.#hub = new ThreadHub(config);
+      } catch (err) {
+        warnOnce('service-workers', `selfprof: workers will not be profiled: ${err.message}`);
+      }
+    }
     this.#timer = setInterval(() => this.#rotate(), this.#options.period);
     this.#timer.unref();
     exitGuard.add(this);
@@ -189,17 +246,74 @@ class Session {
     const unique = [...new Set(keys.filter(Boolean))];
     const endpointCounts = this.#requests();
     const snapshot = last || this.#stopped ? 'on_shutdown' : 'periodic';
+    const dialects = unique.map((k) => JSON.parse(k));
+    // The heap in use now, taken at the same moment as the CPU recording ends.
+    const heapChunk = this.#takeHeap();
+    if (last) this.#releaseHeap();
+    // Every worker's recording of the period, merged into this one (when there are any).
+    const collected = this.#hub
+      ? this.#hub.collect(++this.#seq, { last, waitMs: Math.min(1000, this.#options.period / 4) }).catch(() => ({ threads: [], heaps: [] }))
+      : Promise.resolve({ threads: [], heaps: [] });
+    const self = { name: threadName(), id: '0', osId: String(native.threadId()) };
     return finished[stopForExport](this.#options.collectCpuTime, this.#withTrace, {
       lines: this.#options.lines,
-      dialects: unique.map((k) => JSON.parse(k)),
+      dialects,
+      threads: () =>
+        collected.then((c) => (c.threads.length ? { threadName: self.name, threadId: self.id, osThreadId: self.osId, threads: c.threads } : {})),
     })
-      .then(({ pprof, trace, encoded, start, end }) => {
+      .then(async ({ pprof, trace, encoded, start, end }) => {
+        const { heaps } = await collected;
+        const chunks = heapChunk ? [{ profile: heapChunk.profile, atMs: heapChunk.atMs, ...(heaps.length && self) }, ...heaps] : heaps;
+        const heap = chunks.length ? await this.#encodeHeap(chunks, heapChunk?.interval ?? this.#options.heapSamplingInterval, start, end, dialects) : null;
         this.#exporters.forEach((e, i) => {
           const own = keys[i] ? encoded[unique.indexOf(keys[i])] : pprof;
-          e.push({ pprof: own, trace, start, end, snapshot, endpointCounts });
+          const ownHeap = heap && (keys[i] ? heap.encoded[unique.indexOf(keys[i])] : heap.pprof);
+          e.push({
+            pprof: own,
+            trace,
+            start,
+            end,
+            snapshot,
+            endpointCounts,
+            ...(ownHeap?.length && { heap: ownHeap, heapTrace: heap.trace }),
+          });
         });
       })
       .catch((err) => warnOnce('service-export', `selfprof: a profile could not be encoded: ${err.message}`));
+  }
+
+  /** This thread's heap snapshot, or null (heap off, or it failed: one warning). */
+  #takeHeap() {
+    if (!this.#heap) return null;
+    try {
+      return this.#heap.take();
+    } catch (err) {
+      warnOnce('service-heap-take', `selfprof: the heap profile could not be taken: ${err.message}`);
+      return null;
+    }
+  }
+
+  #releaseHeap() {
+    this.#heap?.release();
+    this.#heap = null;
+  }
+
+  /** `{ pprof, trace?, encoded }` of the heap snapshot(s), or null: a failure is one warning. */
+  async #encodeHeap(chunks, interval, start, end, dialects) {
+    try {
+      const out = await native.buildHeapProfile(chunks, {
+        startUnixMs: start,
+        durationMs: end - start,
+        intervalBytes: interval,
+        trace: this.#withTrace,
+        dialects: JSON.stringify(dialects),
+      });
+      const [pprof, trace] = this.#withTrace ? out : [out[0], undefined];
+      return { pprof, trace, encoded: out.slice(this.#withTrace ? 2 : 1) };
+    } catch (err) {
+      warnOnce('service-heap-encode', `selfprof: a heap profile could not be encoded: ${err.message}`);
+      return null;
+    }
   }
 
   /** Ships the current period now and waits (up to `timeoutMs`) for the uploads. */
@@ -221,6 +335,9 @@ class Session {
     exitGuard.remove(this);
     const deadline = performance.now() + timeoutMs;
     await this.#rotate(true);
+    this.#releaseHeap();
+    this.#hub?.close();
+    this.#hub = null;
     await Promise.all(this.#exporters.map((e) => e.close(Math.max(0, deadline - performance.now()))));
   }
 }

@@ -1,24 +1,34 @@
 'use strict';
-// Aggregates a ProfilerTrace into per-function sample counts.
+// Aggregates a ProfilerTrace into per-function sample counts, or, for a weighted trace
+// (a heap profile: `trace.weight`), into the amounts its samples stand for (bytes).
+
+/** Sample i's weight: 1, or what it stands for in a weighted trace. */
+function weightOf(trace) {
+  const values = trace.weight?.values;
+  return values ? (i) => values[i] ?? 0 : () => 1;
+}
 
 /**
  * Functions by the samples they were on (`self`: innermost frame; `total`: anywhere
- * on the stack, counted once per sample even when recursive), most `self` first.
+ * on the stack, counted once per sample even when recursive), most `self` first. In a
+ * weighted trace, by the samples' weights (bytes) instead.
  */
 function topFunctions(trace, { limit = 10 } = {}) {
+  const w = weightOf(trace);
   const self = new Float64Array(trace.frames.length);
   const total = new Float64Array(trace.frames.length);
   const seen = new Int32Array(trace.frames.length).fill(-1);
   let stackSamples = 0;
   trace.samples.forEach((sample, n) => {
     if (sample.stackId === undefined) return;
-    stackSamples++;
-    self[trace.stacks[sample.stackId].frameId]++;
+    const weight = w(n);
+    stackSamples += weight;
+    self[trace.stacks[sample.stackId].frameId] += weight;
     for (let id = sample.stackId; id !== undefined; id = trace.stacks[id].parentId) {
       const f = trace.stacks[id].frameId;
       if (seen[f] !== n) {
         seen[f] = n;
-        total[f]++;
+        total[f] += weight;
       }
     }
   });
@@ -43,26 +53,33 @@ function location(trace, frame) {
   return frame.column === undefined ? `${resource}:${frame.line}` : `${resource}:${frame.line}:${frame.column}`;
 }
 
+const MARKER_NAME = { idle: '(idle)', gc: '(garbage collector)', other: '(program)' };
+
 /**
- * Samples per value of label `key` (JS samples only), most first: `{ value, samples,
- * percent, top }` where `top` is the function with the most self samples under it.
+ * Samples per value of label `key`, most first: `{ value, samples, percent, top }` where
+ * `top` is the function (or V8 pseudo-frame) with the most self samples under it. Every
+ * sample counts, as the HTML report counts them: GC and `(program)` samples during a
+ * request carry its labels, and idle samples none (`(none)`). In a weighted trace, the
+ * weights (bytes) instead of samples.
  */
 function samplesByLabel(trace, key) {
+  const w = weightOf(trace);
   const groups = new Map();
   let total = 0;
-  for (const s of trace.samples) {
-    if (s.stackId === undefined) continue;
-    total++;
+  trace.samples.forEach((s, i) => {
+    const weight = w(i);
+    total += weight;
     const labels = s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels;
     // Own properties only: a label key such as `constructor` must not find Object's.
     const value = labels !== undefined && Object.hasOwn(labels, key) ? labels[key] : undefined;
     const name = value ?? '(none)';
     let g = groups.get(name);
     if (!g) groups.set(name, (g = { value: name, samples: 0, self: new Map() }));
-    g.samples++;
-    const leaf = trace.frames[trace.stacks[s.stackId].frameId].name || '(anonymous)';
-    g.self.set(leaf, (g.self.get(leaf) ?? 0) + 1);
-  }
+    g.samples += weight;
+    const leaf =
+      s.stackId !== undefined ? trace.frames[trace.stacks[s.stackId].frameId].name || '(anonymous)' : (MARKER_NAME[s.marker] ?? '(root)');
+    g.self.set(leaf, (g.self.get(leaf) ?? 0) + weight);
+  });
   return [...groups.values()]
     .map((g) => ({
       value: g.value,
@@ -73,20 +90,32 @@ function samplesByLabel(trace, key) {
     .sort((a, b) => b.samples - a.samples);
 }
 
-/** A plain-text table of `topFunctions` rows. */
-function formatTable(rows) {
-  const head = ['self', 'self %', 'total %', 'function', 'location'];
-  const body = rows.map((r) => [
-    String(r.self),
-    r.selfPercent.toFixed(1),
-    r.totalPercent.toFixed(1),
-    r.name,
-    r.location,
-  ]);
+/** Bytes as people read them: 512 B, 1.5 KiB, 12.3 MiB. */
+function formatBytes(n) {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let u = 0;
+  let v = n;
+  while (Math.abs(v) >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return u === 0 ? `${Math.round(v)} B` : `${v.toFixed(1)} ${units[u]}`;
+}
+
+/** A plain-text table of `topFunctions` rows (`unit: 'bytes'` for a heap profile's). */
+function formatTable(rows, { unit } = {}) {
+  const amount = unit === 'bytes' ? formatBytes : String;
+  const head = unit === 'bytes' ? ['self', 'self %', 'total', 'total %', 'function', 'location'] : ['self', 'self %', 'total %', 'function', 'location'];
+  const numeric = unit === 'bytes' ? 4 : 3;
+  const body = rows.map((r) =>
+    unit === 'bytes'
+      ? [amount(r.self), r.selfPercent.toFixed(1), amount(r.total), r.totalPercent.toFixed(1), r.name, r.location]
+      : [amount(r.self), r.selfPercent.toFixed(1), r.totalPercent.toFixed(1), r.name, r.location],
+  );
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((row) => row[i].length)));
   const line = (cells) =>
-    cells.map((c, i) => (i < 3 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ').trimEnd();
+    cells.map((c, i) => (i < numeric ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ').trimEnd();
   return [line(head), ...body.map(line)].join('\n');
 }
 
-module.exports = { topFunctions, samplesByLabel, formatTable };
+module.exports = { topFunctions, samplesByLabel, formatTable, formatBytes };

@@ -19,7 +19,11 @@ pub fn to_folded(t: &Trace) -> String {
 
 /// Folded stacks, each sample counted `weights[i].count` times if given.
 pub fn to_folded_weighted(t: &Trace, weights: Option<&[Weight]>) -> Result<String, ConvertError> {
-  let weight = |i: usize| weights.and_then(|w| w.get(i)).map_or(1, |w| w.count.max(0) as u64);
+  // A weighted trace (a heap profile): each sample counts its bytes.
+  let weight = |i: usize| match &t.weight {
+    Some(w) => w.values.get(i).map_or(0, |v| v.max(0.0).round() as u64),
+    None => weights.and_then(|w| w.get(i)).map_or(1, |w| w.count.max(0) as u64),
+  };
   // Names, ';' made ':' so that it cannot split a line, interned.
   let mut name_ids: HashMap<String, u32> = HashMap::new();
   let mut names: Vec<String> = Vec::new();

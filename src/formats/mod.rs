@@ -6,9 +6,11 @@
 pub mod cpuprofile;
 pub mod dialect;
 pub mod folded;
+pub mod heap;
 pub mod otlp;
 pub mod pprof;
 pub mod pprof_decode;
+pub mod threads;
 
 use crate::trace::v8_profile::CpuProfile;
 use crate::trace::{Marker, Trace, TraceBuilder, Window};
@@ -92,9 +94,11 @@ pub fn read_input(bytes: &[u8]) -> Result<Profile, ConvertError> {
     }
     Some(_) => {
       let d = pprof_decode::decode(bytes)?;
+      // A heap profile's samples are weighted by bytes, not counts to list.
+      let weights = d.trace.weight.is_none().then_some(d.weights);
       Ok(Profile {
         trace: d.trace,
-        weights: Some(d.weights),
+        weights,
         timing: Some(d.timing),
       })
     }
@@ -189,6 +193,14 @@ pub fn check(t: &Trace) -> Result<(), ConvertError> {
       return Err(ConvertError(format!(
         "not a valid trace: sample {i} has no finite timestamp"
       )));
+    }
+  }
+  if let Some(w) = &t.weight {
+    let bad_len = |v: &Vec<f64>| v.len() != t.samples.len() || v.iter().any(|x| !x.is_finite());
+    if bad_len(&w.values) || w.counts.as_ref().is_some_and(bad_len) {
+      return Err(ConvertError(
+        "not a valid trace: weight.values (and counts) must be one finite number per sample".into(),
+      ));
     }
   }
   for (i, l) in t.line_ticks.iter().enumerate() {
@@ -295,6 +307,18 @@ pub fn to_format(p: &Profile, to: &str) -> Result<Vec<u8>, ConvertError> {
 pub fn to_format_with(p: &Profile, to: &str, lines: bool) -> Result<Vec<u8>, ConvertError> {
   let io = |e: std::io::Error| ConvertError(e.to_string());
   match to {
+    "cpuprofile" if p.trace.weight.is_some() => Err(ConvertError(
+      "a heap profile (weighted by bytes) has no .cpuprofile form: convert it to pprof, folded or trace".into(),
+    )),
+    "pprof" if p.trace.weight.is_some() => {
+      let timing = p.timing.unwrap_or_else(|| pprof_timing(&p.trace));
+      let heap_timing = heap::HeapTiming {
+        time_nanos: (timing.time_origin_unix_ms * 1e6) as i64,
+        duration_nanos: ((timing.end_ms - timing.start_ms).max(0.0) * 1e6) as i64,
+        interval_bytes: timing.period_ns,
+      };
+      heap::encode_gzip(&p.trace, &heap_timing, &dialect::Dialect::Plain).map_err(io)
+    }
     "cpuprofile" => {
       let t = expand(p)?;
       let profile = cpuprofile::to_cpuprofile(&t);

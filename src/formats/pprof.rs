@@ -142,6 +142,15 @@ impl<'a> Strings<'a> {
     s
   }
 
+  pub(crate) fn new() -> Self {
+    Self::with_capacity(16)
+  }
+
+  /// The table, owned (for a prost message).
+  pub(crate) fn into_table(self) -> Vec<String> {
+    self.owned()
+  }
+
   pub(crate) fn id(&mut self, s: impl Into<Cow<'a, str>>) -> i64 {
     let s = s.into();
     if let Some(id) = self.ids.get(s.as_ref()) {
@@ -374,7 +383,13 @@ impl<'a> Encoder<'a> {
     if let Some(&(start, end)) = s.context_id.and_then(|c| self.label_ranges.get(c as usize)) {
       label.extend_from_slice(&self.labels[start as usize..end as usize]);
     }
-    label.extend_from_slice(&self.every);
+    // A merged trace's samples carry their own thread's labels: those win over `every`.
+    let own = label.len();
+    for l in &self.every {
+      if !label[..own].iter().any(|o| o.key == l.key) {
+        label.push(l.clone());
+      }
+    }
     if let Some((key, num_unit)) = self.end_timestamp {
       label.push(Label {
         key,

@@ -186,6 +186,15 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
   let count_at = value_index(&["sample", "samples"], "count");
   let wall_at = value_index(&["wall"], "nanoseconds");
   let cpu_at = value_index(&["cpu"], "nanoseconds");
+  // A heap profile (bytes, no count or time): its samples are weighted by their bytes.
+  let heap_at = if count_at.is_none() && wall_at.is_none() {
+    value_index(&["inuse_space", "space", "alloc_space"], "bytes")
+  } else {
+    None
+  };
+  let heap_objects_at = heap_at.and_then(|_| value_index(&["inuse_objects", "objects", "alloc_objects"], "count"));
+  let mut heap_values: Vec<f64> = Vec::new();
+  let mut heap_counts: Vec<f64> = Vec::new();
 
   let functions: HashMap<u64, &crate::formats::pprof::Function> = p.function.iter().map(|f| (f.id, f)).collect();
   let mut trace = Trace::default();
@@ -268,6 +277,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
   for (n, s) in p.sample.iter().enumerate() {
     let value = |i: Option<usize>| i.and_then(|i| s.value.get(i)).copied();
     let count = match (value(count_at), p.period) {
+      _ if heap_at.is_some() => value(heap_at).map_or(0, |b| i64::from(b > 0)),
       (Some(c), _) => c,
       (None, period) if period > 0 => (s.value.first().copied().unwrap_or(0) as f64 / period as f64).round() as i64,
       _ => 1,
@@ -384,6 +394,12 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
       context_id,
       cpu_time: cpu_ns.map(|c| c as f64 / 1e6),
     });
+    if heap_at.is_some() {
+      heap_values.push(value(heap_at).unwrap_or(0) as f64);
+      heap_counts.push(value(heap_objects_at).unwrap_or(0) as f64);
+      weights.push(Weight::default());
+      continue;
+    }
     now_ns += wall_ns;
     weights.push(Weight {
       count,
@@ -402,6 +418,16 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
     .map(|((stack_id, line), ticks)| crate::trace::LineTicks { stack_id, line, ticks })
     .collect();
   trace.line_ticks.sort_by_key(|l| (l.stack_id, l.line));
+  if let Some(at) = heap_at {
+    let kind = |i: usize| str(p.sample_type[i].r#type).map(str::to_owned);
+    trace.weight = Some(crate::trace::SampleWeights {
+      kind: kind(at)?,
+      unit: "bytes".into(),
+      values: heap_values,
+      count_kind: heap_objects_at.map(kind).transpose()?,
+      counts: heap_objects_at.map(|_| heap_counts),
+    });
+  }
   let timing = Timing {
     time_origin_unix_ms: p.time_nanos as f64 / 1e6,
     start_ms: 0.0,

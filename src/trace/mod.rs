@@ -34,6 +34,29 @@ pub struct Trace {
   /// frame's function, from V8's position ticks. See `LineTicks`.
   #[serde(default, rename = "lineTicks", skip_serializing_if = "Vec::is_empty")]
   pub line_ticks: Vec<LineTicks>,
+  /// Extension (optional): a weighted profile, such as a heap profile, whose samples stand
+  /// for an amount (bytes) rather than one sample each. See `SampleWeights`.
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub weight: Option<SampleWeights>,
+}
+
+/// What each sample of a weighted trace stands for: `values[i]` of `unit` for sample i (a
+/// heap profile: the bytes in use allocated at that stack), and `counts[i]` things (the
+/// objects); both parallel to `samples`. Such a trace has no time line: its samples are
+/// aggregates, not points in time.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleWeights {
+  /// What is measured, as pprof names it (`inuse_space`).
+  #[serde(rename = "type")]
+  pub kind: String,
+  /// Its unit (`bytes`).
+  pub unit: String,
+  pub values: Vec<f64>,
+  /// What the counts count (`inuse_objects`), if there are counts.
+  #[serde(default, rename = "countType", skip_serializing_if = "Option::is_none")]
+  pub count_kind: Option<String>,
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub counts: Option<Vec<f64>>,
 }
 
 /// Samples of one stack at one line of its innermost frame's function.

@@ -90,7 +90,8 @@ function datadog(options, meta, auth) {
         .map(([k, v]) => `${k}:${tagValue(v)}`)
         .join(',');
       const event = {
-        attachments: ['wall.pprof'],
+        // dd-trace's names: each profiler's type, `.pprof` (the heap profiler's is `space`).
+        attachments: profile.heap ? ['wall.pprof', 'space.pprof'] : ['wall.pprof'],
         start: new Date(profile.start).toISOString(),
         end: new Date(profile.end).toISOString(),
         family: 'node',
@@ -119,6 +120,7 @@ function datadog(options, meta, auth) {
       const form = new FormData();
       form.append('event', new Blob([JSON.stringify(event)], { type: 'application/json' }), 'event.json');
       form.append('wall.pprof', new Blob([profile.pprof], { type: 'application/octet-stream' }), 'wall.pprof');
+      if (profile.heap) form.append('space.pprof', new Blob([profile.heap], { type: 'application/octet-stream' }), 'space.pprof');
       const headers = { 'DD-EVP-ORIGIN': 'selfprof', 'DD-EVP-ORIGIN-VERSION': meta.profilerVersion, ...auth.headers };
       if (options.apiKey) headers['DD-API-KEY'] = options.apiKey;
       await send(url, { method: 'POST', body: form, headers }, timeoutMs, signal);

@@ -20,6 +20,8 @@ function file(options, meta) {
       const base = path.join(options.dir, `${fileSafe(meta.service)}-${stamp}`);
       await fs.promises.writeFile(`${base}.pb.gz`, profile.pprof);
       if (options.trace && profile.trace) await fs.promises.writeFile(`${base}.trace.json.gz`, profile.trace);
+      if (profile.heap) await fs.promises.writeFile(`${base}.heap.pb.gz`, profile.heap);
+      if (options.trace && profile.heapTrace) await fs.promises.writeFile(`${base}.heap.trace.json.gz`, profile.heapTrace);
     },
     { ...options, retries: 0 },
   );

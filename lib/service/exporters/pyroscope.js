@@ -102,7 +102,14 @@ function pyroscope(options, meta, auth) {
         headers.authorization = `Basic ${Buffer.from(`${options.basicAuthUser}:${options.basicAuthPassword ?? ''}`).toString('base64')}`;
       }
       if (options.tenantId) headers['X-Scope-OrgID'] = options.tenantId;
-      await send(url.toString(), { method: 'POST', body: profile.pprof, headers }, timeoutMs, signal);
+      // A retry after the heap upload failed does not send the wall profile twice.
+      if (!profile.wallSent) {
+        await send(url.toString(), { method: 'POST', body: profile.pprof, headers }, timeoutMs, signal);
+        profile.wallSent = true;
+      }
+      // The heap profile is a second ingest of the same series: the server tells the
+      // profile types (inuse_objects, inuse_space) from the pprof's sample types.
+      if (profile.heap) await send(url.toString(), { method: 'POST', body: profile.heap, headers }, timeoutMs, signal);
     },
     options,
     auth.secrets,

@@ -16,7 +16,7 @@ function page({ title, json, script }) {
 <body>
 <header>
   <h1>${title}</h1>
-  <div class="totals">showing <b id="total-samples">0</b> samples &middot; filter: <b id="active-filter">all samples</b>
+  <div class="totals">showing <b id="total-samples">0</b><span id="total-unit"> samples</span> &middot; filter: <b id="active-filter">all samples</b>
   &middot; time: <b id="active-range">whole recording</b>
   <button id="reset" type="button" title="Clear the label filter, the time range and the zoom">reset</button>
   <label class="opt" title="V8 records no stack for garbage-collection samples. Checked, each one is shown under the stack of the JS sample just before it (hatched boxes): an attribution, not a measurement."><input type="checkbox" id="gc-attribute"> GC under the code that ran just before it</label></div>

@@ -23,7 +23,7 @@ const describeNode = (node, n) =>
   [
     node.name,
     node.frame ? main.locationOf(node.frame) : node.attributed ? 'attributed: V8 gives GC no stack; shown under the JS sample just before it' : node.pseudo ? 'not JS' : '',
-    `${node.total} samples (${pct(node.total, n)}%)`,
+    `${amount(main, node.total)} (${pct(node.total, n)}%)`,
   ]
     .filter(Boolean)
     .join(' — ');
@@ -76,7 +76,7 @@ function renderAll() {
   sel = state.label ? selectSamples(main, { label: state.label, range: state.range }) : rangeSel;
   counts = stackCounts(main, sel.sel, { gc: state.gc });
   view = callTree(main, counts);
-  $('total-samples').textContent = view.n;
+  $('total-samples').textContent = main.weighted ? amount(main, view.n) : view.n;
   const f = state.label;
   $('active-filter').textContent = f ? `${f.key} = ${f.none ? '(none)' : f.value}` : 'all samples';
   const r = state.range;
@@ -94,7 +94,7 @@ function renderAll() {
 function renderFlame() {
   flame.show(view.root, view.nodes);
   $('to-sandwich').disabled = !flame.zoomed.frame;
-  $('search-result').textContent = state.search ? `matched: ${flame.matched()} samples (${pct(flame.matched(), view.n)}%)` : '';
+  $('search-result').textContent = state.search ? `matched: ${amount(main, flame.matched())} (${pct(flame.matched(), view.n)}%)` : '';
 }
 
 function renderView() {
@@ -142,7 +142,7 @@ function renderSandwich() {
   }
   pick.replaceChildren(
     el('option', { value: '', textContent: '(pick a function)' }),
-    ...fns.map((r) => el('option', { value: r.frameId, textContent: `${r.name} — ${r.total} samples — ${r.location}` })),
+    ...fns.map((r) => el('option', { value: r.frameId, textContent: `${r.name} — ${amount(main, r.total)} — ${r.location}` })),
   );
   pick.value = state.sandwich === null ? '' : String(state.sandwich);
   $('sandwich-empty').hidden = state.sandwich !== null;
@@ -157,9 +157,9 @@ function renderSandwich() {
   $('sandwich-stats').replaceChildren(
     el('b', { textContent: nameOf(f) }),
     ` ${main.locationOf(f)} — on `,
-    el('b', { id: 'sandwich-total', textContent: s.total }),
-    ` samples (${pct(s.total, view.n)}%), innermost in `,
-    el('b', { id: 'sandwich-self', textContent: s.self }),
+    el('b', { id: 'sandwich-total', textContent: amountCell(main, s.total) }),
+    `${main.weighted ? '' : ' samples'} (${pct(s.total, view.n)}%), innermost in `,
+    el('b', { id: 'sandwich-self', textContent: amountCell(main, s.self) }),
     ` (${pct(s.self, view.n)}%)`,
   );
   callersFlame.show(s.callers);
@@ -347,6 +347,19 @@ function renderDiff() {
 
 function renderSummary() {
   const samples = main.samples;
+  if (main.weighted) {
+    let total = 0;
+    for (let i = 0; i < main.n; i++) total += main.w[i];
+    const objects = main.weighted.counts ? main.weighted.counts.reduce((a, b) => a + b, 0) : null;
+    const parts = [
+      `heap profile (${main.weighted.type}): ${amount(main, total)}${objects === null ? '' : ` in ${Math.round(objects)} objects`} at ${samples.length} allocating stacks`,
+      'a snapshot of the heap in use (sampled: estimates), not a rate; boxes are sized by bytes',
+      `${main.frames.length} frames, ${main.resources.length} resources`,
+    ];
+    if (main.labelKeys.length) parts.push(`labels: ${main.labelKeys.join(', ')}`);
+    $('summary').textContent = parts.join(' \u00b7 ');
+    return;
+  }
   const parts = [`${samples.length} samples`];
   if (samples.length) parts.push(`duration ${(samples[samples.length - 1].timestamp - samples[0].timestamp).toFixed(1)} ms`);
   if (data.sampleInterval !== undefined) parts.push(`sampling interval ${data.sampleInterval} ms`);
@@ -370,6 +383,7 @@ function renderSummary() {
 const keySelect = $('label-key');
 keySelect.append(...main.labelKeys.map((k) => el('option', { value: k, textContent: k })));
 if (main.labelKeys.includes('endpoint')) keySelect.value = 'endpoint';
+else if (main.labelKeys.includes('thread name')) keySelect.value = 'thread name';
 keySelect.disabled = !main.labelKeys.length;
 keySelect.onchange = () => renderLabels(main, rangeSel.sel, keySelect.value, state.label, setFilter);
 const colorSelect = $('timeline-color');
@@ -467,6 +481,16 @@ document.addEventListener('keydown', (e) => {
   if (e.key === 'Escape' && e.target === document.body) $('reset-zoom').click();
 });
 
+// A weighted profile has no time line and no samples to diff: those views are hidden.
+if (main.weighted) {
+  document.body.dataset.weighted = main.weighted.unit;
+  $('timeline-section').hidden = true;
+  $('gc-attribute').parentElement.hidden = true;
+  for (const b of $('tabs').querySelectorAll('button')) if (b.dataset.view === 'timeorder' || b.dataset.view === 'diff') b.hidden = true;
+  if (state.view === 'timeorder' || state.view === 'diff') state.view = 'flame';
+  $('all-samples').textContent = 'everything';
+  $('total-unit').textContent = ' in use';
+}
 renderSummary();
 setupDiff();
 timeline.setColorBy(colorSelect.value);

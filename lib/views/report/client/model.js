@@ -24,6 +24,20 @@ function el(tag, props, ...children) {
 const pct = (n, d) => (d ? ((100 * n) / d).toFixed(1) : '0.0');
 const nameOf = (f) => f.name || '(anonymous)';
 const ms = (t) => (Math.abs(t) >= 10000 ? `${(t / 1000).toFixed(2)} s` : `${t.toFixed(1)} ms`);
+/** Bytes as people read them: 512 B, 1.5 KiB, 12.3 MiB. */
+function formatBytes(n) {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let u = 0;
+  let v = n;
+  while (Math.abs(v) >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return u === 0 ? `${Math.round(v)} B` : `${v.toFixed(1)} ${units[u]}`;
+}
+/** An amount of model m: samples, or a weighted trace's bytes. */
+const amount = (m, v) => (m.weighted ? (m.weighted.unit === 'bytes' ? formatBytes(v) : `${Math.round(v)} ${m.weighted.unit}`) : `${v} samples`);
+const amountCell = (m, v) => (m.weighted ? amount(m, v) : String(v));
 
 /** A trace as arrays indexed by sample and by stack, and what the views look up. */
 function makeModel(trace) {
@@ -64,6 +78,11 @@ function makeModel(trace) {
     const r = resources[f.resourceId].replace(/^file:\/\//, '');
     return f.line === undefined ? r : `${r}:${f.line}:${f.column}`;
   };
+  // A weighted trace (a heap profile): each sample stands for its weight (bytes), and
+  // every count below is a sum of weights; otherwise each sample weighs 1.
+  const weighted = trace.weight ? { type: trace.weight.type, unit: trace.weight.unit, counts: trace.weight.counts } : null;
+  const w = new Float64Array(n).fill(1);
+  if (weighted) for (let i = 0; i < n; i++) w[i] = trace.weight.values[i] || 0;
   const labelKeys = [...new Set(contexts.flatMap((c) => Object.keys(c.labels)))].sort();
   // Line ticks by frame: [{ stackId, line, ticks }].
   const linesOf = new Map();
@@ -72,7 +91,7 @@ function makeModel(trace) {
     if (!linesOf.has(f)) linesOf.set(f, []);
     linesOf.get(f).push(l);
   }
-  return { trace, resources, frames, stacks, samples, contexts, n, time, stack, kind, ctx, gcStack, parent, frameOf, depth, url, locationOf, labelKeys, linesOf };
+  return { trace, resources, frames, stacks, samples, contexts, n, time, stack, kind, ctx, gcStack, parent, frameOf, depth, url, locationOf, labelKeys, linesOf, weighted, w };
 }
 
 /**
@@ -162,14 +181,15 @@ function stackCounts(m, sel, { gc = false } = {}) {
   let n = 0;
   for (let i = 0; i < m.n; i++) {
     if (!sel[i]) continue;
-    n++;
+    const w = m.w[i];
+    n += w;
     const k = m.kind[i];
     const s = m.stack[i];
-    if (k === JS) js[s]++;
-    else if (k === GC && s >= 0) gcAt[s]++;
-    else if (k === GC && gc && m.gcStack[i] >= 0) gcAttr[m.gcStack[i]]++;
-    else if (s >= 0) js[s]++; // a marker V8 put under a stack: counted on it, as before
-    else pseudo[k === IDLE ? 'idle' : k === GC ? 'gc' : k === OTHER ? 'other' : 'root']++;
+    if (k === JS) js[s] += w;
+    else if (k === GC && s >= 0) gcAt[s] += w;
+    else if (k === GC && gc && m.gcStack[i] >= 0) gcAttr[m.gcStack[i]] += w;
+    else if (s >= 0) js[s] += w; // a marker V8 put under a stack: counted on it, as before
+    else pseudo[k === IDLE ? 'idle' : k === GC ? 'gc' : k === OTHER ? 'other' : 'root'] += w;
   }
   return { js, gcAt, gcAttr, pseudo, n };
 }

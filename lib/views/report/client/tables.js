@@ -14,7 +14,7 @@ function renderTop(view, limit, { onSandwich, onSearch }) {
       return el(
         'tr',
         {},
-        ...[r.self, pct(r.self, view.n), r.total, pct(r.total, view.n)].map((v) => el('td', { textContent: v })),
+        ...[amountCell(main, r.self), pct(r.self, view.n), amountCell(main, r.total), pct(r.total, view.n)].map((v) => el('td', { textContent: v })),
         fn,
         el('td', { className: 'l loc', title: r.location }, find, r.location),
       );
@@ -28,10 +28,10 @@ function renderLabels(m, sel, key, filter, onFilter) {
   let n = 0;
   for (let i = 0; i < m.n; i++) {
     if (!sel[i]) continue;
-    n++;
+    n += m.w[i];
     const v = labelAt(m, i, key);
     const id = v === undefined ? '\u0000none' : v;
-    groups.set(id, (groups.get(id) || 0) + 1);
+    groups.set(id, (groups.get(id) || 0) + m.w[i]);
   }
   const rows = [...groups].sort((a, b) => b[1] - a[1]).map(([id, count]) => {
     const none = id === '\u0000none';
@@ -39,7 +39,7 @@ function renderLabels(m, sel, key, filter, onFilter) {
       'tr',
       {},
       el('td', { className: 'l' + (none ? ' none' : ''), textContent: none ? '(none)' : id, title: none ? 'samples without this label' : id }),
-      el('td', { textContent: count }),
+      el('td', { textContent: amountCell(m, count) }),
       el('td', { textContent: pct(count, n) }),
     );
     tr.dataset.value = none ? '' : id;

@@ -1,0 +1,167 @@
+'use strict';
+// Heap profiles: V8's real sampling heap profiler, the pprof decoded by pprof-format, the
+// converters, the CLI and the report reading it as bytes.
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const zlib = require('node:zlib');
+const { spawnSync } = require('node:child_process');
+const { start, convert, readProfile, htmlReport } = require('..');
+const { startHeapSampling } = require('../lib/capture/heap');
+const { native } = require('../lib/native');
+const { decodePprof } = require('./helpers');
+
+const cli = path.join(__dirname, '..', 'bin', 'selfprof.js');
+const run = (args, opts = {}) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 120_000, ...opts });
+
+/** In-use bytes per innermost function of a decoded heap pprof. */
+function bytesByLeaf(d) {
+  const by = new Map();
+  for (const s of d.p.sample) {
+    const leaf = d.names(s)[0];
+    by.set(leaf, (by.get(leaf) ?? 0) + Number(s.value[1]));
+  }
+  return by;
+}
+
+const kept = [];
+/** Allocates and keeps `mib` MiB in arrays of 64 KiB. */
+function heapHogFunction(mib) {
+  for (let i = 0; i < mib * 16; i++) kept.push(new Array(8192).fill(i + 0.5));
+}
+
+test('a known allocation in a named function: most in-use bytes of the heap pprof are that function', async () => {
+  const heap = startHeapSampling(64 * 1024);
+  try {
+    heapHogFunction(32);
+    const { profile, atMs } = heap.take();
+    const [pprof] = native.buildHeapProfileSync([{ profile, atMs }], { startUnixMs: Date.now(), durationMs: 1, intervalBytes: heap.interval });
+    const d = decodePprof(pprof);
+    assert.deepEqual(d.p.sampleType.map((v) => `${d.str(v.type)}/${d.str(v.unit)}`), ['inuse_objects/count', 'inuse_space/bytes']);
+    assert.equal(`${d.str(d.p.periodType.type)}/${d.str(d.p.periodType.unit)}`, 'inuse_space/bytes');
+    assert.equal(Number(d.p.period), 64 * 1024);
+    const by = bytesByLeaf(d);
+    const hog = by.get('heapHogFunction') ?? 0;
+    const total = [...by.values()].reduce((a, b) => a + b, 0);
+    // 32 MiB kept; V8's estimate is statistical: within 25%.
+    assert.ok(Math.abs(hog - 32 * 2 ** 20) < 8 * 2 ** 20, `heapHogFunction holds ${(hog / 2 ** 20).toFixed(1)} MiB`);
+    assert.ok(hog > 0.8 * total, `most of ${(total / 2 ** 20).toFixed(1)} MiB is heapHogFunction's`);
+    const objects = d.p.sample.filter((s) => d.names(s)[0] === 'heapHogFunction').reduce((n, s) => n + Number(s.value[0]), 0);
+    // Objects are estimated from the samples alone (V8 scales bytes, selfprof counts): a looser bound.
+    assert.ok(objects >= 32 * 16 * 0.5 && objects <= 32 * 16 * 1.5, `${objects} objects of 512`);
+
+    // The converters keep bytes as weights: folded counts bytes, trace carries them, .cpuprofile refuses.
+    const folded = convert(pprof, { to: 'folded' });
+    const foldedHog = folded
+      .split('\n')
+      .filter((l) => /;heapHogFunction \d+$/.test(l))
+      .reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
+    assert.equal(foldedHog, hog);
+    const trace = readProfile(pprof);
+    assert.equal(trace.weight.type, 'inuse_space');
+    assert.equal(trace.weight.values.length, trace.samples.length);
+    assert.equal(trace.samples.length, d.p.sample.length, 'one sample per allocating stack, not expanded');
+    assert.throws(() => convert(pprof, { to: 'cpuprofile' }), /heap profile .* has no \.cpuprofile form/);
+    const again = decodePprof(convert(pprof, { to: 'pprof' }));
+    assert.equal(again.sum(1), d.sum(1), 'pprof -> pprof keeps the bytes');
+    assert.equal(again.sum(0), d.sum(0), 'and the objects');
+  } finally {
+    heap.release();
+    kept.length = 0;
+  }
+});
+
+test('heap options: bad intervals are one clear error; a second sampler shares the first', () => {
+  for (const bad of [0, 1023, 2 ** 31, 1.5, -1]) assert.throws(() => startHeapSampling(bad), RangeError);
+  for (const bad of ['1', NaN, Infinity, null]) assert.throws(() => startHeapSampling(bad), TypeError);
+  assert.throws(() => start({ heap: 'yes' }), /heap must be a boolean/);
+  assert.throws(() => start({ heapSamplingInterval: 10 }), /start: heapSamplingInterval must be a whole number of bytes from 1024/);
+  const a = startHeapSampling(128 * 1024);
+  const b = startHeapSampling(256 * 1024);
+  assert.equal(b.interval, 128 * 1024, "the first user's interval is the one in use");
+  a.release();
+  assert.ok(b.take().profile.length > 0, 'still sampling while a user holds it');
+  b.release();
+  assert.throws(() => b.take(), /stopped/);
+});
+
+test('a huge allocation is one heap sample, not a crash', () => {
+  const heap = startHeapSampling();
+  try {
+    const big = Buffer.alloc(1); // external memory is not V8 heap; a 256 MiB JS array is
+    const huge = new Array(32 * 2 ** 20).fill(0.5); // 256 MiB of doubles
+    const { profile, atMs } = heap.take();
+    const [pprof] = native.buildHeapProfileSync([{ profile, atMs }], { startUnixMs: 0, durationMs: 0, intervalBytes: heap.interval });
+    const d = decodePprof(pprof);
+    assert.ok(d.sum(1) >= 200 * 2 ** 20, `${d.sum(1)} bytes`);
+    assert.equal(huge.length + big.length, 32 * 2 ** 20 + 1);
+  } finally {
+    heap.release();
+  }
+});
+
+test('service mode: the heap pprof beside each period, off with heap: false; file exporter', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-heap-'));
+  const session = start({ service: 'heapy', period: 60_000, exporters: [{ type: 'file', dir }] });
+  heapHogFunction(16);
+  await session.stop();
+  const heaps = fs.readdirSync(dir).filter((f) => f.endsWith('.heap.pb.gz'));
+  assert.equal(heaps.length, 1, fs.readdirSync(dir).join());
+  const d = decodePprof(fs.readFileSync(path.join(dir, heaps[0])));
+  assert.ok((bytesByLeaf(d).get('heapHogFunction') ?? 0) > 8 * 2 ** 20, 'the hog is in the period\'s heap profile');
+  assert.ok(Number(d.p.timeNanos) > 0 && Number(d.p.durationNanos) > 0, 'the period\'s window');
+  kept.length = 0;
+
+  const off = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-heap-off-'));
+  const s2 = start({ service: 'noheap', period: 60_000, heap: false, exporters: [{ type: 'file', dir: off }] });
+  await s2.stop();
+  assert.deepEqual(fs.readdirSync(off).filter((f) => f.includes('.heap.')), []);
+  const env = spawnSync(process.execPath, ['-e', `require('./').start({ service: 'x', exporters: [{ type: 'file', dir: process.argv[1] }] }).stop()`, off], {
+    cwd: path.join(__dirname, '..'),
+    env: { ...process.env, SELFPROF_HEAP: 'maybe' },
+    encoding: 'utf8',
+  });
+  assert.match(env.stderr, /SELFPROF_HEAP must be 1 or 0/);
+  fs.rmSync(dir, { recursive: true });
+  fs.rmSync(off, { recursive: true });
+});
+
+test('selfprof record --heap and report: bytes per function, a flame graph of bytes', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-heaprec-'));
+  const app = path.join(dir, 'app.js');
+  fs.writeFileSync(app, `const kept = (globalThis.kept = []); // still in use at exit\n\nfunction recordHeapHog() { for (let i = 0; i < 320; i++) kept.push(new Array(8192).fill(i + 0.5)); }\nrecordHeapHog();\n`);
+  const r = run(['record', '-o', path.join(dir, 'out'), '--heap', '--heap-interval', '65536', '--', process.execPath, app], { cwd: dir });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /heap profile \(inuse_space\): [\d.]+ MiB/);
+  const files = fs.readdirSync(path.join(dir, 'out')).sort();
+  assert.deepEqual(files, ['profile.heap.html', 'profile.heap.pb.gz', 'profile.html', 'profile.pb.gz', 'profile.trace.json.gz']);
+  const d = decodePprof(fs.readFileSync(path.join(dir, 'out', 'profile.heap.pb.gz')));
+  const hog = bytesByLeaf(d).get('recordHeapHog') ?? 0;
+  assert.ok(Math.abs(hog - 20 * 2 ** 20) < 5 * 2 ** 20, `recordHeapHog: ${(hog / 2 ** 20).toFixed(1)} MiB of 20`);
+
+  const rep = run(['report', path.join(dir, 'out', 'profile.heap.pb.gz')]);
+  assert.equal(rep.status, 0, rep.stderr);
+  assert.match(rep.stdout, /^heap profile \(inuse_space\): /);
+  assert.match(rep.stdout, /\n\s*[\d.]+ MiB\s+[\d.]+\s+[\d.]+ MiB\s+[\d.]+\s+recordHeapHog /, rep.stdout);
+  assert.doesNotMatch(rep.stdout, /0 samples \(0 in JS\)/);
+  const diff = run(['diff', path.join(dir, 'out', 'profile.heap.pb.gz'), path.join(dir, 'out', 'profile.pb.gz')]);
+  assert.equal(diff.status, 1);
+  assert.match(diff.stderr, /is a heap profile \(inuse_space\); diff compares CPU profiles/);
+  const conv = run(['convert', path.join(dir, 'out', 'profile.heap.pb.gz'), '--to', 'cpuprofile']);
+  assert.equal(conv.status, 1);
+  assert.match(conv.stderr, /no \.cpuprofile form/);
+
+  const html = htmlReport(fs.readFileSync(path.join(dir, 'out', 'profile.heap.pb.gz')));
+  assert.match(html, /"weight":\{"type":"inuse_space","unit":"bytes"/);
+  fs.rmSync(dir, { recursive: true });
+});
+
+test('a trace with bad weights is refused', () => {
+  const trace = { resources: [], frames: [{ name: 'f' }], stacks: [{ frameId: 0 }], samples: [{ timestamp: 0, stackId: 0 }], contexts: [], weight: { type: 'inuse_space', unit: 'bytes', values: [] } };
+  assert.throws(() => convert(JSON.stringify(trace), { to: 'folded' }), /weight\.values .* one finite number per sample/);
+  trace.weight.values = [1024];
+  assert.equal(convert(JSON.stringify(trace), { to: 'folded' }), 'f 1024\n');
+  assert.equal(zlib.gunzipSync(convert(JSON.stringify(trace), { to: 'pprof' })).length > 0, true);
+});

@@ -1,0 +1,162 @@
+'use strict';
+// Every thread: real worker_threads burning CPU, profiled through `selfprof record` and
+// service mode; the pprof decoded by pprof-format; the heap report in headless Chromium.
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const { pathToFileURL } = require('node:url');
+const { decodePprof } = require('./helpers');
+
+const root = path.join(__dirname, '..');
+const cli = path.join(root, 'bin', 'selfprof.js');
+const CHROMIUM = '/usr/bin/chromium';
+
+/** An app whose worker burns CPU in `workerBusyFunction` (and keeps 8 MiB), one that throws,
+ * and one still running when the main thread exits (terminated, yet recorded). */
+const APP = `
+const { Worker } = require('node:worker_threads');
+const busy = new Worker(\`
+globalThis.kept = [];
+function workerBusyFunction(ms) { const end = Date.now() + ms; let x = 0; while (Date.now() < end) x += Math.sqrt(x + 1); return x; }
+function workerHeapHog() { for (let i = 0; i < 128; i++) globalThis.kept.push(new Array(8192).fill(i + 0.5)); }
+workerHeapHog();
+workerBusyFunction(Number(process.env.BUSY_MS || 800));
+setTimeout(() => {}, Number(process.env.LINGER_MS || 0));
+\`, { eval: true });
+const thrower = new Worker('setTimeout(() => { throw new Error("worker boom") }, 20)', { eval: true });
+thrower.on('error', (e) => console.log('worker error:', e.message));
+const pool = new Worker('function poolTick() { const end = Date.now() + 15; while (Date.now() < end); } setInterval(poolTick, 20);', { eval: true });
+busy.on('exit', () => setTimeout(() => process.exit(0), 200));
+`;
+
+test('selfprof record: a worker busy for 0.8 s appears with its thread label, a terminated pool worker too', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-threads-'));
+  fs.writeFileSync(path.join(dir, 'app.js'), APP);
+  const r = spawnSync(process.execPath, [cli, 'record', '-o', 'out', '--heap', '--by', 'thread name', '--', process.execPath, 'app.js'], {
+    cwd: dir,
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /worker error: worker boom/, 'the throwing worker behaved as without selfprof');
+  assert.match(r.stderr, /pid \d+: \d+ samples \(\d+ in JS, 4 threads\)/, r.stderr);
+  const { p, names, labels } = decodePprof(fs.readFileSync(path.join(dir, 'out', 'profile.pb.gz')));
+  const busy = p.sample.filter((s) => names(s)[0] === 'workerBusyFunction');
+  assert.ok(busy.length > 300, `${busy.length} samples in workerBusyFunction of ~800`);
+  const threadNames = new Set(busy.map((s) => labels(s)['thread name']));
+  assert.equal(threadNames.size, 1);
+  assert.match([...threadNames][0], /^Worker #\d+ Event Loop$/);
+  assert.ok(busy.every((s) => /^\d+$/.test(labels(s)['thread id']) && labels(s)['thread id'] !== '0'));
+  const pool = p.sample.filter((s) => names(s)[0] === 'poolTick');
+  assert.ok(pool.length > 50, `the pool worker, ended by the main thread's exit, was recorded (${pool.length})`);
+  assert.ok(p.sample.some((s) => labels(s)['thread name'] === 'Main Event Loop'));
+  assert.match(r.stdout, /samples by thread name[^\n]*\n(.*\n)*\s+Worker #\d+ Event Loop\s+\d+/);
+  // The heap of the worker too, with its thread.
+  const heap = decodePprof(fs.readFileSync(path.join(dir, 'out', 'profile.heap.pb.gz')));
+  const hog = heap.p.sample.filter((s) => heap.names(s)[0] === 'workerHeapHog');
+  assert.ok(hog.reduce((n, s) => n + Number(s.value[1]), 0) > 4 * 2 ** 20, 'the worker\'s 8 MiB');
+  assert.ok(hog.every((s) => /^Worker #/.test(heap.labels(s)['thread name'])));
+  fs.rmSync(dir, { recursive: true });
+});
+
+test('service mode: the worker\'s busy function with its thread label, in one pprof per period with the main thread', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-svc-threads-'));
+  const script = `
+    const session = require(${JSON.stringify(root)}).start({ service: 'threads', period: 1000, exporters: [{ type: 'file', dir: ${JSON.stringify(dir)} }] });
+    ${APP.replace("busy.on('exit', () => setTimeout(() => process.exit(0), 200));", "busy.on('exit', () => setTimeout(async () => { await session.stop(); process.exit(0); }, 200));")}
+  `;
+  const r = spawnSync(process.execPath, ['-e', script], { cwd: dir, encoding: 'utf8', timeout: 60_000, env: { ...process.env, BUSY_MS: '1500' } });
+  assert.equal(r.status, 0, r.stderr);
+  assert.doesNotMatch(r.stderr, /selfprof/, 'no warning');
+  const pprofs = fs.readdirSync(dir).filter((f) => /Z\.pb\.gz$/.test(f));
+  assert.ok(pprofs.length >= 2, pprofs.join());
+  let busy = 0;
+  let mainSamples = 0;
+  for (const f of pprofs) {
+    const { p, names, labels } = decodePprof(fs.readFileSync(path.join(dir, f)));
+    for (const s of p.sample) {
+      if (names(s)[0] === 'workerBusyFunction') {
+        busy++;
+        assert.match(labels(s)['thread name'], /^Worker #\d+ Event Loop$/);
+      }
+      if (labels(s)['thread name'] === 'Main Event Loop') mainSamples++;
+    }
+  }
+  // 99 Hz for 1.5 s: ~150 samples (a busy worker answers late: its samples may land in the next period).
+  assert.ok(busy > 75, `${busy} samples of workerBusyFunction`);
+  assert.ok(mainSamples > 0, 'the main thread is in the same pprofs');
+  fs.rmSync(dir, { recursive: true });
+});
+
+test('past the thread cap: one warning, those workers unprofiled, the app unharmed', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-cap-'));
+  const script = `
+    const session = require(${JSON.stringify(root)}).start({ service: 'cap', period: 60000, heap: false, exporters: [{ type: 'file', dir: ${JSON.stringify(dir)} }] });
+    // Taken after start(): the wrapped Worker.
+    const { Worker } = require('node:worker_threads');
+    const workers = [];
+    let ready = 0;
+    for (let i = 0; i < 40; i++) {
+      const w = new Worker('require("node:worker_threads").parentPort.postMessage(1); setTimeout(() => {}, 1500)', { eval: true });
+      w.once('message', () => ++ready === 40 && console.log('all 40 ran'));
+      workers.push(w);
+    }
+    setTimeout(async () => { await session.stop(); for (const w of workers) w.terminate(); }, 2500);
+  `;
+  const r = spawnSync(process.execPath, ['-e', script], { cwd: dir, encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /all 40 ran/);
+  const warnings = r.stderr.match(/more than 32 threads at once/g) ?? [];
+  assert.equal(warnings.length, 1, r.stderr);
+  fs.rmSync(dir, { recursive: true });
+});
+
+test('in headless Chromium: a heap profile is a flame graph of bytes', async (t) => {
+  if (!fs.existsSync(CHROMIUM)) {
+    t.skip(`no chromium at ${CHROMIUM}: apt-get install chromium`);
+    return;
+  }
+  const { htmlReport } = require('..');
+  const { startHeapSampling } = require('../lib/capture/heap');
+  const { native } = require('../lib/native');
+  const kept = [];
+  function reportHeapHog() {
+    for (let i = 0; i < 160; i++) kept.push(new Array(8192).fill(i + 0.5));
+  }
+  const heap = startHeapSampling(64 * 1024);
+  reportHeapHog();
+  const { profile, atMs } = heap.take();
+  heap.release();
+  const [pprof] = native.buildHeapProfileSync([{ profile, atMs }], { startUnixMs: Date.now(), durationMs: 1, intervalBytes: 64 * 1024 });
+  const bytes = decodePprof(pprof).sum(1);
+  const out = path.join(root, 'out', 'test-report');
+  fs.mkdirSync(out, { recursive: true });
+  const file = path.join(out, 'heap.html');
+  fs.writeFileSync(file, htmlReport(pprof, { title: 'heap' }));
+  const { chromium } = require('playwright-core');
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    const problems = [];
+    page.on('pageerror', (e) => problems.push(e.message));
+    await page.goto(pathToFileURL(file).href);
+    await page.waitForSelector('body[data-ready="true"]');
+    assert.deepEqual(problems, []);
+    assert.equal(await page.getAttribute('body', 'data-weighted'), 'bytes');
+    assert.equal(await page.isHidden('#timeline-section'), true, 'no time line for a snapshot');
+    // The root box weighs every byte; the hog's box its bytes.
+    const rootBytes = Number(await page.getAttribute('#flamegraph .frame[data-key="root"]', 'data-samples'));
+    assert.equal(rootBytes, bytes);
+    const hogBytes = await page.$$eval('#flamegraph .frame[data-name="reportHeapHog"]', (els) => els.reduce((n, e) => n + Number(e.dataset.samples), 0));
+    assert.ok(hogBytes > 0.8 * bytes, `${hogBytes} of ${bytes} bytes in reportHeapHog's box`);
+    const topRow = await page.$$eval('#top-functions tbody tr', (rows) => rows[0].textContent);
+    assert.match(topRow, /MiB.*reportHeapHog/);
+    assert.match(await page.textContent('#summary'), /heap profile \(inuse_space\): [\d.]+ MiB/);
+    await page.screenshot({ path: path.join(out, 'heap.png') });
+  } finally {
+    await browser.close();
+  }
+});

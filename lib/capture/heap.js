@@ -1,0 +1,119 @@
+'use strict';
+// Heap profiles: V8's sampling heap profiler, through an inspector session on this thread
+// (one per isolate: this module is loaded once per isolate, as the ProfilerGroup is). V8
+// samples an allocation about every `samplingInterval` bytes and keeps the sampled objects
+// that are still alive, with the stack that allocated each: `take()` is a snapshot of the
+// heap in use (not a rate), flattened for Rust (`src/formats/heap.rs`).
+//
+// One sampler per isolate, shared: the first user's interval is the one in use; the last
+// to release it stops V8's sampler.
+
+const { performance } = require('node:perf_hooks');
+
+/** @datadog/pprof's and @pyroscope/nodejs's default: one sample per 512 KiB allocated. */
+const DEFAULT_HEAP_INTERVAL = 512 * 1024;
+/** V8 takes the interval as an int; below 1 KiB sampling costs much and says little more. */
+const MIN_HEAP_INTERVAL = 1024;
+const MAX_HEAP_INTERVAL = 2 ** 31 - 1;
+
+function checkHeapInterval(value, name = 'heapSamplingInterval') {
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    throw new TypeError(`${name} must be a finite number of bytes, got ${typeof value === 'number' ? value : typeof value}`);
+  }
+  if (!Number.isInteger(value) || value < MIN_HEAP_INTERVAL || value > MAX_HEAP_INTERVAL) {
+    throw new RangeError(`${name} must be a whole number of bytes from ${MIN_HEAP_INTERVAL} to ${MAX_HEAP_INTERVAL}, got ${value}`);
+  }
+  return value;
+}
+
+// A session connected on this thread dispatches each command synchronously.
+function post(session, method, params) {
+  let failure;
+  let result;
+  session.post(method, params, (err, res) => {
+    failure = err;
+    result = res;
+  });
+  if (failure) throw failure;
+  return result;
+}
+
+let session = null;
+let users = 0;
+let interval = 0;
+
+/**
+ * The sampling heap profile as `{ interval, nodes: [{ parent, name, url, line, column,
+ * selfSize }], samples: [nodeIndex, size, ...] }`, parents before children (iteratively:
+ * V8's tree is as deep as the deepest allocating stack).
+ */
+function flatten(profile, samplingInterval) {
+  const nodes = [];
+  const index = new Map();
+  const todo = [[profile.head, -1]];
+  while (todo.length) {
+    const [node, parent] = todo.pop();
+    const i = nodes.length;
+    const cf = node.callFrame ?? {};
+    nodes.push({ parent, name: cf.functionName ?? '', url: cf.url ?? '', line: cf.lineNumber ?? -1, column: cf.columnNumber ?? -1, selfSize: node.selfSize ?? 0 });
+    index.set(node.id, i);
+    const children = node.children ?? [];
+    for (let k = children.length - 1; k >= 0; k--) todo.push([children[k], i]);
+  }
+  const samples = [];
+  for (const s of profile.samples ?? []) {
+    const i = index.get(s.nodeId);
+    if (i !== undefined) samples.push(i, s.size);
+  }
+  return JSON.stringify({ interval: samplingInterval, nodes, samples });
+}
+
+/**
+ * Starts (or joins) this isolate's heap sampler. Returns a handle: `interval` (bytes, the
+ * one in use), `take()` (the snapshot: `{ profile, atMs, interval }`, `profile` the flat JSON) and
+ * `release()`. Throws if V8's sampler cannot start (another session holds it).
+ */
+function startHeapSampling(samplingInterval = DEFAULT_HEAP_INTERVAL) {
+  checkHeapInterval(samplingInterval);
+  if (users === 0) {
+    const inspector = require('node:inspector');
+    const s = new inspector.Session();
+    s.connect();
+    try {
+      post(s, 'HeapProfiler.enable');
+      post(s, 'HeapProfiler.startSampling', { samplingInterval });
+    } catch (err) {
+      s.disconnect();
+      throw new Error(`the heap profiler could not start: ${err.message}`);
+    }
+    session = s;
+    interval = samplingInterval;
+  }
+  users++;
+  let released = false;
+  return {
+    interval,
+    take() {
+      if (released || session === null) throw new Error('the heap profiler was stopped');
+      const { profile } = post(session, 'HeapProfiler.getSamplingProfile');
+      return { profile: flatten(profile, interval), atMs: performance.now(), interval };
+    },
+    release() {
+      if (released) return;
+      released = true;
+      users--;
+      if (users === 0 && session !== null) {
+        try {
+          post(session, 'HeapProfiler.stopSampling');
+          post(session, 'HeapProfiler.disable');
+        } catch {
+          // Disconnecting stops it too.
+        }
+        session.disconnect();
+        session = null;
+      }
+    },
+  };
+}
+
+module.exports = { startHeapSampling, checkHeapInterval, DEFAULT_HEAP_INTERVAL, MIN_HEAP_INTERVAL, MAX_HEAP_INTERVAL };

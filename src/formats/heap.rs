@@ -1,0 +1,372 @@
+//! Heap profiles: V8's sampling heap profiler (the inspector's `HeapProfiler.startSampling`
+//! / `getSamplingProfile`) as a weighted trace, and that trace as a pprof heap profile.
+//!
+//! V8 samples an allocation about every `interval` bytes and keeps the sampled objects that
+//! are still alive, each under the stack that allocated it. `getSamplingProfile` gives a
+//! call tree whose nodes hold `selfSize` (the bytes of the node's live sampled objects,
+//! scaled by V8 to stand for every allocation) and the samples themselves (`size`,
+//! `nodeId`). So a heap profile is a snapshot of the heap in use, not a rate.
+//!
+//! JS flattens the tree (`lib/capture/heap.js`: nested JSON would hit serde's depth limit
+//! on deep stacks) into `{ nodes: [{ parent, name, url, line, column, selfSize }],
+//! samples: [nodeIndex, size, ...], interval }`, parents before children, node 0 the root.
+//!
+//! The pprof has the sample types the official Node clients write (@datadog/pprof's heap
+//! serializer, which dd-trace's `space.pprof` and @pyroscope/nodejs both use):
+//! `inuse_objects/count` and `inuse_space/bytes`, period type `inuse_space/bytes` with the
+//! sampling interval as period. One sample per allocating stack.
+
+use super::dialect::Dialect;
+use super::pprof::{Function, Label, Line, Location, Profile, Sample, Strings, ValueType};
+use super::ConvertError;
+use crate::trace::{element_id, Context, Frame, Sample as TraceSample, SampleWeights, Stack, Trace};
+use prost::Message;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+
+pub const SPACE: &str = "inuse_space";
+pub const OBJECTS: &str = "inuse_objects";
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FlatNode {
+  parent: i64,
+  #[serde(default)]
+  name: String,
+  #[serde(default)]
+  url: String,
+  #[serde(default = "minus_one")]
+  line: i64,
+  #[serde(default = "minus_one")]
+  column: i64,
+  #[serde(default)]
+  self_size: f64,
+}
+
+fn minus_one() -> i64 {
+  -1
+}
+
+#[derive(Deserialize)]
+struct FlatHeap {
+  nodes: Vec<FlatNode>,
+  #[serde(default)]
+  samples: Vec<f64>,
+  interval: f64,
+}
+
+/// The objects a sample of `size` bytes stands for when V8 samples every `interval` bytes
+/// on average (V8's own scaling, `SamplingHeapProfiler::ScaleSample`).
+pub fn scale(size: f64, interval: f64) -> f64 {
+  if interval <= 0.0 || size <= 0.0 {
+    return 1.0;
+  }
+  1.0 / (1.0 - (-size / interval).exp())
+}
+
+/// A flattened sampling heap profile as a weighted trace: one sample per node with live
+/// bytes, its weight those bytes (V8's `selfSize`) and its count the objects (the node's
+/// samples, scaled). Frames are 1-based as in every trace. `timestamp_ms` is when it was
+/// taken.
+pub fn from_flat_json(json: &str, timestamp_ms: f64) -> Result<Trace, ConvertError> {
+  let heap: FlatHeap =
+    serde_json::from_str(json).map_err(|e| ConvertError(format!("not a sampling heap profile: {e}")))?;
+  let n = heap.nodes.len();
+  let mut objects = vec![0f64; n];
+  let mut sampled_bytes = vec![0f64; n];
+  for pair in heap.samples.chunks_exact(2) {
+    let (node, size) = (pair[0], pair[1]);
+    if !(node >= 0.0 && (node as usize) < n && size.is_finite()) {
+      return Err(ConvertError(format!(
+        "not a sampling heap profile: a sample names node {node} of {n}"
+      )));
+    }
+    let k = scale(size, heap.interval);
+    objects[node as usize] += k;
+    sampled_bytes[node as usize] += k * size;
+  }
+  let mut trace = Trace::default();
+  let mut resource_ids: HashMap<String, u32> = HashMap::new();
+  let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
+  let mut stack_ids: HashMap<Stack, u32> = HashMap::new();
+  // The trace stack of each node (`None`: the root, which is no frame).
+  let mut stack_of: Vec<Option<u32>> = Vec::with_capacity(n);
+  let mut values = Vec::new();
+  let mut counts = Vec::new();
+  for (i, node) in heap.nodes.iter().enumerate() {
+    let parent = match node.parent {
+      -1 if i == 0 => None,
+      p if p >= 0 && (p as usize) < i => Some(p as usize),
+      p => {
+        return Err(ConvertError(format!(
+          "not a sampling heap profile: node {i} has parent {p}, not an earlier node"
+        )))
+      }
+    };
+    let Some(parent) = parent else {
+      stack_of.push(None);
+      continue;
+    };
+    let position = |v: i64| u32::try_from(v).ok().and_then(|v| v.checked_add(1));
+    let resource_id =
+      (!node.url.is_empty()).then(|| element_id(&mut resource_ids, &mut trace.resources, node.url.clone(), |u| u));
+    let frame = Frame {
+      name: node.name.clone(),
+      resource_id,
+      line: position(node.line),
+      column: position(node.column),
+    };
+    let frame_id = element_id(&mut frame_ids, &mut trace.frames, frame, |f| f);
+    let stack = Stack {
+      frame_id,
+      parent_id: stack_of[parent],
+    };
+    let stack_id = element_id(&mut stack_ids, &mut trace.stacks, stack, |s| s);
+    stack_of.push(Some(stack_id));
+    let bytes = if node.self_size > 0.0 && node.self_size.is_finite() {
+      node.self_size
+    } else {
+      sampled_bytes[i]
+    };
+    if bytes > 0.0 {
+      trace.samples.push(TraceSample {
+        timestamp: timestamp_ms,
+        stack_id: Some(stack_id),
+        marker: None,
+        context_id: None,
+        cpu_time: None,
+      });
+      values.push(bytes.round());
+      counts.push(objects[i].round().max(1.0));
+    }
+  }
+  trace.weight = Some(SampleWeights {
+    kind: SPACE.into(),
+    unit: "bytes".into(),
+    values,
+    count_kind: Some(OBJECTS.into()),
+    counts: Some(counts),
+  });
+  Ok(trace)
+}
+
+/// When and how a heap profile was taken.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HeapTiming {
+  /// Unix time in ns of the snapshot's period start, and its length.
+  pub time_nanos: i64,
+  pub duration_nanos: i64,
+  /// The sampling interval in bytes.
+  pub interval_bytes: i64,
+}
+
+/// The pprof heap profile of a weighted trace: values `[inuse_objects, inuse_space]`, each
+/// sample's labels as the dialect names them.
+pub fn profile(trace: &Trace, timing: &HeapTiming, dialect: &Dialect) -> Profile {
+  let mut strings = Strings::new();
+  let objects_type = ValueType {
+    r#type: strings.id(OBJECTS),
+    unit: strings.id("count"),
+  };
+  let space_type = ValueType {
+    r#type: strings.id(SPACE),
+    unit: strings.id("bytes"),
+  };
+  let mut function = Vec::with_capacity(trace.frames.len());
+  let mut location = Vec::with_capacity(trace.frames.len());
+  for (i, f) in trace.frames.iter().enumerate() {
+    let id = i as u64 + 1;
+    let name = strings.id(if f.name.is_empty() { "(anonymous)" } else { &f.name });
+    let file = f
+      .resource_id
+      .and_then(|r| trace.resources.get(r as usize))
+      .map_or("", String::as_str);
+    function.push(Function {
+      id,
+      name,
+      system_name: name,
+      filename: strings.id(file),
+      start_line: f.line.map_or(0, i64::from),
+    });
+    location.push(Location {
+      id,
+      line: vec![Line {
+        function_id: id,
+        line: f.line.map_or(0, i64::from),
+        column: f.column.map_or(0, i64::from),
+      }],
+    });
+  }
+  let labels: Vec<Vec<Label>> = trace
+    .contexts
+    .iter()
+    .map(|c| {
+      dialect
+        .labels(&c.labels)
+        .into_iter()
+        .map(|l| l.encode(&mut strings))
+        .collect()
+    })
+    .collect();
+  let weight = trace.weight.as_ref();
+  let mut sample = Vec::with_capacity(trace.samples.len());
+  for (i, s) in trace.samples.iter().enumerate() {
+    let bytes = weight.and_then(|w| w.values.get(i)).copied().unwrap_or(0.0);
+    let count = weight
+      .and_then(|w| w.counts.as_ref())
+      .and_then(|c| c.get(i))
+      .copied()
+      .unwrap_or(0.0);
+    let mut location_id = Vec::new();
+    let mut at = s.stack_id;
+    while let Some(id) = at {
+      match trace.stacks.get(id as usize) {
+        Some(st) => {
+          location_id.push(u64::from(st.frame_id) + 1);
+          at = st.parent_id;
+        }
+        None => break,
+      }
+    }
+    sample.push(Sample {
+      location_id,
+      value: vec![count.round() as i64, bytes.round() as i64],
+      label: s
+        .context_id
+        .and_then(|c| labels.get(c as usize))
+        .cloned()
+        .unwrap_or_default(),
+    });
+  }
+  Profile {
+    sample_type: vec![objects_type, space_type.clone()],
+    sample,
+    location,
+    function,
+    time_nanos: timing.time_nanos,
+    duration_nanos: timing.duration_nanos,
+    period_type: Some(space_type),
+    period: timing.interval_bytes,
+    default_sample_type: strings.id(SPACE),
+    string_table: strings.into_table(),
+    comment: Vec::new(),
+  }
+}
+
+/// `profile`, gzip'd.
+pub fn encode_gzip(trace: &Trace, timing: &HeapTiming, dialect: &Dialect) -> std::io::Result<Vec<u8>> {
+  let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+  gz.write_all(&profile(trace, timing, dialect).encode_to_vec())?;
+  gz.finish()
+}
+
+/// Adds the labels `extra` to every sample of `trace` (samples without labels get a set
+/// of their own): a thread's name and id.
+pub fn label_every_sample(trace: &mut Trace, extra: &[(String, String)]) {
+  if extra.is_empty() {
+    return;
+  }
+  let mut contexts: Vec<Context> = trace
+    .contexts
+    .iter()
+    .map(|c| {
+      let mut labels: Vec<(String, String)> = c
+        .labels
+        .iter()
+        .filter(|(k, _)| !extra.iter().any(|(e, _)| e == k))
+        .cloned()
+        .collect();
+      labels.extend(extra.iter().cloned());
+      Context {
+        labels: Arc::new(labels),
+      }
+    })
+    .collect();
+  let bare = contexts.len() as u32;
+  contexts.push(Context {
+    labels: Arc::new(extra.to_vec()),
+  });
+  for s in &mut trace.samples {
+    if s.context_id.is_none() {
+      s.context_id = Some(bare);
+    }
+  }
+  trace.contexts = contexts;
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  const FLAT: &str = r#"{
+    "interval": 1024,
+    "nodes": [
+      { "parent": -1, "name": "(root)", "url": "", "line": -1, "column": -1, "selfSize": 0 },
+      { "parent": 0, "name": "main", "url": "file:///a.js", "line": 0, "column": 13, "selfSize": 0 },
+      { "parent": 1, "name": "hog", "url": "file:///a.js", "line": 4, "column": 12, "selfSize": 1048576 },
+      { "parent": 1, "name": "", "url": "file:///a.js", "line": 9, "column": 2, "selfSize": 2048 },
+      { "parent": 0, "name": "(V8 API)", "url": "", "line": -1, "column": -1, "selfSize": 64 }
+    ],
+    "samples": [2, 1048576, 3, 1024, 3, 1024, 4, 64]
+  }"#;
+
+  #[test]
+  fn a_sampling_heap_profile_becomes_a_weighted_trace() {
+    let t = from_flat_json(FLAT, 5.0).unwrap();
+    assert_eq!(t.samples.len(), 3, "one per node with live bytes");
+    let w = t.weight.as_ref().unwrap();
+    assert_eq!(w.values, vec![1048576.0, 2048.0, 64.0]);
+    let counts = w.counts.as_ref().unwrap();
+    assert_eq!(counts[0], 1.0, "a sample far over the interval is one object");
+    assert!(counts[1] >= 2.0, "small samples stand for more objects: {counts:?}");
+    let hog = &t.frames[t.stacks[t.samples[0].stack_id.unwrap() as usize].frame_id as usize];
+    assert_eq!((hog.name.as_str(), hog.line, hog.column), ("hog", Some(5), Some(13)));
+    assert_eq!(t.frames.iter().filter(|f| f.name == "main").count(), 1);
+    assert!(t.samples.iter().all(|s| s.timestamp == 5.0));
+  }
+
+  #[test]
+  fn bad_heap_profiles_are_errors() {
+    let e = |j: &str| from_flat_json(j, 0.0).err().unwrap().0;
+    assert!(e("{}").starts_with("not a sampling heap profile"));
+    assert!(e(r#"{"interval":1,"nodes":[{"parent":-1},{"parent":3}]}"#).contains("not an earlier node"));
+    assert!(e(r#"{"interval":1,"nodes":[{"parent":-1}],"samples":[7,1]}"#).contains("names node 7"));
+  }
+
+  #[test]
+  fn the_pprof_has_the_official_clients_sample_types() {
+    let t = from_flat_json(FLAT, 0.0).unwrap();
+    let timing = HeapTiming {
+      time_nanos: 1,
+      duration_nanos: 2,
+      interval_bytes: 1024,
+    };
+    let p = profile(&t, &timing, &Dialect::Plain);
+    let s = |i: i64| p.string_table[i as usize].as_str();
+    let types: Vec<(&str, &str)> = p.sample_type.iter().map(|v| (s(v.r#type), s(v.unit))).collect();
+    assert_eq!(types, vec![("inuse_objects", "count"), ("inuse_space", "bytes")]);
+    assert_eq!(p.period, 1024);
+    assert_eq!(s(p.default_sample_type), "inuse_space");
+    let bytes: i64 = p.sample.iter().map(|x| x.value[1]).sum();
+    assert_eq!(bytes, 1048576 + 2048 + 64);
+    // Read back: a weighted trace again, bytes as they were.
+    let gz = encode_gzip(&t, &timing, &Dialect::Plain).unwrap();
+    let back = crate::formats::read_input(&gz).unwrap();
+    let w = back.trace.weight.as_ref().unwrap();
+    assert_eq!(w.values.iter().sum::<f64>(), (1048576 + 2048 + 64) as f64);
+    assert_eq!(w.kind, "inuse_space");
+    assert!(back.weights.is_none(), "bytes are not counts to expand");
+  }
+
+  #[test]
+  fn thread_labels_go_on_every_sample() {
+    let mut t = from_flat_json(FLAT, 0.0).unwrap();
+    label_every_sample(&mut t, &[("thread name".into(), "Worker 1".into())]);
+    assert!(t
+      .samples
+      .iter()
+      .all(|s| t.contexts[s.context_id.unwrap() as usize].labels[0].1 == "Worker 1"));
+  }
+}

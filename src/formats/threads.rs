@@ -1,0 +1,205 @@
+//! Every thread in one profile: the traces of a process's threads (its main thread and its
+//! `worker_threads`, each recorded by its own isolate's profiler) appended into one trace,
+//! each sample labeled with its thread (`thread name`, `thread id`, `os thread id`, as
+//! dd-trace names them), as dd-trace puts every thread in one pprof.
+//!
+//! Each thread's timestamps count from its own `performance.timeOrigin` (a worker's starts
+//! when the worker does); `offset_ms` (its origin minus the first thread's) puts them on
+//! the first thread's time line. Resources, frames and stacks are shared where equal.
+
+use super::heap::label_every_sample;
+use crate::trace::{element_id, Context, Frame, LabelSet, LineTicks, Metadata, SampleWeights, Stack, Trace};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub const THREAD_NAME: &str = "thread name";
+pub const THREAD_ID: &str = "thread id";
+pub const OS_THREAD_ID: &str = "os thread id";
+
+/// One thread's trace and who it is.
+pub struct ThreadTrace {
+  pub trace: Trace,
+  pub name: String,
+  pub id: String,
+  pub os_id: Option<String>,
+  /// Added to its timestamps (ms).
+  pub offset_ms: f64,
+}
+
+impl ThreadTrace {
+  pub fn labels(&self) -> Vec<(String, String)> {
+    let mut l = vec![
+      (THREAD_NAME.to_owned(), self.name.clone()),
+      (THREAD_ID.to_owned(), self.id.clone()),
+    ];
+    if let Some(os) = &self.os_id {
+      l.push((OS_THREAD_ID.to_owned(), os.clone()));
+    }
+    l
+  }
+}
+
+/// The threads' traces as one, samples in time order, each with its thread's labels.
+/// Weighted traces (heap profiles) stay weighted when every thread's is.
+pub fn merge(threads: Vec<ThreadTrace>) -> Trace {
+  let mut out = Trace::default();
+  let mut resource_ids: HashMap<String, u32> = HashMap::new();
+  let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
+  let mut stack_ids: HashMap<Stack, u32> = HashMap::new();
+  let mut context_ids: HashMap<LabelSet, u32> = HashMap::new();
+  let mut line_ticks: HashMap<(u32, u32), u64> = HashMap::new();
+  let weighted = !threads.is_empty() && threads.iter().all(|t| t.trace.weight.is_some());
+  let mut weight = SampleWeights::default();
+  let mut metadata: Option<Metadata> = None;
+  // (timestamp, sample, weight value, weight count), sorted at the end.
+  let mut samples = Vec::new();
+  for thread in threads {
+    let labels = thread.labels();
+    let mut t = thread.trace;
+    label_every_sample(&mut t, &labels);
+    let resources: Vec<u32> = t
+      .resources
+      .iter()
+      .map(|r| element_id(&mut resource_ids, &mut out.resources, r.clone(), |r| r))
+      .collect();
+    let frames: Vec<u32> = t
+      .frames
+      .iter()
+      .map(|f| {
+        let frame = Frame {
+          resource_id: f.resource_id.and_then(|r| resources.get(r as usize).copied()),
+          ..f.clone()
+        };
+        element_id(&mut frame_ids, &mut out.frames, frame, |f| f)
+      })
+      .collect();
+    let mut stacks: Vec<u32> = Vec::with_capacity(t.stacks.len());
+    for s in &t.stacks {
+      let stack = Stack {
+        frame_id: frames.get(s.frame_id as usize).copied().unwrap_or(0),
+        parent_id: s.parent_id.and_then(|p| stacks.get(p as usize).copied()),
+      };
+      stacks.push(element_id(&mut stack_ids, &mut out.stacks, stack, |s| s));
+    }
+    let contexts: Vec<u32> = t
+      .contexts
+      .iter()
+      .map(|c| {
+        element_id(&mut context_ids, &mut out.contexts, (*c.labels).clone(), |l| Context {
+          labels: Arc::new(l),
+        })
+      })
+      .collect();
+    for l in &t.line_ticks {
+      if let Some(&s) = stacks.get(l.stack_id as usize) {
+        *line_ticks.entry((s, l.line)).or_default() += l.ticks;
+      }
+    }
+    if let Some(m) = &t.metadata {
+      let sum = metadata.get_or_insert_with(Metadata::default);
+      sum.matched_samples += m.matched_samples;
+      sum.between_signals_samples += m.between_signals_samples;
+      sum.unmatched_samples += m.unmatched_samples;
+      sum.labels_lost_samples += m.labels_lost_samples;
+    }
+    if weighted && weight.kind.is_empty() {
+      if let Some(w) = &t.weight {
+        weight.kind = w.kind.clone();
+        weight.unit = w.unit.clone();
+        weight.count_kind = w.count_kind.clone();
+      }
+    }
+    for (i, s) in t.samples.iter().enumerate() {
+      let mut s = s.clone();
+      s.timestamp += thread.offset_ms;
+      s.stack_id = s.stack_id.and_then(|id| stacks.get(id as usize).copied());
+      s.context_id = s.context_id.and_then(|id| contexts.get(id as usize).copied());
+      let (value, count) = match &t.weight {
+        Some(w) => (
+          w.values.get(i).copied().unwrap_or(0.0),
+          w.counts.as_ref().and_then(|c| c.get(i)).copied(),
+        ),
+        None => (1.0, None),
+      };
+      samples.push((s, value, count));
+    }
+  }
+  samples.sort_by(|a, b| a.0.timestamp.total_cmp(&b.0.timestamp));
+  if weighted {
+    weight.values = samples.iter().map(|s| s.1).collect();
+    weight.counts = weight
+      .count_kind
+      .is_some()
+      .then(|| samples.iter().map(|s| s.2.unwrap_or(0.0)).collect());
+    out.weight = Some(weight);
+  }
+  out.samples = samples.into_iter().map(|s| s.0).collect();
+  out.metadata = metadata;
+  out.line_ticks = line_ticks
+    .into_iter()
+    .map(|((stack_id, line), ticks)| LineTicks { stack_id, line, ticks })
+    .collect();
+  out.line_ticks.sort_by_key(|l| (l.stack_id, l.line));
+  out
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::formats::parse_trace;
+
+  const A: &str = r#"{
+    "resources": ["file:///a.js"],
+    "frames": [{ "name": "main", "resourceId": 0, "line": 1, "column": 14 }, { "name": "spin", "resourceId": 0, "line": 3, "column": 5 }],
+    "stacks": [{ "frameId": 0 }, { "frameId": 1, "parentId": 0 }],
+    "samples": [
+      { "timestamp": 10.0, "stackId": 1, "contextId": 0 }, { "timestamp": 12.0, "marker": "idle" }
+    ],
+    "contexts": [{ "labels": { "endpoint": "GET /a" } }],
+    "lineTicks": [{ "stackId": 1, "line": 4, "ticks": 1 }]
+  }"#;
+  const B: &str = r#"{
+    "resources": ["file:///w.js", "file:///a.js"],
+    "frames": [{ "name": "busy", "resourceId": 0, "line": 2, "column": 1 }, { "name": "spin", "resourceId": 1, "line": 3, "column": 5 }],
+    "stacks": [{ "frameId": 0 }, { "frameId": 1, "parentId": 0 }],
+    "samples": [{ "timestamp": 1.0, "stackId": 1 }, { "timestamp": 2.5, "stackId": 0 }],
+    "contexts": []
+  }"#;
+
+  fn thread(json: &str, name: &str, id: &str, offset_ms: f64) -> ThreadTrace {
+    ThreadTrace {
+      trace: parse_trace(json).unwrap(),
+      name: name.into(),
+      id: id.into(),
+      os_id: None,
+      offset_ms,
+    }
+  }
+
+  #[test]
+  fn threads_merge_with_their_labels_on_one_time_line() {
+    let t = merge(vec![
+      thread(A, "Main Event Loop", "0", 0.0),
+      thread(B, "Worker #1 Event Loop", "1", 10.0),
+    ]);
+    crate::formats::check(&t).unwrap();
+    assert_eq!(t.samples.len(), 4);
+    let ts: Vec<f64> = t.samples.iter().map(|s| s.timestamp).collect();
+    assert_eq!(ts, vec![10.0, 11.0, 12.0, 12.5]);
+    let label = |i: usize, k: &str| {
+      let c = &t.contexts[t.samples[i].context_id.unwrap() as usize];
+      c.labels.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone())
+    };
+    assert_eq!(label(0, THREAD_NAME).as_deref(), Some("Main Event Loop"));
+    assert_eq!(label(0, "endpoint").as_deref(), Some("GET /a"));
+    assert_eq!(label(1, THREAD_NAME).as_deref(), Some("Worker #1 Event Loop"));
+    assert_eq!(label(1, THREAD_ID).as_deref(), Some("1"));
+    assert_eq!(label(2, THREAD_ID).as_deref(), Some("0"), "idle samples too");
+    // The worker's busy frame, on its own stack; spin of a.js is one frame for both.
+    let leaf = |i: usize| &t.frames[t.stacks[t.samples[i].stack_id.unwrap() as usize].frame_id as usize];
+    assert_eq!(leaf(3).name, "busy");
+    assert_eq!(t.frames.iter().filter(|f| f.name == "spin").count(), 1);
+    assert_eq!(t.resources.len(), 2);
+    assert_eq!(t.line_ticks.len(), 1);
+  }
+}
