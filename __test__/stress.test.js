@@ -43,7 +43,7 @@ test(`stress: ${seconds} s of storms, workers, GC, label churn, failing exporter
   assert.ok(report.serverHits >= seconds / 4, `uploads reaching the failing receiver: ${report.serverHits}`);
   assert.ok(report.badInputs >= 100 * seconds, `bad inputs rejected: ${report.badInputs}`);
   // Bounded: kept label sets, and RSS (no growth from the first half to the second).
-  assert.ok(report.labels.saved <= 65_536, `label sets kept: ${report.labels.saved}`);
+  assert.ok(report.labels.saved <= 1 << 22, `label sets kept: ${report.labels.saved}`);
   const half = Math.floor(rssMiB.length / 2);
   const firstMax = Math.max(...rssMiB.slice(0, half));
   const lastMax = Math.max(...rssMiB.slice(half));

@@ -13,7 +13,7 @@
 //! - A set is dropped once no unbuilt recording of its thread can reference it: it was
 //!   last saved before the oldest unbuilt recording of its thread started.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -21,9 +21,14 @@ use std::sync::{Arc, Mutex};
 pub type LabelSet = Vec<(String, String)>;
 
 /// Label sets kept at most, process-wide.
-pub const MAX_SETS: usize = 1 << 16;
-/// Bytes of label keys and values kept at most, process-wide.
-pub const MAX_BYTES: usize = 64 << 20;
+pub const MAX_SETS: usize = 1 << 22;
+/// Bytes the kept sets take at most, process-wide (their encoding and bookkeeping):
+/// ~1.3M typical `{ endpoint, span_id }` sets, 22 minutes of samples at 1 ms.
+pub const MAX_BYTES: usize = 128 << 20;
+/// Keys interned at most (a key used by many sets is stored once; past this, inline).
+const MAX_KEYS: usize = 4096;
+/// What a kept set costs beyond its encoding: its map entry and allocation.
+const OVERHEAD: usize = 64;
 
 /// The next label-set id to hand out (0 means "no labels").
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
@@ -45,55 +50,142 @@ pub fn reserve_ids(count: u32) -> u32 {
   }
 }
 
+/// A kept set: its labels encoded in one buffer (`Store::encode`), ~100 bytes in all for a
+/// typical `{ endpoint, span_id }` where a vector of strings took ~330.
 struct Saved {
-  labels: Arc<LabelSet>,
+  data: Box<[u8]>,
   tid: i32,
   saved_ns: u64,
-  seq: u64,
-  bytes: usize,
 }
 
-#[derive(Default)]
+impl Saved {
+  fn bytes(&self) -> usize {
+    self.data.len() + OVERHEAD
+  }
+}
+
+/// A key stored inline rather than by its interned id.
+const INLINE_KEY: u16 = u16::MAX;
+
 struct Store {
-  sets: HashMap<u32, Saved>,
-  /// `(id, seq)` in save order; an entry whose seq is not its set's is stale.
-  order: VecDeque<(u32, u64)>,
+  max_sets: usize,
+  max_bytes: usize,
+  sets: crate::FastMap<u32, Saved>,
+  /// Interned keys: id -> key, key -> id.
+  keys: Vec<String>,
+  key_ids: crate::FastMap<String, u16>,
   /// Unbuilt recordings per thread: `(token, start_ns)`.
   unbuilt: HashMap<i32, Vec<(u32, u64)>>,
   bytes: usize,
   dropped: u64,
-  next_seq: u64,
   next_token: u32,
 }
 
+impl Default for Store {
+  fn default() -> Self {
+    Store {
+      max_sets: MAX_SETS,
+      max_bytes: MAX_BYTES,
+      sets: Default::default(),
+      keys: Vec::new(),
+      key_ids: Default::default(),
+      unbuilt: HashMap::new(),
+      bytes: 0,
+      dropped: 0,
+      next_token: 0,
+    }
+  }
+}
+
 impl Store {
+  /// `[n: u8] then per label: [key: u16 id, or INLINE_KEY and u16 length and the bytes]
+  /// [value: u16 length and the bytes]` (keys are at most 256 characters and values 4096:
+  /// at most 12,288 bytes of UTF-8, and label sets at most 64).
+  fn encode(&mut self, labels: &LabelSet) -> Box<[u8]> {
+    let mut out = Vec::with_capacity(1 + labels.iter().map(|(k, v)| 4 + v.len() + k.len().min(2)).sum::<usize>());
+    out.push(labels.len().min(255) as u8);
+    for (k, v) in labels.iter().take(255) {
+      let id = match self.key_ids.get(k.as_str()) {
+        Some(id) => Some(*id),
+        None if self.keys.len() < MAX_KEYS => {
+          let id = self.keys.len() as u16;
+          self.keys.push(k.clone());
+          self.key_ids.insert(k.clone(), id);
+          Some(id)
+        }
+        None => None,
+      };
+      match id {
+        Some(id) => out.extend_from_slice(&id.to_le_bytes()),
+        None => {
+          let k = &k.as_bytes()[..k.len().min(u16::MAX as usize)];
+          out.extend_from_slice(&INLINE_KEY.to_le_bytes());
+          out.extend_from_slice(&(k.len() as u16).to_le_bytes());
+          out.extend_from_slice(k);
+        }
+      }
+      let v = &v.as_bytes()[..v.len().min(u16::MAX as usize)];
+      out.extend_from_slice(&(v.len() as u16).to_le_bytes());
+      out.extend_from_slice(v);
+    }
+    out.into_boxed_slice()
+  }
+
+  /// The labels of an encoding `encode` wrote.
+  fn decode(&self, data: &[u8]) -> LabelSet {
+    let mut at = 0usize;
+    let mut take = |n: usize| -> &[u8] {
+      let end = (at + n).min(data.len());
+      let s = &data[at..end];
+      at = end;
+      s
+    };
+    let u16_of = |b: &[u8]| {
+      if b.len() == 2 {
+        u16::from_le_bytes([b[0], b[1]])
+      } else {
+        0
+      }
+    };
+    let n = take(1).first().copied().unwrap_or(0) as usize;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+      let key = match u16_of(take(2)) {
+        INLINE_KEY => {
+          let len = u16_of(take(2)) as usize;
+          String::from_utf8_lossy(take(len)).into_owned()
+        }
+        id => self.keys.get(id as usize).cloned().unwrap_or_default(),
+      };
+      let len = u16_of(take(2)) as usize;
+      out.push((key, String::from_utf8_lossy(take(len)).into_owned()));
+    }
+    out
+  }
+
   fn remove(&mut self, id: u32) -> bool {
     match self.sets.remove(&id) {
       Some(s) => {
-        self.bytes -= s.bytes;
+        self.bytes -= s.bytes();
         true
       }
       None => false,
     }
   }
 
-  /// Drops the oldest saved sets until within the bounds (counted as dropped).
+  /// Past a bound, drops the oldest eighth of the saved sets (counted as dropped): rare,
+  /// so a scan is cheaper than keeping an order.
   fn evict(&mut self) {
-    while self.sets.len() > MAX_SETS || self.bytes > MAX_BYTES {
-      let Some((id, seq)) = self.order.pop_front() else { break };
-      if self.sets.get(&id).is_some_and(|s| s.seq == seq) && self.remove(id) {
+    if self.sets.len() <= self.max_sets && self.bytes <= self.max_bytes {
+      return;
+    }
+    let mut ages: Vec<(u64, u32)> = self.sets.iter().map(|(id, s)| (s.saved_ns, *id)).collect();
+    let n = (ages.len() / 8).max(1);
+    ages.select_nth_unstable(n - 1);
+    for &(_, id) in &ages[..n] {
+      if self.remove(id) {
         self.dropped += 1;
       }
-    }
-  }
-
-  /// Forgets stale order entries once they outnumber the live ones.
-  fn compact(&mut self) {
-    if self.order.len() > 2 * self.sets.len() + 1024 {
-      let sets = &self.sets;
-      self
-        .order
-        .retain(|(id, seq)| sets.get(id).is_some_and(|s| s.seq == *seq));
     }
   }
 
@@ -104,17 +196,15 @@ impl Store {
       .get(&tid)
       .and_then(|r| r.iter().map(|(_, start)| *start).min())
       .unwrap_or(u64::MAX);
-    let before = self.bytes;
     let mut freed = 0;
     self.sets.retain(|_, s| {
       let keep = s.tid != tid || s.saved_ns >= cutoff;
       if !keep {
-        freed += s.bytes;
+        freed += s.bytes();
       }
       keep
     });
-    self.bytes = before - freed;
-    self.compact();
+    self.bytes -= freed;
   }
 }
 
@@ -147,31 +237,23 @@ pub fn save(tid: i32, id: u32, labels: LabelSet, now_ns: u64) {
   if id == 0 {
     return;
   }
-  let bytes = labels.iter().map(|(k, v)| k.len() + v.len() + 16).sum::<usize>() + 64;
   with_store(|s| {
     s.remove(id);
-    let seq = s.next_seq;
-    s.next_seq += 1;
-    s.sets.insert(
-      id,
-      Saved {
-        labels: Arc::new(labels),
-        tid,
-        saved_ns: now_ns,
-        seq,
-        bytes,
-      },
-    );
-    s.bytes += bytes;
-    s.order.push_back((id, seq));
+    let data = s.encode(&labels);
+    let saved = Saved {
+      data,
+      tid,
+      saved_ns: now_ns,
+    };
+    s.bytes += saved.bytes();
+    s.sets.insert(id, saved);
     s.evict();
-    s.compact();
   });
 }
 
 /// The labels of set `id`, if kept.
 pub fn lookup(id: u32) -> Option<Arc<LabelSet>> {
-  with_store(|s| s.sets.get(&id).map(|set| set.labels.clone()))
+  with_store(|s| s.sets.get(&id).map(|set| Arc::new(s.decode(&set.data))))
 }
 
 /// A recording of thread `tid` started at `start_ns`; returns its token.
@@ -216,6 +298,64 @@ mod tests {
 
   fn set(k: &str, v: &str) -> LabelSet {
     vec![(k.to_owned(), v.to_owned())]
+  }
+
+  #[test]
+  fn sets_round_trip_through_their_encoding() {
+    let mut s = Store::default();
+    let sets = [
+      vec![
+        ("endpoint".to_string(), "GET /users/:id".to_string()),
+        ("span_id".to_string(), "00f067aa0ba902b7".to_string()),
+      ],
+      vec![
+        ("é🎉".to_string(), "\u{fffd} ünïcode".to_string()),
+        ("k".to_string(), "v".repeat(4096)),
+      ],
+      Vec::new(),
+    ];
+    for set in &sets {
+      let data = s.encode(set);
+      assert_eq!(&s.decode(&data), set);
+    }
+    // Past the key table's bound, keys are stored inline and still come back.
+    for i in 0..MAX_KEYS + 10 {
+      let set = vec![(format!("key{i}"), format!("{i}"))];
+      let data = s.encode(&set);
+      assert_eq!(s.decode(&data), set);
+    }
+    let typical = s.encode(&sets[0]);
+    assert!(
+      typical.len() + OVERHEAD <= 120,
+      "a typical set costs {} bytes",
+      typical.len() + OVERHEAD
+    );
+  }
+
+  #[test]
+  fn past_a_bound_the_oldest_sets_go_first() {
+    let mut s = Store {
+      max_sets: 80,
+      ..Store::default()
+    };
+    for id in 1..=100u32 {
+      let set = s.encode(&set("span_id", &id.to_string()));
+      let saved = Saved {
+        data: set,
+        tid: 1,
+        saved_ns: u64::from(id),
+      };
+      s.bytes += saved.bytes();
+      s.sets.insert(id, saved);
+      s.evict();
+    }
+    assert!(s.sets.len() <= 80 && s.dropped >= 20);
+    assert!(
+      s.sets.contains_key(&100) && !s.sets.contains_key(&1),
+      "the newest stay, the oldest went"
+    );
+    let min_kept = s.sets.values().map(|x| x.saved_ns).min().unwrap();
+    assert!(s.sets.values().all(|x| x.saved_ns >= min_kept) && min_kept > 10);
   }
 
   #[test]

@@ -549,8 +549,10 @@ pub struct Parts {
   pub cpu_time: Vec<f64>,
 }
 
-/// Contexts per JSON piece of `Parts`: JS parses one per turn of the event loop.
+/// Contexts per JSON piece of `Parts` (JS parses one per turn of the event loop): at most
+/// this many, and a piece ends once it passes `PIECE_BYTES` (label sets can be large).
 pub const CONTEXTS_PER_PIECE: usize = 2048;
+pub const PIECE_BYTES: usize = 4 << 20;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -576,11 +578,25 @@ impl Trace {
     };
     // Serializing plain structs of strings and numbers cannot fail.
     let head = serde_json::to_string(&head).unwrap_or_default();
-    let contexts = self
-      .contexts
-      .chunks(CONTEXTS_PER_PIECE)
-      .map(|c| serde_json::to_string(c).unwrap_or_default())
-      .collect();
+    let mut contexts = Vec::new();
+    let mut piece = String::from("[");
+    let mut in_piece = 0;
+    for c in &self.contexts {
+      if in_piece > 0 {
+        piece.push(',');
+      }
+      piece.push_str(&serde_json::to_string(c).unwrap_or_default());
+      in_piece += 1;
+      if in_piece == CONTEXTS_PER_PIECE || piece.len() >= PIECE_BYTES {
+        piece.push(']');
+        contexts.push(std::mem::replace(&mut piece, String::from("[")));
+        in_piece = 0;
+      }
+    }
+    if in_piece > 0 {
+      piece.push(']');
+      contexts.push(piece);
+    }
     let n = self.samples.len();
     let mut p = Parts {
       head,
