@@ -109,20 +109,82 @@ function currentStoreOfContext() {
 // The stores to return to, one per continuation being run (callback scopes nest: an HTTP
 // parser's callbacks run inside a socket read's). Bounded: a lost `after` cannot grow it.
 const outer = [];
-const hook = createHook({
-  before() {
-    if (outer.length >= 4096) outer.length = 0;
-    outer.push(currentStore);
-    publish(als.getStore() ?? EMPTY);
-  },
-  after() {
-    publish(outer.pop() ?? EMPTY);
-  },
-});
+function enter() {
+  if (outer.length >= 4096) outer.length = 0;
+  outer.push(currentStore);
+  publish(als.getStore() ?? EMPTY);
+}
+function leave() {
+  publish(outer.pop() ?? EMPTY);
+}
+
+// Two ways to run enter/leave around every continuation:
+// - async_hooks for every kind (Node 20 and 22, and wherever the next way is not sound);
+// - on Node >= 24, async_hooks without promises (`trackPromises: false`) and V8's promise
+//   hooks for promise continuations: about 3% less CPU per request on a hop-heavy service
+//   (callgrind), since V8 calls them without async_hooks' dispatch. It is sound only where
+//   AsyncLocalStorage rides V8's continuation-preserved data, so that the store a promise
+//   hook reads is already the continuation's: checked once (`checkPromiseHooks`), until
+//   then and otherwise the first way.
+const everyKind = createHook({ before: enter, after: leave });
+const withoutPromises = supportsTrackPromises() ? createHook({ before: enter, after: leave, trackPromises: false }) : null;
+let promiseHooksSound = false;
+let stopPromiseHooks = null;
+
+/** Whether async_hooks can leave promises out (Node >= 24: it checks the option's type). */
+function supportsTrackPromises() {
+  try {
+    createHook({ trackPromises: 'check' });
+    return false; // an older Node ignores the option
+  } catch (err) {
+    return err.code === 'ERR_INVALID_ARG_TYPE';
+  }
+}
+
+/** Once: does a promise hook see the store of the continuation about to run? */
+function checkPromiseHooks() {
+  const v8 = require('node:v8');
+  if (!withoutPromises || !v8.promiseHooks) return;
+  const probe = { id: 0, labels: EMPTY.labels };
+  let seen;
+  const stop = v8.promiseHooks.onBefore(() => {
+    if (seen === undefined) seen = als.getStore() ?? null;
+  });
+  als.run(probe, () =>
+    Promise.resolve().then(() => {
+      stop();
+      if (seen === probe && als.getStore() === probe) {
+        promiseHooksSound = true;
+        if (hookEnabled) {
+          switchHooks(false);
+          outer.length = 0;
+          switchHooks(true);
+        }
+      }
+    }),
+  );
+}
+
+function switchHooks(on) {
+  if (!on) {
+    everyKind.disable();
+    withoutPromises?.disable();
+    stopPromiseHooks?.();
+    stopPromiseHooks = null;
+  } else if (promiseHooksSound) {
+    const v8 = require('node:v8');
+    withoutPromises.enable();
+    const stops = [v8.promiseHooks.onBefore(enter), v8.promiseHooks.onAfter(leave)];
+    stopPromiseHooks = () => stops.forEach((stop) => stop());
+  } else {
+    everyKind.enable();
+  }
+}
 
 let recordings = 0;
 let labelsUsed = false;
 let hookEnabled = false;
+checkPromiseHooks();
 
 // The hooks cost every async hop, so they run only while a profiler records and labels
 // have been used at all.
@@ -131,12 +193,8 @@ function updateHook() {
   if (want === hookEnabled) return;
   hookEnabled = want;
   outer.length = 0;
-  if (want) {
-    hook.enable();
-    publish(currentStoreOfContext());
-  } else {
-    hook.disable();
-  }
+  switchHooks(want);
+  if (want) publish(currentStoreOfContext());
 }
 
 /** A recording starts on this thread; returns its token for `recordingBuilt`. */
