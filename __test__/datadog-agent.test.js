@@ -8,6 +8,10 @@
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const zlib = require('node:zlib');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { execFileSync } = require('node:child_process');
 const { findTool, missing, startTestAgent, runNode, formOf } = require('./tools');
 const { decodePprof } = require('./helpers');
 
@@ -59,15 +63,24 @@ test('Datadog agent: selfprof uploads what dd-trace uploads, and its span ids jo
   const agent = await startTestAgent(binary);
   t.after(() => agent.stop());
   const port = new URL(agent.url).port;
+  // Both run in a git checkout whose origin URL has credentials: the source code
+  // integration's tags (git.repository_url without them, git.commit.sha) must agree.
+  const cwd = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-dd-git-'));
+  t.after(() => fs.rmSync(cwd, { recursive: true, force: true }));
+  const git = (...args) => execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.com', ...args], { cwd, encoding: 'utf8' }).trim();
+  git('init', '-q');
+  git('remote', 'add', 'origin', 'https://someone:s3cret@git.example.com/acme/shop.git');
+  git('commit', '-q', '--allow-empty', '-m', 'deployed');
+  const headSha = git('rev-parse', 'HEAD');
+  const app = JSON.stringify(path.join(__dirname, 'fixtures', 'dd-app.js'));
   const identity = { DD_SERVICE: 'ddapp', DD_ENV: 'test', DD_VERSION: '1.0.0', DD_TAGS: 'team:payments', DD_PROFILING_UPLOAD_PERIOD: '1', DD_APP_MS: '2500' };
 
   // The reference: dd-trace's own profiler.
-  const ref = await runNode(`require('./__test__/fixtures/dd-app.js')`, {
-    ...identity,
-    DD_APP_MODE: 'dd-trace',
-    DD_TRACE_AGENT_URL: agent.url,
-    DD_PROFILING_PROFILERS: 'wall,space',
-  });
+  const ref = await runNode(
+    `require(${app})`,
+    { ...identity, DD_APP_MODE: 'dd-trace', DD_TRACE_AGENT_URL: agent.url, DD_PROFILING_PROFILERS: 'wall,space' },
+    { cwd },
+  );
   assert.equal(ref.code, 0, ref.stderr);
   const theirs = await uploads(agent);
   assert.ok(theirs.length >= 2, `dd-trace uploaded ${theirs.length} profiles`);
@@ -75,13 +88,11 @@ test('Datadog agent: selfprof uploads what dd-trace uploads, and its span ids jo
 
   // selfprof, configured only by the environment: SELFPROF_EXPORTER=datadog without a URL
   // finds the agent from DD_AGENT_HOST + DD_TRACE_AGENT_PORT, as dd-trace does.
-  const run = await runNode(`require('./__test__/fixtures/dd-app.js')`, {
-    ...identity,
-    DD_APP_MODE: 'selfprof',
-    SELFPROF_EXPORTER: 'datadog',
-    DD_AGENT_HOST: '127.0.0.1',
-    DD_TRACE_AGENT_PORT: port,
-  });
+  const run = await runNode(
+    `require(${app})`,
+    { ...identity, DD_APP_MODE: 'selfprof', SELFPROF_EXPORTER: 'datadog', DD_AGENT_HOST: '127.0.0.1', DD_TRACE_AGENT_PORT: port },
+    { cwd },
+  );
   assert.equal(run.code, 0, run.stderr);
   assert.doesNotMatch(run.stderr, /selfprof/, 'no selfprof warning');
   const { requests } = JSON.parse(run.stdout);
@@ -125,6 +136,12 @@ test('Datadog agent: selfprof uploads what dd-trace uploads, and its span ids jo
     assert.ok(key in ourTags[0], `tags_profiler ${key} (ours: ${ours[0].event.tags_profiler})`);
   }
   for (const key of ['service', 'env', 'version', 'team', 'language', 'runtime', 'format']) assert.equal(ourTags[0][key], refTags[key], key);
+  assert.equal(refTags['git.repository_url'], 'https://git.example.com/acme/shop.git', "dd-trace's tag");
+  assert.equal(refTags['git.commit.sha'], headSha, "dd-trace's tag");
+  for (const tg of ourTags) {
+    assert.equal(tg['git.repository_url'], refTags['git.repository_url']);
+    assert.equal(tg['git.commit.sha'], refTags['git.commit.sha']);
+  }
   assert.deepEqual(ourTags.map((tg) => Number(tg.profile_seq)), ours.map((_, i) => i), 'profile_seq counts from 0');
   assert.deepEqual(ourTags.map((tg) => tg.snapshot), ours.map((_, i) => (i === ours.length - 1 ? 'on_shutdown' : 'periodic')));
   // runtime-id: dd-trace's own in that process, the one its spans carry.

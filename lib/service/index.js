@@ -13,6 +13,7 @@ const { parseDdTags } = require('./exporters/env');
 const { requestCounter } = require('../integrations/requests');
 const { native, unavailable } = require('../native');
 const { version: profilerVersion } = require('../../package.json');
+const { gitMetadata } = require('./git');
 const { startHeapSampling, checkHeapInterval, DEFAULT_HEAP_INTERVAL } = require('../capture/heap');
 const { ThreadHub, wrapWorkers, threadName } = require('./threads');
 
@@ -183,6 +184,7 @@ class Session {
       host: os.hostname(),
       profilerVersion,
       pyroscope: this.#options.pyroscope,
+      git: gitMetadata(process.env, this.#options.tags ?? {}),
     };
     this.#exporters = this.#options.exporters.map((e) => createExporter(e, meta));
     // A file exporter asked for the spec trace too: encode both from one recording.

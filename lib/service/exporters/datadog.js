@@ -79,6 +79,9 @@ function datadog(options, meta, auth) {
         profiler_version: meta.profilerVersion,
         format: 'pprof',
         ...meta.tags,
+        // Datadog's source code integration: frames link to this repository at this commit.
+        ...(meta.git?.repositoryUrl && { 'git.repository_url': meta.git.repositoryUrl }),
+        ...(meta.git?.commitSha && { 'git.commit.sha': meta.git.commitSha }),
         service: meta.service,
         ...(meta.env && { env: meta.env }),
         ...(meta.version && { version: meta.version }),

@@ -26,6 +26,9 @@ function resourceOf(meta, env) {
     ...(meta.env && { 'deployment.environment.name': meta.env }),
     ...(meta.version && { 'service.version': meta.version }),
     ...meta.tags,
+    // OpenTelemetry's VCS attributes (semantic conventions, vcs.*).
+    ...(meta.git?.repositoryUrl && { 'vcs.repository.url.full': meta.git.repositoryUrl }),
+    ...(meta.git?.commitSha && { 'vcs.ref.head.revision': meta.git.commitSha }),
     'host.name': meta.host,
     'process.pid': String(process.pid),
     'process.runtime.name': 'nodejs',
