@@ -4,10 +4,12 @@
 //! - `capture`: the SIGPROF handler (the only signal-context code) and its ring, and the
 //!   join of V8's samples to what the handler recorded;
 //! - `trace`: V8's CPU profile in, the spec's trace out (built off the main thread);
-//! - `formats`: reading and writing pprof, `.cpuprofile`, folded stacks and trace files.
+//! - `formats`: reading and writing pprof, `.cpuprofile`, folded stacks and trace files;
+//! - `symbolize`: frames of generated code through their source maps.
 
 pub mod capture;
 pub mod formats;
+pub mod symbolize;
 pub mod trace;
 
 use capture::{ring, signal};
@@ -56,6 +58,17 @@ pub struct TraceOptions {
   /// 'pyroscope' | 'otlp' | 'pprof', ... }]` (see `formats::dialect`), each appended to
   /// the result's buffers, with the `"pprof"` timing.
   pub dialects: Option<String>,
+  /// Map frames through their scripts' source maps (default true).
+  pub source_maps: Option<bool>,
+  /// Source maps Node holds for scripts compiled in memory (`module.findSourceMap`).
+  pub script_maps: Option<Vec<ScriptMap>>,
+}
+
+/// A source map Node holds for a script: its URL and the map's JSON.
+#[napi(object)]
+pub struct ScriptMap {
+  pub url: String,
+  pub map: String,
 }
 
 /// How to label a recording's samples (label sets come from `capture::labels`).
@@ -85,6 +98,8 @@ pub struct BuildTrace {
   formats: Vec<Format>,
   labels: Option<LabelSource>,
   dialects: Vec<(formats::dialect::Dialect, pprof::Timing)>,
+  /// Map frames through source maps (with these runtime maps), or not (None).
+  source_maps: Option<Vec<symbolize::RuntimeMap>>,
 }
 
 impl BuildTrace {
@@ -123,7 +138,10 @@ impl Task for BuildTrace {
   type JsValue = Either3<String, Buffer, Vec<Buffer>>;
 
   fn compute(&mut self) -> Result<Self::Output> {
-    let trace = self.build()?;
+    let mut trace = self.build()?;
+    if let Some(runtime) = &self.source_maps {
+      symbolize::symbolize(&mut trace, runtime);
+    }
     let io = |e: std::io::Error| Error::from_reason(e.to_string());
     self
       .formats
@@ -224,12 +242,24 @@ impl BuildTrace {
       Some(json) => formats::dialect::parse(json).map_err(invalid)?,
       None => Vec::new(),
     };
+    let source_maps = options.source_maps.unwrap_or(true).then(|| {
+      options
+        .script_maps
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| symbolize::RuntimeMap {
+          url: m.url,
+          json: m.map,
+        })
+        .collect()
+    });
     Ok(BuildTrace {
       chunks,
       window,
       formats,
       labels,
       dialects: dialects.into_iter().map(|d| (d, timing)).collect(),
+      source_maps,
     })
   }
 }
@@ -384,10 +414,19 @@ pub fn thread_id() -> i32 {
 /// Converts a trace (its JSON, or json-gzip) or a pprof profile (plain or gzip'd) to
 /// `"cpuprofile"` (Chrome DevTools JSON), `"folded"` (folded stacks), `"trace"` (the
 /// spec trace's JSON) or `"pprof"` (gzip'd profile.proto). Text formats come back as
-/// strings, pprof as bytes.
+/// strings, pprof as bytes. `source_maps`: map frames through the source maps found on
+/// this machine first (default false: a file is taken as it was recorded).
 #[napi(ts_return_type = "string | Buffer")]
-pub fn convert_profile(input: Buffer, to: String, lines: Option<bool>) -> Result<Either<String, Buffer>> {
-  let trace = formats::read_input(&input).map_err(invalid)?;
+pub fn convert_profile(
+  input: Buffer,
+  to: String,
+  lines: Option<bool>,
+  source_maps: Option<bool>,
+) -> Result<Either<String, Buffer>> {
+  let mut trace = formats::read_input(&input).map_err(invalid)?;
+  if source_maps.unwrap_or(false) {
+    symbolize::symbolize(&mut trace.trace, &[]);
+  }
   let out = formats::to_format_with(&trace, &to, lines.unwrap_or(false)).map_err(invalid)?;
   if to == "pprof" {
     return Ok(Either::B(out.into()));

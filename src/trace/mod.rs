@@ -34,6 +34,10 @@ pub struct Trace {
   /// frame's function, from V8's position ticks. See `LineTicks`.
   #[serde(default, rename = "lineTicks", skip_serializing_if = "Vec::is_empty")]
   pub line_ticks: Vec<LineTicks>,
+  /// Extension (optional): what source mapping did, and where mapped frames were in the
+  /// generated code (`crate::symbolize`). Absent when no frame's script has a source map.
+  #[serde(default, rename = "sourceMaps", skip_serializing_if = "Option::is_none")]
+  pub source_maps: Option<crate::symbolize::SourceMapsInfo>,
 }
 
 /// Samples of one stack at one line of its innermost frame's function.

@@ -52,6 +52,7 @@ fn trace() -> Trace {
     ],
     metadata: None,
     line_ticks: Vec::new(),
+    source_maps: None,
   }
 }
 
