@@ -8,14 +8,17 @@ const path = require('node:path');
 const { parseArgs } = require('node:util');
 
 const USAGE = `usage:
-  selfprof record [-o DIR] [--interval MS] [--duration S] [--by KEY] -- COMMAND [ARGS...]
+  selfprof record [-o DIR] [--interval MS] [--duration S] [--by KEY] [--no-source-maps] -- COMMAND [ARGS...]
       profiles the Node.js processes COMMAND starts; writes DIR/profile.trace.json.gz,
-      profile.pb.gz and profile.html (default DIR: selfprof-out)
-  selfprof report FILE [--html OUT] [--by KEY] [--top N]
+      profile.pb.gz and profile.html (default DIR: selfprof-out); frames of scripts with
+      a source map are mapped to the original files (--no-source-maps: as V8 ran them)
+  selfprof report FILE [--html OUT] [--by KEY] [--top N] [--source-maps]
       top functions and samples per label value of a profile file
-  selfprof convert FILE --to cpuprofile|folded|pprof|trace [-o OUT] [--lines]
+  selfprof convert FILE --to cpuprofile|folded|pprof|trace [-o OUT] [--lines] [--source-maps]
       (--lines: pprof samples at line-level locations, from the profile's line ticks)
-  selfprof diff A B [--html OUT] [--top N] [--ignore-lines]
+      (--source-maps: map frames through the source maps found on this machine; a file is
+      otherwise taken as it was recorded)
+  selfprof diff A B [--html OUT] [--top N] [--ignore-lines] [--source-maps]
       what changed from profile A (the baseline) to B: each function's share of the busy
       samples (all but idle) in B minus in A, in percentage points
   selfprof diff FILE --by KEY VALUE_A VALUE_B [--html OUT] [--top N] [--ignore-lines]
@@ -65,11 +68,11 @@ function readFile(file) {
 }
 
 /** A trace or pprof file converted to `to`; a bad file is one error naming it. */
-function convertFile(file, to, { lines = false } = {}) {
+function convertFile(file, to, { lines = false, sourceMaps = false } = {}) {
   const bytes = readFile(file);
   const { convert } = require('..');
   try {
-    return convert(bytes, { to, lines });
+    return convert(bytes, { to, lines, sourceMaps });
   } catch (err) {
     throw new Error(`${file}: ${err.message.replace(/^convert: /, '')}`);
   }
@@ -88,13 +91,14 @@ function convertCommand(argv) {
     to: { type: 'string' },
     out: { type: 'string', short: 'o' },
     lines: { type: 'boolean' },
+    'source-maps': { type: 'boolean' },
   });
   if (positionals.length !== 1) throw new UsageError('convert takes one FILE');
   const { TARGETS } = require('../lib/views/convert');
   if (!values.to) throw new UsageError(`convert needs --to ${TARGETS.join('|')}`);
   if (!TARGETS.includes(values.to)) throw new UsageError(`--to must be one of ${TARGETS.join(', ')}, got ${JSON.stringify(values.to)}`);
   if (values.lines && values.to !== 'pprof') throw new UsageError('--lines goes with --to pprof');
-  const out = convertFile(positionals[0], values.to, { lines: values.lines });
+  const out = convertFile(positionals[0], values.to, { lines: values.lines, sourceMaps: values['source-maps'] });
   if (values.out) writeOut(values.out, out);
   else if (values.to === 'pprof' && process.stdout.isTTY) throw new UsageError('pprof is binary: give -o OUT');
   else process.stdout.write(out);
@@ -135,11 +139,12 @@ function reportCommand(argv) {
     html: { type: 'string' },
     by: { type: 'string' },
     top: { type: 'string' },
+    'source-maps': { type: 'boolean' },
   });
   if (positionals.length !== 1) throw new UsageError('report takes one FILE');
   const top = number(values.top, '--top', { min: 1, integer: true }) ?? 15;
   const [file] = positionals;
-  const trace = JSON.parse(convertFile(file, 'trace'));
+  const trace = JSON.parse(convertFile(file, 'trace', { sourceMaps: values['source-maps'] }));
   process.stdout.write(`${summarize(trace, { by: values.by, top, root: `file://${process.cwd()}/` })}\n`);
   if (values.html) {
     const { htmlReport } = require('..');
@@ -155,9 +160,11 @@ function diffCommand(argv) {
     top: { type: 'string' },
     by: { type: 'string' },
     'ignore-lines': { type: 'boolean' },
+    'source-maps': { type: 'boolean' },
   });
   const top = number(values.top, '--top', { min: 1, integer: true }) ?? 20;
   const ignoreLines = values['ignore-lines'] ?? false;
+  const readTrace = (file) => JSON.parse(convertFile(file, 'trace', { sourceMaps: values['source-maps'] }));
   const { diffProfiles, diffLabelValues, formatDiff } = require('../lib/views/diff');
   const root = `file://${process.cwd()}/`;
   const shorten = (loc) => (loc.startsWith(root) ? loc.slice(root.length) : loc);
@@ -168,7 +175,7 @@ function diffCommand(argv) {
     if (positionals.length !== 3) throw new UsageError('diff FILE --by KEY takes FILE VALUE_A VALUE_B');
     const [file, va, vb] = positionals;
     const value = (v) => (v === '(none)' ? null : v);
-    const trace = JSON.parse(convertFile(file, 'trace'));
+    const trace = readTrace(file);
     const keys = new Set(trace.contexts.flatMap((c) => Object.keys(c.labels)));
     if (!keys.has(values.by)) {
       throw new Error(`${file}: no sample has the label ${JSON.stringify(values.by)}${keys.size ? ` (labels: ${[...keys].sort().join(', ')})` : ''}`);
@@ -183,8 +190,8 @@ function diffCommand(argv) {
   } else {
     if (positionals.length !== 2) throw new UsageError('diff takes two files, A (the baseline) and B, or FILE --by KEY VALUE_A VALUE_B');
     const [fa, fb] = positionals;
-    const ta = JSON.parse(convertFile(fa, 'trace'));
-    const tb = JSON.parse(convertFile(fb, 'trace'));
+    const ta = readTrace(fa);
+    const tb = readTrace(fb);
     result = diffProfiles(ta, tb, { ignoreLines });
     sides = [fa, fb];
     report = () =>
@@ -219,6 +226,7 @@ async function recordCommand(argv) {
     interval: { type: 'string' },
     duration: { type: 'string' },
     by: { type: 'string' },
+    'no-source-maps': { type: 'boolean' },
   });
   if (positionals.length) throw new UsageError(`unexpected ${positionals[0]} before --`);
   const requested = number(values.interval, '--interval', { min: 0 }) ?? 1;
@@ -240,6 +248,7 @@ async function recordCommand(argv) {
     NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require=${JSON.stringify(hook)}`.trim(),
     SELFPROF_RECORD_DIR: raw,
     SELFPROF_RECORD_INTERVAL_MS: String(interval),
+    ...(values['no-source-maps'] ? { SELFPROF_SOURCE_MAPS: '0' } : {}),
   };
   const { spawn } = require('node:child_process');
   const started = Date.now();

@@ -102,7 +102,7 @@ function validate(options) {
   for (const [k, v] of Object.entries(tags)) {
     if (typeof v !== 'string') throw new TypeError(`start: tag ${JSON.stringify(k)} must be a string`);
   }
-  for (const key of ['collectCpuTime', 'lines']) {
+  for (const key of ['collectCpuTime', 'lines', 'sourceMaps']) {
     if (o[key] !== undefined && typeof o[key] !== 'boolean') throw new TypeError(`start: ${key} must be a boolean`);
   }
   const exporters = o.exporters ?? [];
@@ -122,6 +122,8 @@ function validate(options) {
     period: num('period', DEFAULT_PERIOD_MS, 100, MAX_TIMER_MS),
     collectCpuTime: o.collectCpuTime ?? true,
     lines: o.lines ?? false,
+    // undefined: on, unless SELFPROF_SOURCE_MAPS=0 (read at each build).
+    sourceMaps: o.sourceMaps,
     exporters,
     pyroscope,
   };
@@ -191,6 +193,7 @@ class Session {
     const snapshot = last || this.#stopped ? 'on_shutdown' : 'periodic';
     return finished[stopForExport](this.#options.collectCpuTime, this.#withTrace, {
       lines: this.#options.lines,
+      sourceMaps: this.#options.sourceMaps,
       dialects: unique.map((k) => JSON.parse(k)),
     })
       .then(({ pprof, trace, encoded, start, end }) => {

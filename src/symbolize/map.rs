@@ -269,17 +269,21 @@ impl Loaded {
     (!name.is_empty() && &**name != last).then(|| format!("{prefix}{name}"))
   }
 
-  /// The original line (0-based) of generated line `line` in source `src`: that of the
-  /// first mapping to `src` on the line at or after column `from`.
+  /// The original line (0-based) of generated line `line` in source `src`, from column
+  /// `from` on: the line every mapping to `src` there comes from. None when they come
+  /// from several lines (minified code, tsx's output: V8 counts ticks per generated line,
+  /// so which original line they were on is unknown) or there is none.
   pub fn line_of(&self, line: u32, from: u32, src: u32) -> Option<u32> {
     let start = self
       .mappings
       .partition_point(|m| (m.dst_line, m.dst_col) < (line, from));
-    self.mappings[start..]
+    let mut lines = self.mappings[start..]
       .iter()
       .take_while(|m| m.dst_line == line)
-      .find(|m| m.src == src)
-      .map(|m| m.src_line)
+      .filter(|m| m.src == src)
+      .map(|m| m.src_line);
+    let first = lines.next()?;
+    lines.all(|l| l == first).then_some(first)
   }
 }
 

@@ -68,8 +68,8 @@ pub struct SourceMapsInfo {
   /// Frames of scripts with a source map that has no mapping at their position (code a
   /// tool added, such as module wrappers and helpers): as V8 gave them.
   pub unmapped_frames: usize,
-  /// Line ticks of mapped frames whose generated line maps to no line of the frame's
-  /// original file: left out.
+  /// Line ticks of mapped frames whose generated line maps to no single line of the
+  /// frame's original file (minified code, tsx's output): left out.
   #[serde(skip_serializing_if = "is_zero")]
   pub dropped_line_ticks: u64,
   /// The scripts of the trace's frames that have a source map, or one that could not be
