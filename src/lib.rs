@@ -399,6 +399,27 @@ pub fn label_stats() -> LabelStats {
   }
 }
 
+/// `{ maps, bytes, others, evicted }`: parsed source maps cached process-wide, the memory
+/// they hold, scripts remembered without a usable map, entries dropped to the bounds.
+#[napi(object)]
+pub struct SourceMapCacheStats {
+  pub maps: u32,
+  pub bytes: f64,
+  pub others: u32,
+  pub evicted: f64,
+}
+
+#[napi]
+pub fn source_map_cache_stats() -> SourceMapCacheStats {
+  let s = symbolize::cache_stats();
+  SourceMapCacheStats {
+    maps: s.maps as u32,
+    bytes: s.bytes as f64,
+    others: s.others as u32,
+    evicted: s.evicted as f64,
+  }
+}
+
 /// The calling thread's CPU time in ns.
 #[napi]
 pub fn thread_cpu_ns() -> f64 {

@@ -25,7 +25,21 @@ pub(crate) struct Text {
   text: String,
   /// Byte offset of each line's start (ECMAScript line terminators).
   line_starts: Vec<u32>,
+  /// Per line: whether it is ASCII (a UTF-16 column is then its byte offset), else where
+  /// its marks start in `marks`.
+  lines: Vec<LineKind>,
+  /// For lines that are not ASCII: (byte, UTF-16 column) every `MARK` columns, from the
+  /// line's start, so a column's byte is found without scanning a minified line whole.
+  marks: Vec<(u32, u32)>,
 }
+
+#[derive(Clone, Copy)]
+enum LineKind {
+  Ascii,
+  Marks(u32, u32),
+}
+
+const MARK: u32 = 1024;
 
 impl Text {
   pub fn new(text: String) -> Text {
@@ -48,11 +62,51 @@ impl Text {
         line_starts.push(i as u32);
       }
     }
-    Text { text, line_starts }
+    let mut lines = Vec::with_capacity(line_starts.len());
+    let mut marks = Vec::new();
+    for (n, &start) in line_starts.iter().enumerate() {
+      let end = line_starts.get(n + 1).map_or(text.len(), |&e| e as usize);
+      let line = text.get(start as usize..end).unwrap_or("");
+      if line.is_ascii() {
+        lines.push(LineKind::Ascii);
+        continue;
+      }
+      let first = marks.len() as u32;
+      let mut units = 0u32;
+      let mut next = MARK;
+      for (b, c) in line.char_indices() {
+        if units >= next {
+          marks.push((b as u32, units));
+          next = units + MARK;
+        }
+        units += c.len_utf16() as u32;
+      }
+      lines.push(LineKind::Marks(first, marks.len() as u32));
+    }
+    Text {
+      text,
+      line_starts,
+      lines,
+      marks,
+    }
+  }
+
+  /// Byte offset in line `line` of its UTF-16 column `col` (source maps and V8 count
+  /// UTF-16 units), from the nearest mark before it.
+  pub(crate) fn byte_of(&self, line: u32, source: &str, col: u32) -> Option<usize> {
+    match *self.lines.get(line as usize)? {
+      LineKind::Ascii => (col as usize <= source.len()).then_some(col as usize),
+      LineKind::Marks(first, end) => {
+        let marks = self.marks.get(first as usize..end as usize)?;
+        let k = marks.partition_point(|&(_, units)| units <= col);
+        let (byte, units) = if k == 0 { (0, 0) } else { marks[k - 1] };
+        byte_of_utf16(source.get(byte as usize..)?, col - units).map(|b| b + byte as usize)
+      }
+    }
   }
 
   /// Line `line` (0-based) without its terminator.
-  fn line(&self, line: u32) -> Option<&str> {
+  pub(crate) fn line(&self, line: u32) -> Option<&str> {
     let start = *self.line_starts.get(line as usize)? as usize;
     let end = self
       .line_starts
@@ -63,7 +117,7 @@ impl Text {
   }
 
   fn bytes(&self) -> usize {
-    self.text.len() + self.line_starts.len() * 4
+    self.text.len() + self.line_starts.len() * 12 + self.marks.len() * 8
   }
 }
 
@@ -257,9 +311,9 @@ impl Loaded {
       return None;
     }
     let source = text.line(line)?;
-    let end = byte_of_utf16(source, col)?;
-    let at = identifier_before(&source[..end], last)?;
-    let ident_col = utf16_len(&source[..at]);
+    let end = text.byte_of(line, source, col)?;
+    let at = identifier_before(source.get(..end)?, last)?;
+    let ident_col = col.checked_sub(utf16_len(&source[at..end]))?;
     let i = self.at_or_before(line, ident_col)?;
     let m = self.mappings[i];
     if (m.dst_line, m.dst_col) != (line, ident_col) || m.name == NONE {

@@ -1,6 +1,6 @@
 use super::cache::{Cache, Key, Outcome, Slot};
 use super::locate::{self, Base, Scan};
-use super::map::{identifier_before, Loaded};
+use super::map::{byte_of_utf16, identifier_before, utf16_len, Loaded, Text};
 use super::*;
 use crate::trace::{LineTicks, Sample, Stack};
 use std::path::{Path, PathBuf};
@@ -172,6 +172,27 @@ fn a_functions_name_is_found_just_before_it() {
   assert_eq!(at("if (a==", "a"), None);
   assert_eq!(at("return ", "a"), None);
   assert_eq!(at("", "a"), None);
+}
+
+#[test]
+fn columns_of_long_lines_with_other_scripts_find_their_bytes() {
+  // Minified lines are long; a column's byte comes from the nearest mark, not a scan.
+  let line: String = (0..5000)
+    .map(|i| match i % 7 {
+      0 => 'é',
+      1 => '😀',
+      _ => 'a',
+    })
+    .collect();
+  let text = Text::new(format!("ascii line\r\n{line}\u{2028}y"));
+  let source = text.line(1).unwrap();
+  assert_eq!(source, line);
+  let total = utf16_len(source);
+  for col in (0..=total + 2).step_by(13) {
+    assert_eq!(text.byte_of(1, source, col), byte_of_utf16(source, col), "column {col}");
+  }
+  assert_eq!(text.byte_of(0, text.line(0).unwrap(), 5), Some(5));
+  assert_eq!(text.line(2), Some("y"));
 }
 
 #[test]
