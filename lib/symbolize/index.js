@@ -31,15 +31,18 @@ function enabled(option, env = process.env) {
  * `file://` URLs that are not `.js`/`.mjs`/`.cjs` files. Cheap: one pass over the nodes.
  */
 function runtimeScripts(profile) {
-  const urls = new Set();
+  const seen = new Set();
+  const urls = [];
   for (const node of profile?.nodes ?? []) {
     const url = node.callFrame?.url;
-    if (typeof url === 'string' && url.startsWith('file:') && !JS_FILE.test(url.split(/[?#]/)[0])) {
-      urls.add(url);
-      if (urls.size >= MAX_SCRIPTS) break;
+    if (typeof url !== 'string' || seen.has(url)) continue;
+    seen.add(url);
+    if (url.startsWith('file:') && !JS_FILE.test(url.split(/[?#]/)[0])) {
+      urls.push(url);
+      if (urls.length >= MAX_SCRIPTS) break;
     }
   }
-  return [...urls];
+  return urls;
 }
 
 // Each map's JSON once per SourceMap object Node holds (Node keeps one per script).

@@ -83,6 +83,14 @@ fn is_zero(n: &u64) -> bool {
   *n == 0
 }
 
+/// Reads `trace.sourceMaps` from a trace file: an extension, so one that is not as
+/// selfprof writes it is left out (as a reader that does not know it would), never an
+/// error that makes the trace unreadable.
+pub(crate) fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SourceMapsInfo>, D::Error> {
+  let value = serde_json::Value::deserialize(d)?;
+  Ok(serde_json::from_value(value).ok())
+}
+
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ScriptInfo {

@@ -704,6 +704,16 @@ fn hostile_maps_never_panic() {
 }
 
 #[test]
+fn a_malformed_source_maps_extension_is_left_out_when_read() {
+  let json = r#"{"resources":[],"frames":[],"stacks":[],"samples":[],"sourceMaps":{"generated":[{"frameId":-1}]}}"#;
+  let t = crate::formats::read_input(json.as_bytes()).unwrap().trace;
+  assert_eq!(t.source_maps, None);
+  let json = r#"{"resources":[],"frames":[],"stacks":[],"samples":[],"sourceMaps":{"mappedFrames":2,"scripts":[{"url":"file:///a.js","map":"inline"}]}}"#;
+  let t = crate::formats::read_input(json.as_bytes()).unwrap().trace;
+  assert_eq!(t.source_maps.unwrap().scripts[0].map.as_deref(), Some("inline"));
+}
+
+#[test]
 fn a_trace_without_maps_is_untouched() {
   let dir = tmp("none");
   let js = dir.join("plain.js");

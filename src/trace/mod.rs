@@ -36,7 +36,12 @@ pub struct Trace {
   pub line_ticks: Vec<LineTicks>,
   /// Extension (optional): what source mapping did, and where mapped frames were in the
   /// generated code (`crate::symbolize`). Absent when no frame's script has a source map.
-  #[serde(default, rename = "sourceMaps", skip_serializing_if = "Option::is_none")]
+  #[serde(
+    default,
+    rename = "sourceMaps",
+    skip_serializing_if = "Option::is_none",
+    deserialize_with = "crate::symbolize::lenient"
+  )]
   pub source_maps: Option<crate::symbolize::SourceMapsInfo>,
 }
 
