@@ -381,3 +381,24 @@ test('maps that cannot be used: the recording is whole, their frames are V8\'s, 
   assert.equal(trace.sourceMaps.mappedFrames, 0);
   assert.ok(hottest(trace).samples > 0 && spin);
 });
+
+test('service mode: each period\'s pprof and trace have the mapped frames; start({ sourceMaps: false }) sends V8\'s', async () => {
+  const exported = async (options) => {
+    const out = fs.mkdtempSync(path.join(dir, 'service-'));
+    const js = fresh(path.join(dir, 'tsc', 'app.js'));
+    const session = start({ service: 'maps', period: 60_000, sampleInterval: 1, exporters: [{ type: 'file', dir: out, trace: true }], ...options });
+    require(js).runFor(300);
+    await session.stop();
+    const files = fs.readdirSync(out);
+    const read = (suffix) => fs.readFileSync(path.join(out, files.find((f) => f.endsWith(suffix))));
+    return { js, trace: JSON.parse(zlib.gunzipSync(read('.trace.json.gz'))), pprof: read('.pb.gz') };
+  };
+  const on = await exported({});
+  assertMapped(on.trace, 'service trace');
+  assertPprof(on.pprof, 'service pprof');
+  const off = await exported({ sourceMaps: false });
+  const raw = hottest(off.trace).frame;
+  assert.deepEqual([raw.name, off.trace.resources[raw.resourceId]], ['hotLoop', pathToFileURL(off.js).href]);
+  const { p, str } = decodePprof(off.pprof);
+  assert.deepEqual(p.function.filter((f) => str(f.name) === 'hotLoop').map((f) => str(f.filename)), [pathToFileURL(off.js).href]);
+});
