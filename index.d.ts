@@ -23,9 +23,14 @@ export interface ProfilerStopOptions {
    * per-line totals are exact, the line of one sample is an apportionment).
    */
   lines?: boolean
+  /**
+   * Map frames of scripts with a source map to the original file, line, column and name
+   * (default true, unless `SELFPROF_SOURCE_MAPS=0`); `false`: frames as V8 ran them.
+   */
+  sourceMaps?: boolean
 }
 
-/** A script URL: `file:///…` for application files, `node:…` for Node's own. */
+/** A script URL: `file:///…` for application files, `node:…` for Node's own; for a mapped frame, its original file. */
 export type ProfilerResource = string
 
 export interface ProfilerFrame {
@@ -96,6 +101,20 @@ export interface ProfilerLineTicks {
   ticks: number
 }
 
+/** Extension: what source mapping did (see the README's "Source maps"). */
+export interface ProfilerSourceMaps {
+  /** Frames whose file, line, column (and maybe name) come from a source map. */
+  mappedFrames: number
+  /** Frames of scripts with a source map that has no mapping at their position: as V8 gave them. */
+  unmappedFrames: number
+  /** Line ticks of mapped frames whose line maps to no line of the original file: left out. */
+  droppedLineTicks?: number
+  /** Scripts with a source map (`map`: the map file's URL, `'inline'` or `'runtime'`), or whose map could not be used (`error`). */
+  scripts: Array<{ url: string; map?: string; error?: string }>
+  /** Where each mapped frame was in the generated script (`scripts[script]`), and V8's name if the map gave another. */
+  generated: Array<{ frameId: number; script: number; line: number; column: number; name?: string }>
+}
+
 export interface ProfilerTrace {
   resources: ProfilerResource[]
   frames: ProfilerFrame[]
@@ -110,6 +129,8 @@ export interface ProfilerTrace {
   /** Extension, optional: a weighted profile (a heap profile read from pprof): what each
    * sample stands for, parallel to `samples`. Such a trace has no time line. */
   weight?: ProfilerTraceWeight
+  /** Extension, optional: present when a frame's script has a source map. */
+  sourceMaps?: ProfilerSourceMaps
 }
 
 export interface ProfilerTraceWeight {
@@ -249,6 +270,8 @@ export interface StartOptions {
   heapSamplingInterval?: number
   /** Profile worker_threads too, merged into each period's profile (default true; $SELFPROF_WORKERS). */
   workers?: boolean
+  /** Map frames through source maps (default true, unless `SELFPROF_SOURCE_MAPS=0`). */
+  sourceMaps?: boolean
   exporters?: Array<DatadogExporterOptions | PyroscopeExporterOptions | OtlpExporterOptions | FileExporterOptions>
   pyroscope?: {
     /** Sample labels that become Pyroscope series labels (default `['endpoint']`). */
@@ -293,11 +316,14 @@ export declare function ddTraceIntegration(): { disable(): void }
  * flamegraph.pl, inferno and speedscope), `'trace'` the spec trace's JSON, `'pprof'` a
  * Buffer of gzip'd profile.proto. Bad input throws an Error naming what is wrong.
  */
-export declare function convert(input: ProfilerTrace | string | Uint8Array | ArrayBuffer, options: { to: 'cpuprofile' | 'folded' | 'trace' }): string
-export declare function convert(input: ProfilerTrace | string | Uint8Array | ArrayBuffer, options: { to: 'pprof'; lines?: boolean }): Buffer
+export declare function convert(input: ProfilerTrace | string | Uint8Array | ArrayBuffer, options: { to: 'cpuprofile' | 'folded' | 'trace'; sourceMaps?: boolean }): string
+export declare function convert(input: ProfilerTrace | string | Uint8Array | ArrayBuffer, options: { to: 'pprof'; lines?: boolean; sourceMaps?: boolean }): Buffer
 
-/** Reads a trace or pprof profile (as `convert` takes it) into a trace object. */
-export declare function readProfile(input: ProfilerTrace | string | Uint8Array | ArrayBuffer): ProfilerTrace
+/**
+ * Reads a trace or pprof profile (as `convert` takes it) into a trace object. `sourceMaps:
+ * true` (as for `convert`; default false) maps its frames through the source maps found here.
+ */
+export declare function readProfile(input: ProfilerTrace | string | Uint8Array | ArrayBuffer, options?: { sourceMaps?: boolean }): ProfilerTrace
 
 /** A profile as `readProfile` takes it: a trace, a V8 CPU profile's JSON, or pprof bytes. */
 export type ProfileInput = ProfilerTrace | string | Uint8Array
@@ -325,6 +351,11 @@ export interface HtmlReportOptions {
   sources?: boolean
   /** The view to open (default `'flame'`, or `'diff'` with `baseline`/`labelDiff`). */
   view?: 'flame' | 'timeorder' | 'sandwich' | 'diff'
+  /**
+   * Map the frames through the source maps found here first (default false: a trace from
+   * `stop()` or `record` was mapped when it was built).
+   */
+  sourceMaps?: boolean
 }
 
 /**

@@ -8,17 +8,20 @@ const path = require('node:path');
 const { parseArgs } = require('node:util');
 
 const USAGE = `usage:
-  selfprof record [-o DIR] [--interval MS] [--duration S] [--by KEY] [--heap [--heap-interval BYTES]] -- COMMAND [ARGS...]
+  selfprof record [-o DIR] [--interval MS] [--duration S] [--by KEY] [--heap [--heap-interval BYTES]] [--no-source-maps] -- COMMAND [ARGS...]
       profiles the Node.js processes COMMAND starts, every thread; writes DIR/profile.trace.json.gz,
       profile.pb.gz and profile.html for the process that ran the most JS (the app, behind a
       wrapper such as npx, tsx or npm run), profile-<pid>-<script>.* for the others
       (default DIR: selfprof-out); --heap: the heap in use at exit too, profile.heap.pb.gz
-      and profile.heap.html
-  selfprof report FILE [--html OUT] [--by KEY] [--top N]
+      and profile.heap.html; frames of scripts with a source map are mapped to the original
+      files (--no-source-maps: as V8 ran them)
+  selfprof report FILE [--html OUT] [--by KEY] [--top N] [--source-maps]
       top functions and samples per label value of a profile file
-  selfprof convert FILE --to cpuprofile|folded|pprof|trace [-o OUT] [--lines]
+  selfprof convert FILE --to cpuprofile|folded|pprof|trace [-o OUT] [--lines] [--source-maps]
       (--lines: pprof samples at line-level locations, from the profile's line ticks)
-  selfprof diff A B [--html OUT] [--top N] [--ignore-lines]
+      (--source-maps: map frames through the source maps found on this machine; a file is
+      otherwise taken as it was recorded)
+  selfprof diff A B [--html OUT] [--top N] [--ignore-lines] [--source-maps]
       what changed from profile A (the baseline) to B: each function's share of the busy
       samples (all but idle) in B minus in A, in percentage points
   selfprof diff FILE --by KEY VALUE_A VALUE_B [--html OUT] [--top N] [--ignore-lines]
@@ -68,11 +71,11 @@ function readFile(file) {
 }
 
 /** A trace or pprof file converted to `to`; a bad file is one error naming it. */
-function convertFile(file, to, { lines = false } = {}) {
+function convertFile(file, to, { lines = false, sourceMaps = false } = {}) {
   const bytes = readFile(file);
   const { convert } = require('..');
   try {
-    return convert(bytes, { to, lines });
+    return convert(bytes, { to, lines, sourceMaps });
   } catch (err) {
     throw new Error(`${file}: ${err.message.replace(/^convert: /, '')}`);
   }
@@ -91,13 +94,14 @@ function convertCommand(argv) {
     to: { type: 'string' },
     out: { type: 'string', short: 'o' },
     lines: { type: 'boolean' },
+    'source-maps': { type: 'boolean' },
   });
   if (positionals.length !== 1) throw new UsageError('convert takes one FILE');
   const { TARGETS } = require('../lib/views/convert');
   if (!values.to) throw new UsageError(`convert needs --to ${TARGETS.join('|')}`);
   if (!TARGETS.includes(values.to)) throw new UsageError(`--to must be one of ${TARGETS.join(', ')}, got ${JSON.stringify(values.to)}`);
   if (values.lines && values.to !== 'pprof') throw new UsageError('--lines goes with --to pprof');
-  const out = convertFile(positionals[0], values.to, { lines: values.lines });
+  const out = convertFile(positionals[0], values.to, { lines: values.lines, sourceMaps: values['source-maps'] });
   if (values.out) writeOut(values.out, out);
   else if (values.to === 'pprof' && process.stdout.isTTY) throw new UsageError('pprof is binary: give -o OUT');
   else process.stdout.write(out);
@@ -171,11 +175,12 @@ function reportCommand(argv) {
     html: { type: 'string' },
     by: { type: 'string' },
     top: { type: 'string' },
+    'source-maps': { type: 'boolean' },
   });
   if (positionals.length !== 1) throw new UsageError('report takes one FILE');
   const top = number(values.top, '--top', { min: 1, integer: true }) ?? 15;
   const [file] = positionals;
-  const trace = JSON.parse(convertFile(file, 'trace'));
+  const trace = JSON.parse(convertFile(file, 'trace', { sourceMaps: values['source-maps'] }));
   process.stdout.write(`${summarize(trace, { by: values.by, top, root: `file://${process.cwd()}/` })}\n`);
   if (values.html) {
     const { htmlReport } = require('..');
@@ -196,9 +201,11 @@ function diffCommand(argv) {
     top: { type: 'string' },
     by: { type: 'string' },
     'ignore-lines': { type: 'boolean' },
+    'source-maps': { type: 'boolean' },
   });
   const top = number(values.top, '--top', { min: 1, integer: true }) ?? 20;
   const ignoreLines = values['ignore-lines'] ?? false;
+  const readTrace = (file) => JSON.parse(convertFile(file, 'trace', { sourceMaps: values['source-maps'] }));
   const { diffProfiles, diffLabelValues, formatDiff } = require('../lib/views/diff');
   const root = `file://${process.cwd()}/`;
   const shorten = (loc) => (loc.startsWith(root) ? loc.slice(root.length) : loc);
@@ -209,7 +216,7 @@ function diffCommand(argv) {
     if (positionals.length !== 3) throw new UsageError('diff FILE --by KEY takes FILE VALUE_A VALUE_B');
     const [file, va, vb] = positionals;
     const value = (v) => (v === '(none)' ? null : v);
-    const trace = JSON.parse(convertFile(file, 'trace'));
+    const trace = readTrace(file);
     noHeap(file, trace);
     const keys = new Set(trace.contexts.flatMap((c) => Object.keys(c.labels)));
     if (!keys.has(values.by)) {
@@ -225,8 +232,8 @@ function diffCommand(argv) {
   } else {
     if (positionals.length !== 2) throw new UsageError('diff takes two files, A (the baseline) and B, or FILE --by KEY VALUE_A VALUE_B');
     const [fa, fb] = positionals;
-    const ta = JSON.parse(convertFile(fa, 'trace'));
-    const tb = JSON.parse(convertFile(fb, 'trace'));
+    const ta = readTrace(fa);
+    const tb = readTrace(fb);
     noHeap(fa, ta);
     noHeap(fb, tb);
     result = diffProfiles(ta, tb, { ignoreLines });
@@ -304,7 +311,7 @@ function collectRecordings(raw, childPid) {
 }
 
 /** A process's trace (its threads merged, each sample labeled with its thread), pprof and heap pprof. */
-function buildProcess(p) {
+function buildProcess(p, sourceMaps) {
   const { native } = require('../lib/native');
   const main = p.threads[0].meta;
   const inputs = p.threads.map((t) => ({
@@ -323,11 +330,20 @@ function buildProcess(p) {
     const chunks = heaps.map((t) => {
       const h = JSON.parse(t.heap);
       const input = inputs[p.threads.indexOf(t)];
-      return { profile: h.profile, atMs: h.atMs, ...(several && { name: input.name, id: input.id, osId: input.osId, offsetMs: input.offsetMs }), interval: h.interval };
+      const maps = Array.isArray(h.scriptMaps) ? h.scriptMaps.filter((m) => typeof m?.url === 'string' && typeof m?.map === 'string') : [];
+      return { profile: h.profile, atMs: h.atMs, ...(several && { name: input.name, id: input.id, osId: input.osId, offsetMs: input.offsetMs }), interval: h.interval, maps };
     });
     const [pb, heapTrace] = native.buildHeapProfileSync(
-      chunks.map(({ interval, ...c }) => c),
-      { startUnixMs: main.timeOrigin ?? Date.now(), durationMs: Math.max(...chunks.map((c) => c.atMs)), intervalBytes: chunks[0].interval, trace: true },
+      chunks.map(({ interval, maps, ...c }) => c),
+      {
+        startUnixMs: main.timeOrigin ?? Date.now(),
+        durationMs: Math.max(...chunks.map((c) => c.atMs)),
+        intervalBytes: chunks[0].interval,
+        trace: true,
+        // As the CPU profile was mapped in the app (--no-source-maps: not at all).
+        sourceMaps: sourceMaps !== false,
+        scriptMaps: chunks.flatMap((c) => c.maps.map((m) => ({ url: m.url, map: m.map }))),
+      },
     );
     heap = { pprof: pb, trace: heapTrace };
   }
@@ -335,7 +351,7 @@ function buildProcess(p) {
 }
 
 /** Writes each process's files (the app's as profile.*) and prints which is which, then the app's summary. */
-function writeRecordings(processes, { dir, command, interval, by }) {
+function writeRecordings(processes, { dir, command, interval, by, sourceMaps }) {
   const zlib = require('node:zlib');
   const { htmlReport } = require('..');
   const rel = (f) => path.relative(process.cwd(), f) || f;
@@ -348,7 +364,7 @@ function writeRecordings(processes, { dir, command, interval, by }) {
     const threads = p.threads.length > 1 ? `, ${p.threads.length} threads` : '';
     const skipped = p.skipped ? `, ${p.skipped} workers past the cap of ${require('../lib/cli/record-hook').MAX_RECORDED_THREADS} threads not recorded` : '';
     progress(`  pid ${p.pid}: ${p.samples} samples (${p.js} in JS${threads}${skipped}) -> ${p.name}.*  ${p.command}`);
-    const out = buildProcess(p);
+    const out = buildProcess(p, sourceMaps);
     const to = path.join(dir, p.name);
     writeOut(`${to}.trace.json.gz`, out.trace);
     writeOut(`${to}.pb.gz`, out.pprof);
@@ -383,6 +399,7 @@ async function recordCommand(argv) {
     by: { type: 'string' },
     heap: { type: 'boolean' },
     'heap-interval': { type: 'string' },
+    'no-source-maps': { type: 'boolean' },
   });
   if (positionals.length) throw new UsageError(`unexpected ${positionals[0]} before --`);
   const { MIN_HEAP_INTERVAL, MAX_HEAP_INTERVAL, DEFAULT_HEAP_INTERVAL } = require('../lib/capture/heap');
@@ -410,6 +427,7 @@ async function recordCommand(argv) {
     SELFPROF_RECORD_DIR: raw,
     SELFPROF_RECORD_INTERVAL_MS: String(interval),
     ...(heapInterval !== undefined && { SELFPROF_RECORD_HEAP: String(heapInterval) }),
+    ...(values['no-source-maps'] ? { SELFPROF_SOURCE_MAPS: '0' } : {}),
   };
   const { spawn } = require('node:child_process');
   const started = Date.now();
@@ -454,7 +472,7 @@ async function recordCommand(argv) {
     fs.rmSync(raw, { recursive: true, force: true });
     throw new Error(`no profile was recorded: ${command[0]} started no Node.js process that ran to its exit`);
   }
-  writeRecordings(processes, { dir, command, interval, by: values.by });
+  writeRecordings(processes, { dir, command, interval, by: values.by, sourceMaps: !values['no-source-maps'] });
   fs.rmSync(raw, { recursive: true, force: true });
   // The recorder exits as the program did: a signal as a shell reports it, 128 + its number
   // (ending it after --duration is no failure).

@@ -4,10 +4,12 @@
 //! - `capture`: the SIGPROF handler (the only signal-context code) and its ring, and the
 //!   join of V8's samples to what the handler recorded;
 //! - `trace`: V8's CPU profile in, the spec's trace out (built off the main thread);
-//! - `formats`: reading and writing pprof, `.cpuprofile`, folded stacks and trace files.
+//! - `formats`: reading and writing pprof, `.cpuprofile`, folded stacks and trace files;
+//! - `symbolize`: frames of generated code through their source maps.
 
 pub mod capture;
 pub mod formats;
+pub mod symbolize;
 pub mod trace;
 
 use capture::{ring, signal};
@@ -67,6 +69,17 @@ pub struct TraceOptions {
   pub thread_id: Option<String>,
   pub os_thread_id: Option<String>,
   pub threads: Option<Vec<ThreadInput>>,
+  /// Map frames through their scripts' source maps (default true).
+  pub source_maps: Option<bool>,
+  /// Source maps Node holds for scripts compiled in memory (`module.findSourceMap`).
+  pub script_maps: Option<Vec<ScriptMap>>,
+}
+
+/// A source map Node holds for a script: its URL and the map's JSON.
+#[napi(object)]
+pub struct ScriptMap {
+  pub url: String,
+  pub map: String,
 }
 
 /// Another thread's trace to merge in: its json or json-gzip, who it is, and its time
@@ -120,6 +133,8 @@ pub struct BuildTrace {
   dialects: Vec<(formats::dialect::Dialect, pprof::Timing)>,
   /// This thread's (name, id, os id) and the other threads' traces, when merging.
   threads: Option<((String, String, Option<String>), Vec<formats::threads::ThreadTrace>)>,
+  /// Map frames through source maps (with these runtime maps), or not (None).
+  source_maps: Option<Vec<symbolize::RuntimeMap>>,
 }
 
 impl BuildTrace {
@@ -164,18 +179,7 @@ impl Task for BuildTrace {
   type JsValue = Either3<String, Buffer, Vec<Buffer>>;
 
   fn compute(&mut self) -> Result<Self::Output> {
-    let mut trace = self.build()?;
-    if let Some(((name, id, os_id), others)) = self.threads.take() {
-      let mut all = vec![formats::threads::ThreadTrace {
-        trace,
-        name,
-        id,
-        os_id,
-        offset_ms: 0.0,
-      }];
-      all.extend(others);
-      trace = formats::threads::merge(all);
-    }
+    let trace = self.finished()?;
     let io = |e: std::io::Error| Error::from_reason(e.to_string());
     self
       .formats
@@ -246,7 +250,7 @@ impl Task for BuildParts {
   type JsValue = TraceParts;
 
   fn compute(&mut self) -> Result<Self::Output> {
-    Ok(self.0.build()?.parts())
+    Ok(self.0.finished()?.parts())
   }
 
   fn resolve(&mut self, _env: Env, p: Self::Output) -> Result<Self::JsValue> {
@@ -277,6 +281,27 @@ pub fn build_trace_sync(chunks: Vec<TraceChunk>, options: TraceOptions) -> Resul
 }
 
 impl BuildTrace {
+  /// The trace: built, its frames mapped through source maps, other threads merged in
+  /// (their traces were mapped where they were recorded).
+  fn finished(&mut self) -> Result<trace::Trace> {
+    let mut trace = self.build()?;
+    if let Some(runtime) = &self.source_maps {
+      symbolize::symbolize(&mut trace, runtime);
+    }
+    if let Some(((name, id, os_id), others)) = self.threads.take() {
+      let mut all = vec![formats::threads::ThreadTrace {
+        trace,
+        name,
+        id,
+        os_id,
+        offset_ms: 0.0,
+      }];
+      all.extend(others);
+      trace = formats::threads::merge(all);
+    }
+    Ok(trace)
+  }
+
   fn new(chunks: Vec<TraceChunk>, options: TraceOptions) -> Result<BuildTrace> {
     let timing = pprof::Timing {
       time_origin_unix_ms: options.time_origin_unix_ms.unwrap_or(0.0),
@@ -333,6 +358,7 @@ impl BuildTrace {
           .collect::<Result<Vec<_>>>()?,
       )),
     };
+    let source_maps = runtime_maps(options.source_maps, options.script_maps);
     Ok(BuildTrace {
       chunks,
       window,
@@ -340,6 +366,7 @@ impl BuildTrace {
       labels,
       dialects: dialects.into_iter().map(|d| (d, timing)).collect(),
       threads,
+      source_maps,
     })
   }
 }
@@ -491,6 +518,27 @@ pub fn label_stats() -> LabelStats {
   }
 }
 
+/// `{ maps, bytes, others, evicted }`: parsed source maps cached process-wide, the memory
+/// they hold, scripts remembered without a usable map, entries dropped to the bounds.
+#[napi(object)]
+pub struct SourceMapCacheStats {
+  pub maps: u32,
+  pub bytes: f64,
+  pub others: u32,
+  pub evicted: f64,
+}
+
+#[napi]
+pub fn source_map_cache_stats() -> SourceMapCacheStats {
+  let s = symbolize::cache_stats();
+  SourceMapCacheStats {
+    maps: s.maps as u32,
+    bytes: s.bytes as f64,
+    others: s.others as u32,
+    evicted: s.evicted as f64,
+  }
+}
+
 /// The calling thread's CPU time in ns.
 #[napi]
 pub fn thread_cpu_ns() -> f64 {
@@ -506,10 +554,19 @@ pub fn thread_id() -> i32 {
 /// Converts a trace (its JSON, or json-gzip) or a pprof profile (plain or gzip'd) to
 /// `"cpuprofile"` (Chrome DevTools JSON), `"folded"` (folded stacks), `"trace"` (the
 /// spec trace's JSON) or `"pprof"` (gzip'd profile.proto). Text formats come back as
-/// strings, pprof as bytes.
+/// strings, pprof as bytes. `source_maps`: map frames through the source maps found on
+/// this machine first (default false: a file is taken as it was recorded).
 #[napi(ts_return_type = "string | Buffer")]
-pub fn convert_profile(input: Buffer, to: String, lines: Option<bool>) -> Result<Either<String, Buffer>> {
-  let trace = formats::read_input(&input).map_err(invalid)?;
+pub fn convert_profile(
+  input: Buffer,
+  to: String,
+  lines: Option<bool>,
+  source_maps: Option<bool>,
+) -> Result<Either<String, Buffer>> {
+  let mut trace = formats::read_input(&input).map_err(invalid)?;
+  if source_maps.unwrap_or(false) {
+    symbolize::symbolize(&mut trace.trace, &[]);
+  }
   let out = formats::to_format_with(&trace, &to, lines.unwrap_or(false)).map_err(invalid)?;
   if to == "pprof" {
     return Ok(Either::B(out.into()));
@@ -555,6 +612,10 @@ pub struct HeapOptions {
   pub trace: Option<bool>,
   /// As `TraceOptions::dialects`: one more pprof per backend (an OTLP one is empty).
   pub dialects: Option<String>,
+  /// As `TraceOptions`: map frames through source maps (default true), with the maps Node
+  /// holds for scripts compiled in memory.
+  pub source_maps: Option<bool>,
+  pub script_maps: Option<Vec<ScriptMap>>,
 }
 
 pub struct BuildHeap {
@@ -562,6 +623,18 @@ pub struct BuildHeap {
   timing: formats::heap::HeapTiming,
   trace: bool,
   dialects: Vec<formats::dialect::Dialect>,
+  source_maps: Option<Vec<symbolize::RuntimeMap>>,
+}
+
+/// The runtime maps to symbolize with, or None when mapping is off.
+fn runtime_maps(on: Option<bool>, maps: Option<Vec<ScriptMap>>) -> Option<Vec<symbolize::RuntimeMap>> {
+  on.unwrap_or(true).then(|| {
+    maps
+      .unwrap_or_default()
+      .into_iter()
+      .map(|m| symbolize::RuntimeMap { url: m.url, json: m.map })
+      .collect()
+  })
 }
 
 impl BuildHeap {
@@ -579,6 +652,7 @@ impl BuildHeap {
       },
       trace: options.trace.unwrap_or(false),
       dialects,
+      source_maps: runtime_maps(options.source_maps, options.script_maps),
     })
   }
 
@@ -586,7 +660,10 @@ impl BuildHeap {
     let named = self.chunks.len() > 1 || self.chunks.iter().any(|c| c.name.is_some());
     let mut threads = Vec::with_capacity(self.chunks.len());
     for c in &self.chunks {
-      let trace = formats::heap::from_flat_json(&c.profile, c.at_ms.unwrap_or(0.0)).map_err(invalid)?;
+      let mut trace = formats::heap::from_flat_json(&c.profile, c.at_ms.unwrap_or(0.0)).map_err(invalid)?;
+      if let Some(runtime) = &self.source_maps {
+        symbolize::symbolize(&mut trace, runtime);
+      }
       threads.push(formats::threads::ThreadTrace {
         trace,
         name: c.name.clone().unwrap_or_else(|| "Main Event Loop".into()),

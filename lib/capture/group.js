@@ -14,6 +14,7 @@
 
 const { native } = require('../native');
 const { warnOnce } = require('../log');
+const { runtimeScripts } = require('../symbolize');
 
 let inspector;
 function loadInspector() {
@@ -192,9 +193,10 @@ class ProfilerGroup {
     if (this.#common === 0) return;
     const { profile } = post(this.#session, 'Profiler.stop');
     const json = JSON.stringify(profile);
+    const scripts = runtimeScripts(profile); // whose source maps only Node may hold
     const signals = native.signalCount();
     for (const m of this.#members) {
-      m.recordings.push({ profile: json, stride: m.intervalUs / this.#common });
+      m.recordings.push({ profile: json, stride: m.intervalUs / this.#common, scripts });
       m.samples = this.#samplesOf(m, signals);
       m.since = signals;
     }

@@ -9,6 +9,9 @@
 // to release it stops V8's sampler.
 
 const { performance } = require('node:perf_hooks');
+const path = require('node:path');
+const { pathToFileURL } = require('node:url');
+const { runtimeScriptsOf } = require('../symbolize');
 
 /** @datadog/pprof's and @pyroscope/nodejs's default: one sample per 512 KiB allocated. */
 const DEFAULT_HEAP_INTERVAL = 512 * 1024;
@@ -48,6 +51,16 @@ let interval = 0;
  * V8's tree is as deep as the deepest allocating stack).
  */
 function flatten(profile, samplingInterval) {
+  const urls = new Map();
+  // The heap profiler names a CommonJS script by its path where the CPU profiler gives a
+  // file:// URL: the same URL in both, so their frames are the same resource and source
+  // maps and reports find the file.
+  const urlOf = (url) => {
+    if (typeof url !== 'string' || !path.isAbsolute(url)) return url ?? '';
+    let u = urls.get(url);
+    if (u === undefined) urls.set(url, (u = pathToFileURL(url).href));
+    return u;
+  };
   const nodes = [];
   const index = new Map();
   const todo = [[profile.head, -1]];
@@ -55,7 +68,7 @@ function flatten(profile, samplingInterval) {
     const [node, parent] = todo.pop();
     const i = nodes.length;
     const cf = node.callFrame ?? {};
-    nodes.push({ parent, name: cf.functionName ?? '', url: cf.url ?? '', line: cf.lineNumber ?? -1, column: cf.columnNumber ?? -1, selfSize: node.selfSize ?? 0 });
+    nodes.push({ parent, name: cf.functionName ?? '', url: urlOf(cf.url), line: cf.lineNumber ?? -1, column: cf.columnNumber ?? -1, selfSize: node.selfSize ?? 0 });
     index.set(node.id, i);
     const children = node.children ?? [];
     for (let k = children.length - 1; k >= 0; k--) todo.push([children[k], i]);
@@ -65,12 +78,12 @@ function flatten(profile, samplingInterval) {
     const i = index.get(s.nodeId);
     if (i !== undefined) samples.push(i, s.size);
   }
-  return JSON.stringify({ interval: samplingInterval, nodes, samples });
+  return { json: JSON.stringify({ interval: samplingInterval, nodes, samples }), urls: nodes.map((n) => n.url) };
 }
 
 /**
  * Starts (or joins) this isolate's heap sampler. Returns a handle: `interval` (bytes, the
- * one in use), `take()` (the snapshot: `{ profile, atMs, interval }`, `profile` the flat JSON) and
+ * one in use), `take()` (the snapshot: `{ profile, atMs, interval, scripts }`, `profile` the flat JSON) and
  * `release()`. Throws if V8's sampler cannot start (another session holds it).
  */
 function startHeapSampling(samplingInterval = DEFAULT_HEAP_INTERVAL) {
@@ -96,7 +109,9 @@ function startHeapSampling(samplingInterval = DEFAULT_HEAP_INTERVAL) {
     take() {
       if (released || session === null) throw new Error('the heap profiler was stopped');
       const { profile } = post(session, 'HeapProfiler.getSamplingProfile');
-      return { profile: flatten(profile, interval), atMs: performance.now(), interval };
+      const flat = flatten(profile, interval);
+      // `scripts`: those whose source maps only this thread's Node may hold (see lib/symbolize).
+      return { profile: flat.json, atMs: performance.now(), interval, scripts: runtimeScriptsOf(flat.urls) };
     },
     release() {
       if (released) return;

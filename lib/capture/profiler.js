@@ -8,6 +8,7 @@ const { timeOriginUs } = require('./clock');
 const { group } = require('./group');
 const labels = require('./labels');
 const { traceObject } = require('./trace-object');
+const symbolize = require('../symbolize');
 
 const MAX_BUFFER_SIZE = 2 ** 32 - 1; // WebIDL unsigned long
 /**
@@ -59,7 +60,7 @@ function validateStopOptions(options) {
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`Profiler.stop: options must be an object like { format: 'pprof' }, got ${describe(options)}`);
   }
-  for (const key of ['cpuTime', 'lines']) {
+  for (const key of ['cpuTime', 'lines', 'sourceMaps']) {
     if (options[key] !== undefined && typeof options[key] !== 'boolean') {
       throw new TypeError(`Profiler.stop: options.${key} must be a boolean, got ${describe(options[key])}`);
     }
@@ -161,13 +162,13 @@ class Profiler extends EventTarget {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.#finish(format, undefined, { cpuTime: options?.cpuTime, lines: options?.lines });
+    return this.#finish(format, undefined, { cpuTime: options?.cpuTime, lines: options?.lines, sourceMaps: options?.sourceMaps });
   }
 
-  [stopForExport](cpuTime, withTrace, { lines = false, dialects = [], threads } = {}) {
+  [stopForExport](cpuTime, withTrace, { lines = false, dialects = [], threads, sourceMaps } = {}) {
     let taken;
     try {
-      taken = this.#take('pprof', withTrace ? 'json-gzip' : undefined, { cpuTime, lines });
+      taken = this.#take('pprof', withTrace ? 'json-gzip' : undefined, { cpuTime, lines, sourceMaps });
       // The same trace encoded once more per backend dialect (see src/formats/dialect.rs).
       if (dialects.length) taken.build.dialects = JSON.stringify(dialects);
     } catch (err) {
@@ -219,7 +220,7 @@ class Profiler extends EventTarget {
   }
 
   /** Moves the profiler to stopped and returns what building its trace needs. */
-  /** `pprof`: `{ cpuTime, lines }` for a pprof format. */
+  /** `pprof`: `{ cpuTime, lines }` for a pprof format, and `sourceMaps` (default: on unless SELFPROF_SOURCE_MAPS=0). */
   #take(format, alsoFormat, pprof) {
     const member = this.#member;
     if (member.state !== 'recording' && member.state !== 'full') {
@@ -257,6 +258,8 @@ class Profiler extends EventTarget {
     };
     const chunks = member.recordings;
     member.recordings = [];
+    // Source maps are applied in the build; Node's maps for scripts compiled in memory go with it.
+    Object.assign(build, symbolize.buildOptions(pprof.sourceMaps, chunks.flatMap((c) => c.scripts ?? [])));
     return { chunks, build, member };
   }
 }
@@ -275,7 +278,7 @@ async function fromCpuProfile(profile, options) {
     throw new TypeError('fromCpuProfile: profile must be a V8 CPU profile object with nodes, startTime, samples and timeDeltas');
   }
   const chunks = [{ profile: JSON.stringify(profile) }];
-  const build = { originUs: profile.startTime, format };
+  const build = { originUs: profile.startTime, format, ...symbolize.buildOptions(options?.sourceMaps, symbolize.runtimeScripts(profile)) };
   return format === 'json' ? traceObject(await native.buildTraceParts(chunks, build)) : native.buildTrace(chunks, build);
 }
 

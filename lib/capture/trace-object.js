@@ -40,6 +40,7 @@ async function traceObject(parts) {
   const trace = { resources: head.resources, frames: head.frames, stacks: head.stacks, samples, contexts };
   if (head.metadata !== undefined) trace.metadata = head.metadata;
   if (head.lineTicks !== undefined) trace.lineTicks = head.lineTicks;
+  if (head.sourceMaps !== undefined) trace.sourceMaps = head.sourceMaps;
   return trace;
 }
 

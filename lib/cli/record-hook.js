@@ -71,7 +71,14 @@ function record(env) {
         execArgv: process.execArgv,
       };
       if (pprof) fs.writeFileSync(`${base}.pb.gz`, pprof);
-      if (heapChunk) fs.writeFileSync(`${base}.heap.json`, JSON.stringify(heapChunk));
+      if (heapChunk) {
+        // The maps Node holds for scripts compiled in memory (tsx) exist only here: the CLI
+        // maps the heap profile's frames with them (unless SELFPROF_SOURCE_MAPS=0).
+        const symbolize = require('../symbolize');
+        const { scripts, ...chunk } = heapChunk;
+        const scriptMaps = symbolize.enabled(undefined) ? symbolize.runtimeMaps(scripts) : [];
+        fs.writeFileSync(`${base}.heap.json`, JSON.stringify({ ...chunk, scriptMaps }));
+      }
       fs.writeFileSync(`${base}.meta.json`, JSON.stringify(meta));
       // The trace last: the recorder takes it as the sign that all are complete.
       fs.writeFileSync(`${base}.trace.json.gz.tmp`, trace);

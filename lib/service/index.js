@@ -14,6 +14,7 @@ const { requestCounter } = require('../integrations/requests');
 const { native, unavailable } = require('../native');
 const { version: profilerVersion } = require('../../package.json');
 const { gitMetadata } = require('./git');
+const symbolize = require('../symbolize');
 const { startHeapSampling, checkHeapInterval, DEFAULT_HEAP_INTERVAL } = require('../capture/heap');
 const { ThreadHub, wrapWorkers, threadName } = require('./threads');
 
@@ -125,7 +126,7 @@ function validate(options) {
   for (const [k, v] of Object.entries(tags)) {
     if (typeof v !== 'string') throw new TypeError(`start: tag ${JSON.stringify(k)} must be a string`);
   }
-  for (const key of ['collectCpuTime', 'lines', 'heap', 'workers']) {
+  for (const key of ['collectCpuTime', 'lines', 'heap', 'workers', 'sourceMaps']) {
     if (o[key] !== undefined && typeof o[key] !== 'boolean') throw new TypeError(`start: ${key} must be a boolean`);
   }
   const exporters = o.exporters ?? [];
@@ -148,6 +149,8 @@ function validate(options) {
     workers: o.workers ?? true,
     heapSamplingInterval: checkHeapIntervalOption(o.heapSamplingInterval ?? DEFAULT_HEAP_INTERVAL),
     lines: o.lines ?? false,
+    // undefined: on, unless SELFPROF_SOURCE_MAPS=0 (read at each build).
+    sourceMaps: o.sourceMaps,
     exporters,
     pyroscope,
   };
@@ -259,6 +262,7 @@ class Session {
     const self = { name: threadName(), id: '0', osId: String(native.threadId()) };
     return finished[stopForExport](this.#options.collectCpuTime, this.#withTrace, {
       lines: this.#options.lines,
+      sourceMaps: this.#options.sourceMaps,
       dialects,
       threads: () =>
         collected.then((c) => (c.threads.length ? { threadName: self.name, threadId: self.id, osThreadId: self.osId, threads: c.threads } : {})),
@@ -266,7 +270,12 @@ class Session {
       .then(async ({ pprof, trace, encoded, start, end }) => {
         const { heaps } = await collected;
         const chunks = heapChunk ? [{ profile: heapChunk.profile, atMs: heapChunk.atMs, ...(heaps.length && self) }, ...heaps] : heaps;
-        const heap = chunks.length ? await this.#encodeHeap(chunks, heapChunk?.interval ?? this.#options.heapSamplingInterval, start, end, dialects) : null;
+        // Scripts whose maps Node holds in memory: this thread's maps serve the workers'
+        // too when they ran the same code (a worker's own in-memory maps stay in it).
+        const scripts = [heapChunk?.scripts ?? [], ...heaps.map((h) => (Array.isArray(h.scripts) ? h.scripts : []))].flat();
+        const heap = chunks.length
+          ? await this.#encodeHeap(chunks, heapChunk?.interval ?? this.#options.heapSamplingInterval, start, end, dialects, scripts)
+          : null;
         this.#exporters.forEach((e, i) => {
           const own = keys[i] ? encoded[unique.indexOf(keys[i])] : pprof;
           const ownHeap = heap && (keys[i] ? heap.encoded[unique.indexOf(keys[i])] : heap.pprof);
@@ -301,15 +310,19 @@ class Session {
   }
 
   /** `{ pprof, trace?, encoded }` of the heap snapshot(s), or null: a failure is one warning. */
-  async #encodeHeap(chunks, interval, start, end, dialects) {
+  async #encodeHeap(chunks, interval, start, end, dialects, scripts) {
     try {
-      const out = await native.buildHeapProfile(chunks, {
-        startUnixMs: start,
-        durationMs: end - start,
-        intervalBytes: interval,
-        trace: this.#withTrace,
-        dialects: JSON.stringify(dialects),
-      });
+      const out = await native.buildHeapProfile(
+        chunks.map(({ profile, atMs, name, id, osId, offsetMs }) => ({ profile, atMs, name, id, osId, offsetMs })),
+        {
+          startUnixMs: start,
+          durationMs: end - start,
+          intervalBytes: interval,
+          trace: this.#withTrace,
+          dialects: JSON.stringify(dialects),
+          ...symbolize.buildOptions(this.#options.sourceMaps, symbolize.runtimeScriptsOf(scripts)),
+        },
+      );
       const [pprof, trace] = this.#withTrace ? out : [out[0], undefined];
       return { pprof, trace, encoded: out.slice(this.#withTrace ? 2 : 1) };
     } catch (err) {

@@ -138,7 +138,7 @@ class ThreadHub {
     const identity = (r) => ({ name: r.name, id: String(r.threadId), osId: r.osId, offsetMs: r.timeOrigin - origin });
     return {
       threads: taken.filter((r) => r.trace).map((r) => ({ trace: Buffer.from(r.trace), ...identity(r) })),
-      heaps: taken.filter((r) => r.heap).map((r) => ({ profile: r.heap.profile, atMs: r.heap.atMs, ...identity(r) })),
+      heaps: taken.filter((r) => r.heap).map((r) => ({ profile: r.heap.profile, atMs: r.heap.atMs, scripts: r.heap.scripts, ...identity(r) })),
     };
   }
 

@@ -51,12 +51,19 @@ function convert(input, options) {
   if (!native) throw unavailable('convert');
   const lines = options.lines ?? false;
   if (typeof lines !== 'boolean') throw new TypeError(`convert: lines must be a boolean, got ${typeof lines}`);
-  return native.convertProfile(inputBytes(input), to, lines);
+  // Off by default: a profile file is taken as it was recorded (its scripts may be on
+  // another machine, or rebuilt since); selfprof's own traces were mapped when recorded.
+  const sourceMaps = options.sourceMaps ?? false;
+  if (typeof sourceMaps !== 'boolean') throw new TypeError(`convert: sourceMaps must be a boolean, got ${typeof sourceMaps}`);
+  return native.convertProfile(inputBytes(input), to, lines, sourceMaps);
 }
 
-/** Reads a trace or pprof profile (as `convert` takes it) into a trace object. */
-function readProfile(input) {
-  return JSON.parse(convert(input, { to: 'trace' }));
+/**
+ * Reads a trace or pprof profile (as `convert` takes it) into a trace object;
+ * `{ sourceMaps: true }` maps its frames through the source maps found here.
+ */
+function readProfile(input, options) {
+  return JSON.parse(convert(input, { to: 'trace', sourceMaps: options?.sourceMaps }));
 }
 
 module.exports = { convert, readProfile, TARGETS };

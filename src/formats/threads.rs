@@ -8,6 +8,7 @@
 //! the first thread's time line. Resources, frames and stacks are shared where equal.
 
 use super::heap::label_every_sample;
+use crate::symbolize::{Generated, ScriptInfo, SourceMapsInfo};
 use crate::trace::{element_id, Context, Frame, LabelSet, LineTicks, Metadata, SampleWeights, Stack, Trace};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -51,6 +52,9 @@ pub fn merge(threads: Vec<ThreadTrace>) -> Trace {
   let weighted = !threads.is_empty() && threads.iter().all(|t| t.trace.weight.is_some());
   let mut weight = SampleWeights::default();
   let mut metadata: Option<Metadata> = None;
+  let mut source_maps: Option<SourceMapsInfo> = None;
+  let mut script_ids: HashMap<ScriptInfo, u32> = HashMap::new();
+  let mut mapped: std::collections::HashSet<u32> = std::collections::HashSet::new();
   // (timestamp, sample, weight value, weight count), sorted at the end.
   let mut samples = Vec::new();
   for thread in threads {
@@ -102,6 +106,31 @@ pub fn merge(threads: Vec<ThreadTrace>) -> Trace {
       sum.unmatched_samples += m.unmatched_samples;
       sum.labels_lost_samples += m.labels_lost_samples;
     }
+    // What source mapping did in each thread, with its frame and script ids made the
+    // merged trace's (a frame shared by threads keeps the first thread's generated place).
+    if let Some(m) = &t.source_maps {
+      let sum = source_maps.get_or_insert_with(SourceMapsInfo::default);
+      sum.mapped_frames += m.mapped_frames;
+      sum.unmapped_frames += m.unmapped_frames;
+      sum.dropped_line_ticks += m.dropped_line_ticks;
+      let scripts: Vec<u32> = m
+        .scripts
+        .iter()
+        .map(|sc| element_id(&mut script_ids, &mut sum.scripts, sc.clone(), |sc| sc))
+        .collect();
+      for g in &m.generated {
+        let (Some(&frame_id), Some(&script)) = (frames.get(g.frame_id as usize), scripts.get(g.script as usize)) else {
+          continue;
+        };
+        if mapped.insert(frame_id) {
+          sum.generated.push(Generated {
+            frame_id,
+            script,
+            ..g.clone()
+          });
+        }
+      }
+    }
     if weighted && weight.kind.is_empty() {
       if let Some(w) = &t.weight {
         weight.kind = w.kind.clone();
@@ -135,6 +164,7 @@ pub fn merge(threads: Vec<ThreadTrace>) -> Trace {
   }
   out.samples = samples.into_iter().map(|s| s.0).collect();
   out.metadata = metadata;
+  out.source_maps = source_maps;
   out.line_ticks = line_ticks
     .into_iter()
     .map(|((stack_id, line), ticks)| LineTicks { stack_id, line, ticks })
@@ -173,6 +203,50 @@ mod tests {
       id: id.into(),
       os_id: None,
       offset_ms,
+    }
+  }
+
+  #[test]
+  fn source_map_notes_follow_their_frames_into_the_merged_trace() {
+    use crate::symbolize::{Generated, ScriptInfo, SourceMapsInfo};
+    let script = |url: &str| ScriptInfo {
+      url: url.into(),
+      map: Some("inline".into()),
+      error: None,
+    };
+    let mut a = thread(A, "Main Event Loop", "0", 0.0);
+    a.trace.source_maps = Some(SourceMapsInfo {
+      mapped_frames: 1,
+      unmapped_frames: 1,
+      dropped_line_ticks: 2,
+      scripts: vec![script("file:///a.js")],
+      generated: vec![Generated { frame_id: 1, script: 0, line: 9, column: 9, name: None }],
+    });
+    let mut b = thread(B, "Worker #1 Event Loop", "1", 10.0);
+    b.trace.source_maps = Some(SourceMapsInfo {
+      mapped_frames: 2,
+      unmapped_frames: 0,
+      dropped_line_ticks: 0,
+      scripts: vec![script("file:///w.js"), script("file:///a.js")],
+      generated: vec![
+        Generated { frame_id: 0, script: 0, line: 7, column: 1, name: Some("b".into()) },
+        Generated { frame_id: 1, script: 1, line: 9, column: 9, name: None },
+      ],
+    });
+    let t = merge(vec![a, b]);
+    let m = t.source_maps.as_ref().expect("kept");
+    assert_eq!((m.mapped_frames, m.unmapped_frames, m.dropped_line_ticks), (3, 1, 2));
+    assert_eq!(m.scripts.iter().map(|s| s.url.as_str()).collect::<Vec<_>>(), vec!["file:///a.js", "file:///w.js"]);
+    // Each note names its frame and script in the merged trace; spin (shared) once.
+    assert_eq!(m.generated.len(), 2);
+    for g in &m.generated {
+      let frame = &t.frames[g.frame_id as usize];
+      let url = &m.scripts[g.script as usize].url;
+      match frame.name.as_str() {
+        "spin" => assert_eq!((url.as_str(), g.line), ("file:///a.js", 9)),
+        "busy" => assert_eq!((url.as_str(), g.line, g.name.as_deref()), ("file:///w.js", 7, Some("b"))),
+        other => panic!("unexpected frame {other}"),
+      }
     }
   }
 

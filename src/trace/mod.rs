@@ -38,6 +38,15 @@ pub struct Trace {
   /// for an amount (bytes) rather than one sample each. See `SampleWeights`.
   #[serde(default, skip_serializing_if = "Option::is_none")]
   pub weight: Option<SampleWeights>,
+  /// Extension (optional): what source mapping did, and where mapped frames were in the
+  /// generated code (`crate::symbolize`). Absent when no frame's script has a source map.
+  #[serde(
+    default,
+    rename = "sourceMaps",
+    skip_serializing_if = "Option::is_none",
+    deserialize_with = "crate::symbolize::lenient"
+  )]
+  pub source_maps: Option<crate::symbolize::SourceMapsInfo>,
 }
 
 /// What each sample of a weighted trace stands for: `values[i]` of `unit` for sample i (a
@@ -564,6 +573,8 @@ struct Head<'a> {
   metadata: Option<&'a Metadata>,
   #[serde(skip_serializing_if = "<[LineTicks]>::is_empty")]
   line_ticks: &'a [LineTicks],
+  #[serde(skip_serializing_if = "Option::is_none")]
+  source_maps: Option<&'a crate::symbolize::SourceMapsInfo>,
 }
 
 impl Trace {
@@ -575,6 +586,7 @@ impl Trace {
       stacks: &self.stacks,
       metadata: self.metadata.as_ref(),
       line_ticks: &self.line_ticks,
+      source_maps: self.source_maps.as_ref(),
     };
     // Serializing plain structs of strings and numbers cannot fail.
     let head = serde_json::to_string(&head).unwrap_or_default();

@@ -29,9 +29,9 @@ function client() {
  * pprof bytes, read and checked by the Rust reader: every id in range, so the page never
  * meets a dangling one.
  */
-function traceObject(input, what = '') {
+function traceObject(input, what = '', sourceMaps = false) {
   try {
-    return readProfile(input);
+    return readProfile(input, { sourceMaps });
   } catch (err) {
     if (err.code === 'ERR_SELFPROF_UNAVAILABLE') throw err; // no addon here, not a bad input
     throw new TypeError(`htmlReport: ${what}${err.message.replace(/^convert: /, '')}`);
@@ -61,12 +61,16 @@ const VIEWS = ['flame', 'timeorder', 'sandwich', 'diff'];
  *   samples without the label);
  * - `sources` (default true): embed the source lines of the hot lines of functions whose
  *   `file://` script is readable here (false: none);
- * - `view`: the view to open (`flame`, `timeorder`, `sandwich`, `diff`).
+ * - `view`: the view to open (`flame`, `timeorder`, `sandwich`, `diff`);
+ * - `sourceMaps` (default false): map the frames through the source maps found here first
+ *   (a trace from `stop()` or `record` was mapped when it was built).
  */
 function htmlReport(trace, options = {}) {
-  const { title = 'selfprof report', sampleInterval, baseline, baselineName, name, labelDiff, sources = true, view } = options ?? {};
-  const main = traceObject(trace);
-  const base = baseline === undefined || baseline === null ? undefined : traceObject(baseline, 'baseline: ');
+  const { title = 'selfprof report', sampleInterval, baseline, baselineName, name, labelDiff, sources = true, view, sourceMaps = false } =
+    options ?? {};
+  if (typeof sourceMaps !== 'boolean') throw new TypeError('htmlReport: sourceMaps must be a boolean');
+  const main = traceObject(trace, '', sourceMaps);
+  const base = baseline === undefined || baseline === null ? undefined : traceObject(baseline, 'baseline: ', sourceMaps);
   if (view !== undefined && !VIEWS.includes(view)) {
     throw new TypeError(`htmlReport: view must be one of ${VIEWS.join(', ')}, got ${JSON.stringify(view)}`);
   }

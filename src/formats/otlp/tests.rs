@@ -53,6 +53,7 @@ fn trace() -> Trace {
     metadata: None,
     line_ticks: Vec::new(),
     weight: None,
+    source_maps: None,
   }
 }
 

@@ -1,0 +1,418 @@
+//! Source maps: frames of generated code (tsc, esbuild, swc, tsx output, bundles) to the
+//! original file, line, column and name, as one step over a built trace before any format
+//! is written, so the trace, pprof, folded stacks, `.cpuprofile` and the report all see
+//! the same mapped frames.
+//!
+//! - Which map: for a `file://` script, the map Node holds for it when one is given (a
+//!   script a loader compiled in memory, such as tsx's `.ts` files: the file on disk is
+//!   not what V8 ran), else its last `//# sourceMappingURL=` comment (a file, or an
+//!   inline `data:` URL), else a `.map` file beside it (`locate`).
+//! - What maps: each frame by the position V8 gives its function (`map::Loaded::
+//!   function_at`): file, line and column from the map, the name from the map's `names`
+//!   when it names the function's own name token (minified code), else V8's. Line ticks
+//!   of a mapped frame go to the original lines. Frames without a map stay as they are.
+//! - Frames (and so stacks) that map to the same original place are merged: the trace
+//!   stays deduplicated. The generated positions stay in `trace.sourceMaps`.
+//! - Every map is parsed once and cached (`cache`), bounded by entries and memory; map
+//!   files are read up to a size limit (`limits`). A map that is missing, malformed or too
+//!   large leaves its frames as V8 gave them and is named, with why, in
+//!   `trace.sourceMaps.scripts`: never an error, never a lost recording.
+//!
+//! This runs where the trace is built: on the libuv thread pool, off the event loop.
+
+mod cache;
+mod locate;
+mod map;
+
+use crate::trace::{element_id, Frame, LineTicks, Stack, Trace};
+use cache::{Key, Outcome, Slot};
+use locate::{Base, Lookup, Stamp};
+use map::{Loaded, Original};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+pub use cache::CacheStats;
+
+/// Bounds on what mapping reads and keeps.
+pub mod limits {
+  /// A map file, inline map or runtime map larger than this is not read.
+  pub const MAP_BYTES: u64 = 32 << 20;
+  /// A script is read whole (to find an inline map whose comment starts before its last
+  /// `TAIL_BYTES`, or to find the name tokens of minified code) up to this size.
+  pub const SCRIPT_BYTES: u64 = 64 << 20;
+  /// Where a script's `sourceMappingURL` comment is looked for first: its end.
+  pub const TAIL_BYTES: u64 = 64 << 10;
+  /// Parsed maps kept, and the memory they may hold (a larger one is used and dropped).
+  pub const CACHE_MAPS: usize = 64;
+  pub const CACHE_BYTES: usize = 128 << 20;
+  /// Scripts remembered as having no map (or a map that failed).
+  pub const CACHE_OTHERS: usize = 4096;
+}
+
+/// A source map Node holds for a script (`module.findSourceMap`), as JSON.
+pub struct RuntimeMap {
+  pub url: String,
+  pub json: String,
+}
+
+/// `trace.sourceMaps` (an extension; readers that do not know it ignore it): what mapping
+/// did. Present when a frame's script had a source map, usable or not.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SourceMapsInfo {
+  /// Frames whose position (and maybe name) come from a source map.
+  pub mapped_frames: usize,
+  /// Frames of scripts with a source map that has no mapping at their position (code a
+  /// tool added, such as module wrappers and helpers): as V8 gave them.
+  pub unmapped_frames: usize,
+  /// Line ticks of mapped frames whose generated line maps to no single line of the
+  /// frame's original file (minified code, tsx's output): left out.
+  #[serde(skip_serializing_if = "is_zero")]
+  pub dropped_line_ticks: u64,
+  /// The scripts of the trace's frames that have a source map, or one that could not be
+  /// used (`error` says why).
+  pub scripts: Vec<ScriptInfo>,
+  /// Where each mapped frame was in the generated code.
+  pub generated: Vec<Generated>,
+}
+
+fn is_zero(n: &u64) -> bool {
+  *n == 0
+}
+
+/// Reads `trace.sourceMaps` from a trace file: an extension, so one that is not as
+/// selfprof writes it is left out (as a reader that does not know it would), never an
+/// error that makes the trace unreadable.
+pub(crate) fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SourceMapsInfo>, D::Error> {
+  let value = serde_json::Value::deserialize(d)?;
+  Ok(serde_json::from_value(value).ok())
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ScriptInfo {
+  /// The generated script's URL, as V8 named it.
+  pub url: String,
+  /// Where its map came from: the map file's URL, `inline`, or `runtime` (Node's
+  /// source-map cache, for a script compiled in memory).
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub map: Option<String>,
+  /// Why its map could not be used.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub error: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Generated {
+  /// The mapped frame (`frames[frameId]`).
+  pub frame_id: u32,
+  /// Its script (`sourceMaps.scripts[script]`).
+  pub script: u32,
+  /// 1-based, as V8 gave them.
+  pub line: u32,
+  pub column: u32,
+  /// V8's name, when the map gave another.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub name: Option<String>,
+}
+
+fn hash_of(s: &str) -> u64 {
+  let mut h = std::collections::hash_map::DefaultHasher::new();
+  s.hash(&mut h);
+  h.finish()
+}
+
+fn parse(json: &[u8], base: &Base, origin: String) -> Outcome {
+  let label = match origin.as_str() {
+    "inline" => "the inline source map".to_owned(),
+    "runtime" => "Node's source map".to_owned(),
+    url => url.to_owned(),
+  };
+  match catch_unwind(AssertUnwindSafe(|| Loaded::parse(json, base, origin))) {
+    Ok(Ok(loaded)) => Outcome::Map(Arc::new(loaded)),
+    Ok(Err(reason)) => Outcome::Failed(format!("{label}: {reason}").into()),
+    Err(_) => Outcome::Failed(format!("{label}: the parser failed on it").into()),
+  }
+}
+
+/// The map of the script at `url` (a runtime map's JSON if Node gave one), from the cache
+/// or loaded into it.
+fn outcome_for(url: &str, runtime: Option<&str>) -> Outcome {
+  let Some(path) = locate::file_url_to_path(url) else {
+    return Outcome::NoMap;
+  };
+  let dir = path
+    .parent()
+    .map_or_else(|| std::path::PathBuf::from("/"), |p| p.to_path_buf());
+  if let Some(json) = runtime {
+    let key = Key::Runtime(url.to_owned(), json.len(), hash_of(json));
+    if let Some(o) = cache::with(|c| c.get(&key, |_| true)) {
+      return o;
+    }
+    let outcome = if json.len() as u64 > limits::MAP_BYTES {
+      Outcome::Failed(
+        format!(
+          "Node's source map is {} MiB; maps are read up to {} MiB",
+          json.len() >> 20,
+          limits::MAP_BYTES >> 20
+        )
+        .into(),
+      )
+    } else {
+      parse(json.as_bytes(), &Base { dir }, "runtime".into())
+    };
+    cache::with(|c| {
+      c.put(
+        key,
+        Slot {
+          outcome: outcome.clone(),
+          script: None,
+          map_file: None,
+        },
+      )
+    });
+    return outcome;
+  }
+  let Some(stamp) = Stamp::now(&path) else {
+    return Outcome::NoMap; // gone, or not a regular file
+  };
+  let key = Key::Disk(path.clone());
+  let current = |s: &Slot| {
+    s.script.as_ref() == Some(&stamp)
+      && s
+        .map_file
+        .as_ref()
+        .is_none_or(|(p, st)| Stamp::now(p).as_ref() == Some(st))
+  };
+  if let Some(o) = cache::with(|c| c.get(&key, current)) {
+    return o;
+  }
+  let (outcome, map_file) = match catch_unwind(AssertUnwindSafe(|| load_disk(&path, stamp.len))) {
+    Ok(r) => r,
+    Err(_) => (Outcome::Failed("reading its source map failed".into()), None),
+  };
+  cache::with(|c| {
+    c.put(
+      key,
+      Slot {
+        outcome: outcome.clone(),
+        script: Some(stamp),
+        map_file: map_file.clone(),
+      },
+    )
+  });
+  outcome
+}
+
+fn load_disk(path: &std::path::Path, len: u64) -> (Outcome, Option<(std::path::PathBuf, Stamp)>) {
+  match locate::find_on_disk(path, len) {
+    Lookup::NoMap => (Outcome::NoMap, None),
+    Lookup::Failed(reason) => (Outcome::Failed(reason.into()), None),
+    Lookup::Map(found) => {
+      let outcome = match parse(&found.json, &found.base, found.origin) {
+        Outcome::Map(loaded) if loaded.has_names() && len <= limits::SCRIPT_BYTES => {
+          // Minified code: keep its text to find function name tokens.
+          let mut loaded = Arc::try_unwrap(loaded).unwrap_or_else(|_| unreachable!("just made"));
+          if let Ok(bytes) = std::fs::read(path) {
+            loaded.set_text(String::from_utf8_lossy(&bytes).into_owned());
+          }
+          Outcome::Map(Arc::new(loaded))
+        }
+        other => other,
+      };
+      (outcome, found.map_file)
+    }
+  }
+}
+
+/// What the cache holds now.
+pub fn cache_stats() -> CacheStats {
+  cache::with(|c| c.stats())
+}
+
+/// Empties the cache (tests, benchmarks).
+pub fn clear_cache() {
+  cache::with(|c| c.clear())
+}
+
+/// Maps the frames (and line ticks) of `trace` through the source maps of their scripts.
+/// A trace that already carries `sourceMaps` was mapped when it was built: left as it is.
+pub fn symbolize(trace: &mut Trace, runtime: &[RuntimeMap]) {
+  if trace.source_maps.is_some() {
+    return;
+  }
+  let runtime: HashMap<&str, &str> = runtime.iter().map(|m| (m.url.as_str(), m.json.as_str())).collect();
+  // Planned on a borrowed trace (a panic there leaves the trace as it was), then applied.
+  let planned = catch_unwind(AssertUnwindSafe(|| plan(trace, &runtime)));
+  if let Ok(Some(plan)) = planned {
+    apply(trace, plan);
+  }
+}
+
+struct Plan {
+  info: SourceMapsInfo,
+  /// Per frame: where it maps to, and its map.
+  mapped: Vec<Option<(Original, Arc<Loaded>)>>,
+  /// Per resource: its index in `info.scripts`.
+  script_of: Vec<Option<u32>>,
+}
+
+fn plan(trace: &Trace, runtime: &HashMap<&str, &str>) -> Option<Plan> {
+  let outcomes: Vec<Outcome> = trace
+    .resources
+    .iter()
+    .map(|url| outcome_for(url, runtime.get(url.as_str()).copied()))
+    .collect();
+  let mut info = SourceMapsInfo::default();
+  let mut script_of = vec![None; outcomes.len()];
+  for (r, o) in outcomes.iter().enumerate() {
+    let (map, error) = match o {
+      Outcome::NoMap => continue,
+      Outcome::Map(m) => (Some(m.origin.clone()), None),
+      Outcome::Failed(reason) => (None, Some(reason.to_string())),
+    };
+    script_of[r] = Some(info.scripts.len() as u32);
+    info.scripts.push(ScriptInfo {
+      url: trace.resources[r].clone(),
+      map,
+      error,
+    });
+  }
+  if info.scripts.is_empty() {
+    return None;
+  }
+  let mapped = trace
+    .frames
+    .iter()
+    .map(|f| {
+      let Outcome::Map(m) = &outcomes[f.resource_id? as usize] else {
+        return None;
+      };
+      let found = match (f.line, f.column) {
+        (Some(l), Some(c)) if l > 0 && c > 0 => m.function_at(l - 1, c - 1, &f.name),
+        _ => None,
+      };
+      let found = found.filter(|o| o.line < u32::MAX - 1 && o.column < u32::MAX - 1);
+      match found {
+        Some(o) => Some((o, m.clone())),
+        None => {
+          info.unmapped_frames += 1;
+          None
+        }
+      }
+    })
+    .collect::<Vec<_>>();
+  Some(Plan {
+    info,
+    mapped,
+    script_of,
+  })
+}
+
+fn apply(trace: &mut Trace, plan: Plan) {
+  let Plan {
+    mut info,
+    mapped,
+    script_of,
+  } = plan;
+  info.mapped_frames = mapped.iter().filter(|m| m.is_some()).count();
+  if info.mapped_frames == 0 {
+    trace.source_maps = Some(info);
+    return;
+  }
+  // Rebuilt deduplicated, in the same order: resources by first use, frames, then stacks
+  // (parents still before children).
+  let old_resources = std::mem::take(&mut trace.resources);
+  let old_frames = std::mem::take(&mut trace.frames);
+  let old_stacks = std::mem::take(&mut trace.stacks);
+  let mut resource_ids: HashMap<String, u32> = HashMap::new();
+  let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
+  let mut stack_ids: HashMap<Stack, u32> = HashMap::new();
+
+  let mut new_frame = Vec::with_capacity(old_frames.len());
+  for (i, f) in old_frames.iter().enumerate() {
+    let frame = match &mapped[i] {
+      Some((o, _)) => Frame {
+        name: o.name.clone().unwrap_or_else(|| f.name.clone()),
+        resource_id: Some(element_id(
+          &mut resource_ids,
+          &mut trace.resources,
+          o.url.to_string(),
+          |u| u,
+        )),
+        line: Some(o.line + 1),
+        column: Some(o.column + 1),
+      },
+      None => Frame {
+        resource_id: f.resource_id.map(|r| {
+          element_id(
+            &mut resource_ids,
+            &mut trace.resources,
+            old_resources[r as usize].clone(),
+            |u| u,
+          )
+        }),
+        ..f.clone()
+      },
+    };
+    let renamed = (frame.name != f.name).then(|| f.name.clone());
+    let id = element_id(&mut frame_ids, &mut trace.frames, frame, |f| f);
+    new_frame.push(id);
+    if let (Some(_), Some(r), Some(line), Some(column)) = (&mapped[i], f.resource_id, f.line, f.column) {
+      info.generated.push(Generated {
+        frame_id: id,
+        script: script_of[r as usize].unwrap_or(0),
+        line,
+        column,
+        name: renamed,
+      });
+    }
+  }
+  let mut new_stack = Vec::with_capacity(old_stacks.len());
+  for s in &old_stacks {
+    let stack = Stack {
+      frame_id: new_frame[s.frame_id as usize],
+      parent_id: s.parent_id.map(|p| new_stack[p as usize]),
+    };
+    new_stack.push(element_id(&mut stack_ids, &mut trace.stacks, stack, |s| s));
+  }
+  for s in &mut trace.samples {
+    s.stack_id = s.stack_id.map(|id| new_stack[id as usize]);
+  }
+  // Line ticks: a mapped frame's generated lines become original lines (of its source).
+  let mut ticks: HashMap<(u32, u32), u64> = HashMap::new();
+  for t in &trace.line_ticks {
+    let old_frame = old_stacks[t.stack_id as usize].frame_id as usize;
+    let line = match &mapped[old_frame] {
+      None => Some(t.line),
+      Some((o, m)) => {
+        let f = &old_frames[old_frame];
+        // On the function's own first line (minified code), from where it starts.
+        let from = if f.line == Some(t.line) {
+          f.column.unwrap_or(1).saturating_sub(1)
+        } else {
+          0
+        };
+        m.line_of(t.line - 1, from, o.src).and_then(|l| l.checked_add(1))
+      }
+    };
+    match line {
+      Some(line) => *ticks.entry((new_stack[t.stack_id as usize], line)).or_default() += t.ticks,
+      None => info.dropped_line_ticks += t.ticks,
+    }
+  }
+  let mut line_ticks: Vec<LineTicks> = ticks
+    .into_iter()
+    .map(|((stack_id, line), ticks)| LineTicks { stack_id, line, ticks })
+    .collect();
+  line_ticks.sort_by_key(|l| (l.stack_id, l.line));
+  trace.line_ticks = line_ticks;
+  trace.source_maps = Some(info);
+}
+
+#[cfg(test)]
+mod tests;
