@@ -45,9 +45,12 @@ test('selfprof record: a worker busy for 0.8 s appears with its thread label, a 
   assert.match(r.stderr, /pid \d+: \d+ samples \(\d+ in JS, 4 threads\)/, r.stderr);
   const { p, names, labels } = decodePprof(fs.readFileSync(path.join(dir, 'out', 'profile.pb.gz')));
   const busy = p.sample.filter((s) => names(s)[0] === 'workerBusyFunction');
-  assert.ok(busy.length > 300, `${busy.length} samples in workerBusyFunction of ~800`);
   const threadNames = new Set(busy.map((s) => labels(s)['thread name']));
   assert.equal(threadNames.size, 1);
+  // Most of that worker's JS samples: on a loaded machine it runs less than its 0.8 s of
+  // wall time, so its count is not ~800, but what it was caught doing is its busy loop.
+  const own = p.sample.filter((s) => labels(s)['thread name'] === [...threadNames][0] && !/^\(/.test(names(s)[0] ?? '('));
+  assert.ok(busy.length > 100 && busy.length >= 0.6 * own.length, `${busy.length} samples in workerBusyFunction of the worker's ${own.length} JS samples`);
   assert.match([...threadNames][0], /^Worker #\d+ Event Loop$/);
   assert.ok(busy.every((s) => /^\d+$/.test(labels(s)['thread id']) && labels(s)['thread id'] !== '0'));
   const pool = p.sample.filter((s) => names(s)[0] === 'poolTick');
