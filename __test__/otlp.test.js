@@ -98,14 +98,40 @@ test('OTLP: samples, stacks, attributes and links equal the trace of the same re
     assert.equal(r.headers['x-api-key'], 's3cr et', 'header values are percent-decoded');
     assert.equal(r.headers['x-tenant'], 'team-a');
   }
-  const decoded = decode(python, rx.requests.map((r) => r.body));
-  const traces = fs
-    .readdirSync(dir)
-    .filter((f) => f.endsWith('.trace.json.gz') && !f.endsWith('.heap.trace.json.gz'))
-    .sort()
-    .map((f) => JSON.parse(zlib.gunzipSync(fs.readFileSync(path.join(dir, f)))));
+  const all = decode(python, rx.requests.map((r) => r.body));
+  const isHeap = (req) => req.resources[0].scopes[0].profiles[0].sample_type[0] === 'inuse_space';
+  const decoded = all.filter((req) => !isHeap(req));
+  const heaps = all.filter(isHeap);
+  const read = (heap) =>
+    fs
+      .readdirSync(dir)
+      .filter((f) => f.endsWith('.trace.json.gz') && f.endsWith('.heap.trace.json.gz') === heap)
+      .sort()
+      .map((f) => JSON.parse(zlib.gunzipSync(fs.readFileSync(path.join(dir, f)))));
+  const traces = read(false);
+  const heapTraces = read(true);
   fs.rmSync(dir, { recursive: true });
   assert.equal(traces.length, decoded.length, 'one trace per upload');
+
+  // The heap profile of each period: its own request, the same samples as the file
+  // exporter's heap trace (bytes, objects, stacks), in-use types with the interval as period.
+  assert.ok(heapTraces.length > 0 && heaps.length === heapTraces.length, `${heaps.length} heap uploads for ${heapTraces.length} heap traces`);
+  heaps.forEach((req, n) => {
+    const [space, objects] = req.resources[0].scopes[0].profiles;
+    assert.deepEqual([space.sample_type, objects.sample_type], [['inuse_space', 'bytes'], ['inuse_objects', 'count']]);
+    assert.deepEqual(space.period_type, ['inuse_space', 'bytes']);
+    assert.equal(Number(space.period), 524288);
+    assert.equal(req.resources[0].attributes['service.name'], 'checkout');
+    const trace = heapTraces[n];
+    assert.equal(space.samples.length, trace.samples.length);
+    space.samples.forEach((s, i) => {
+      assert.equal(Number(s.values[0]), Math.round(trace.weight.values[i]), `sample ${i}'s bytes`);
+      assert.equal(Number(objects.samples[i].values[0]), Math.round(trace.weight.counts[i]), `sample ${i}'s objects`);
+      assert.deepEqual(s.timestamps, []);
+      assert.deepEqual(s.stack.map((f) => f.name), stackFrames(trace, trace.samples[i]).map((f) => f.name || '(anonymous)'));
+    });
+    assert.notEqual(space.profile_id, objects.profile_id);
+  });
   let linked = 0;
   let compared = 0;
   decoded.forEach((req, n) => {

@@ -225,6 +225,9 @@ let tsxReport; // the HTML report `record` wrote for the tsx process
 test('selfprof record -- npx tsx main.ts: the hot function at its line in app.ts (trace, pprof, report)', async () => {
   const { traces } = record('tsx', [], ['npx', 'tsx', path.join(dir, 'main.ts')]);
   const { file, trace } = appProcess(traces);
+  // Behind two wrappers (npx's npm, tsx's launcher), the app's process is the one named profile.*.
+  assert.ok(traces.length >= 3, `npx, tsx and the app were recorded (${traces.length})`);
+  assert.equal(path.basename(file), 'profile.trace.json.gz');
   const { id } = assertMapped(trace, 'tsx', { lines: false });
   // tsx compiled app.ts in memory: the map is the one Node held for it.
   assert.equal(trace.sourceMaps.scripts[generatedOf(trace, id).script].map, 'runtime');

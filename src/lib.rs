@@ -685,7 +685,19 @@ impl BuildHeap {
     }
     for d in &self.dialects {
       out.push(match d {
-        formats::dialect::Dialect::Otlp(_) => Vec::new(),
+        formats::dialect::Dialect::Otlp(options) => {
+          // OTLP's request: the period from its Unix start, the interval in bytes as period.
+          let start_ms = self.timing.time_nanos as f64 / 1e6;
+          let timing = pprof::Timing {
+            time_origin_unix_ms: start_ms,
+            start_ms: 0.0,
+            end_ms: self.timing.duration_nanos as f64 / 1e6,
+            period_ns: self.timing.interval_bytes,
+            cpu: false,
+            lines: false,
+          };
+          formats::otlp::encode(&trace, &timing, options)
+        }
         d => formats::heap::encode_gzip(&trace, &self.timing, d).map_err(io)?,
       });
     }

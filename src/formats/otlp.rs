@@ -165,7 +165,9 @@ pub fn request(trace: &Trace, timing: &Timing, options: &OtlpOptions) -> ExportP
   let mut wall = Vec::with_capacity(trace.samples.len());
   let mut cpu = Vec::new();
   let mut prev_ms = timing.start_ms;
-  for sample in &trace.samples {
+  // A weighted trace (a heap profile): each sample's bytes and objects, no time line.
+  let weight = trace.weight.as_ref();
+  for (i, sample) in trace.samples.iter().enumerate() {
     let wall_ns = ms_to_ns((sample.timestamp - prev_ms).max(0.0));
     prev_ms = sample.timestamp;
     let mut path = Vec::new();
@@ -194,6 +196,23 @@ pub fn request(trace: &Trace, timing: &Timing, options: &OtlpOptions) -> ExportP
       .and_then(|c| contexts.get(c as usize))
       .cloned()
       .unwrap_or_default();
+    if let Some(w) = weight {
+      let bytes = w.values.get(i).copied().unwrap_or(0.0).round() as i64;
+      let objects = w.counts.as_ref().and_then(|c| c.get(i)).copied().unwrap_or(0.0).round() as i64;
+      let out = Sample {
+        stack_index,
+        attribute_indices,
+        link_index,
+        values: vec![bytes],
+        timestamps_unix_nano: Vec::new(),
+      };
+      cpu.push(Sample {
+        values: vec![objects],
+        ..out.clone()
+      });
+      wall.push(out);
+      continue;
+    }
     let at_ns = unix_ns(sample.timestamp);
     let out = Sample {
       stack_index,
@@ -237,10 +256,23 @@ pub fn request(trace: &Trace, timing: &Timing, options: &OtlpOptions) -> ExportP
     profile_id: id,
     ..Profile::default()
   };
-  let mut profiles = vec![profile(wall_type, wall, profile_id(0))];
-  if timing.cpu {
-    profiles.push(profile(cpu_type, cpu, profile_id(1)));
-  }
+  let profiles = if let Some(w) = weight {
+    // The heap: `inuse_space/bytes` and `inuse_objects/count` (as pprof's heap profile),
+    // the sampling interval in bytes as period, after the CPU profiles' ids.
+    let space = value_type(&mut s, &w.kind, &w.unit);
+    let objects = value_type(&mut s, w.count_kind.as_deref().unwrap_or("inuse_objects"), "count");
+    let heap = |sample_type: ValueType, samples: Vec<Sample>, id: Vec<u8>| Profile {
+      period_type: Some(space),
+      ..profile(sample_type, samples, id)
+    };
+    vec![heap(space, wall, profile_id(2)), heap(objects, cpu, profile_id(3))]
+  } else {
+    let mut profiles = vec![profile(wall_type, wall, profile_id(0))];
+    if timing.cpu {
+      profiles.push(profile(cpu_type, cpu, profile_id(1)));
+    }
+    profiles
+  };
 
   ExportProfilesServiceRequest {
     resource_profiles: vec![ResourceProfiles {

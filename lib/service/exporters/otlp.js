@@ -96,8 +96,17 @@ function otlp(options, meta, auth, env = process.env) {
     resource,
     scopeName: 'selfprof',
     scopeVersion: meta.profilerVersion,
-    profileIds: [crypto.randomBytes(16).toString('hex'), crypto.randomBytes(16).toString('hex')],
+    // wall and cpu, then the heap's inuse_space and inuse_objects.
+    profileIds: Array.from({ length: 4 }, () => crypto.randomBytes(16).toString('hex')),
   });
+  // The heap profile is its own request (one dictionary per request), queued and retried
+  // on its own after the CPU one.
+  const push = uploader.push.bind(uploader);
+  uploader.push = (profile) => {
+    const { heap, heapTrace, ...cpu } = profile;
+    push(cpu);
+    if (heap?.length) push({ ...cpu, pprof: heap, heap: true });
+  };
   return uploader;
 }
 
