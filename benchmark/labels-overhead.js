@@ -14,6 +14,13 @@
 // (built), e.g. the commit before a change, measured in the same rounds as this one.
 // --modes picks modes (the no-profiler run is always there: it is what ratios divide by).
 //
+// --instructions counts the HTTP server's instructions per request instead of timing it
+// (callgrind: the same count whatever else the machine runs): the server runs under
+// valgrind for --requests N1,N2 (default 2000,6000) requests and the difference divided by
+// N2 - N1 is one request's cost, start-up cancelled. Sampling is every 1000 ms there (a
+// process under valgrind runs ~50x slower, so time-based sampling would fire ~50x more per
+// request): the count isolates the per-request costs, hooks and label sets.
+//
 // Each (mode, round) runs in fresh processes; rounds shuffle the mode order, and each
 // mode's requests/s is reported as the median over rounds of its ratio to the
 // no-profiler run of the same round.
@@ -170,7 +177,11 @@ async function server(mode, intervalMs) {
     'GET /health': async () => ({ status: 'ok', uptime: process.uptime() }),
   };
   let requests = 0;
+  const exitAfter = Number(arg('exit-after', 0));
+  let finished = 0;
   const srv = http.createServer((req, res) => {
+    // Exit once `exitAfter` responses are out (the last to arrive may not finish last).
+    if (exitAfter) res.on('finish', () => ++finished === exitAfter && stop().then(() => process.exit(0)));
     const [, first, arg] = req.url.split('/');
     const endpoint = req.method === 'POST' ? 'POST /orders' : first === 'users' ? 'GET /users/:id' : first === 'search' ? 'GET /search' : 'GET /health';
     const i = requests++;
@@ -200,6 +211,29 @@ async function server(mode, intervalMs) {
       });
     }
   });
+}
+
+/** Sends exactly `count` requests (8 at a time) to the server, then exits. */
+async function countedClient(port, count) {
+  const http = require('node:http');
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+  const order = JSON.stringify({ items: Array.from({ length: 10 }, (_, k) => ({ sku: `s${k}`, qty: k, price: 3 })) });
+  const paths = [['GET', '/users/'], ['POST', '/orders'], ['GET', '/search/'], ['GET', '/health']];
+  let next = 0;
+  const one = (i) =>
+    new Promise((resolve, reject) => {
+      const [method, p] = paths[i % 4];
+      const req = http.request({ host: '127.0.0.1', port, method, path: p.endsWith('/') ? p + i : p, agent }, (res) => {
+        res.resume();
+        res.on('end', resolve);
+      });
+      req.on('error', reject);
+      req.end(method === 'POST' ? order : undefined);
+    });
+  await Promise.all(Array.from({ length: 8 }, async () => {
+    while (next < count) await one(next++);
+  }));
+  agent.destroy();
 }
 
 async function client(port, seconds) {
@@ -307,6 +341,46 @@ const median = (xs) => {
   return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
+/** The server's instructions for `count` requests, under callgrind. */
+function serverInstructions(node, mode, count) {
+  const { spawn } = require('node:child_process');
+  return new Promise((resolve, reject) => {
+    const srv = spawn('valgrind', ['--tool=callgrind', '--callgrind-out-file=/dev/null', node, __filename, '--server', mode, '--interval', '1000', '--exit-after', String(count)], {
+      cwd: path.join(__dirname, '..'),
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    });
+    let err = '';
+    srv.stderr.on('data', (d) => (err += d));
+    srv.on('error', reject);
+    srv.stdout.once('data', (port) => {
+      const cl = spawn(node, [__filename, '--counted-client', String(Number(port)), '--count', String(count)], { stdio: 'inherit' });
+      cl.on('exit', (code) => code !== 0 && reject(new Error(`client failed (${code})`)));
+    });
+    srv.on('exit', () => {
+      const m = /Collected : (\d+)/.exec(err);
+      if (m) resolve(Number(m[1]));
+      else reject(new Error(`no count from callgrind:\n${err.slice(-1000)}`));
+    });
+  });
+}
+
+async function instructions() {
+  const node = arg('node', process.execPath);
+  const [n1, n2] = arg('requests', '2000,6000').split(',').map(Number);
+  const modes = ['none', ...(arg('modes')?.split(',') ?? Object.keys(MODES)).filter((m) => m !== 'none')];
+  const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim();
+  console.log(`HTTP server instructions per request (callgrind, ${n1} and ${n2} requests): node ${version}`);
+  const per = {};
+  for (const mode of modes) {
+    const [a, b] = [await serverInstructions(node, mode, n1), await serverInstructions(node, mode, n2)];
+    per[mode] = (b - a) / (n2 - n1);
+    console.log(`${MODES[mode].padEnd(30)}${per[mode].toFixed(0).padStart(10)}  ${(per.none / per[mode]).toFixed(3)}× no profiler (requests per instruction)`);
+  }
+  if (per['selfprof-labels'] && per.selfprof) {
+    console.log(`selfprof with labels: ${(per.selfprof / per['selfprof-labels']).toFixed(3)}× selfprof without labels`);
+  }
+}
+
 async function parent() {
   const workload = arg('workload', 'http');
   const seconds = Number(arg('seconds', 3));
@@ -355,6 +429,10 @@ if (process.argv.includes('--inproc')) {
   inproc(arg('inproc'), Number(arg('seconds')), Number(arg('interval'))).then(out, fail);
 } else if (process.argv.includes('--server')) {
   server(arg('server'), Number(arg('interval'))).catch(fail);
+} else if (process.argv.includes('--counted-client')) {
+  countedClient(Number(arg('counted-client')), Number(arg('count'))).then(() => process.exit(0), fail);
+} else if (process.argv.includes('--instructions')) {
+  instructions().catch(fail);
 } else if (process.argv.includes('--client')) {
   client(Number(arg('client')), Number(arg('seconds'))).then(out, fail);
 } else {
