@@ -12,6 +12,7 @@
 // the GCD does not restart; its member's trace starts at its construction.) A member's
 // trace is built from the recordings it was handed.
 
+const { post } = require('./inspector-post');
 const { native } = require('../native');
 const { warnOnce } = require('../log');
 const { runtimeScripts } = require('../symbolize');
@@ -35,17 +36,6 @@ function loadInspector() {
   return inspector;
 }
 
-// A session connected on this thread dispatches each command synchronously.
-function post(session, method, params) {
-  let failure;
-  let result;
-  session.post(method, params, (err, res) => {
-    failure = err;
-    result = res;
-  });
-  if (failure) throw failure;
-  return result;
-}
 
 const gcd = (a, b) => (b === 0 ? a : gcd(b, a % b));
 

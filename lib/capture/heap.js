@@ -8,6 +8,7 @@
 // One sampler per isolate, shared: the first user's interval is the one in use; the last
 // to release it stops V8's sampler.
 
+const { post } = require('./inspector-post');
 const { performance } = require('node:perf_hooks');
 const path = require('node:path');
 const { pathToFileURL } = require('node:url');
@@ -29,17 +30,6 @@ function checkHeapInterval(value, name = 'heapSamplingInterval') {
   return value;
 }
 
-// A session connected on this thread dispatches each command synchronously.
-function post(session, method, params) {
-  let failure;
-  let result;
-  session.post(method, params, (err, res) => {
-    failure = err;
-    result = res;
-  });
-  if (failure) throw failure;
-  return result;
-}
 
 let session = null;
 let users = 0;
