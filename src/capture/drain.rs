@@ -9,10 +9,10 @@
 //! records from the log. A thread's records are dropped once no unbuilt recording of it
 //! can reference them, and a log holds at most `MAX_PER_THREAD` records (oldest dropped).
 
-use super::ring::Entry;
+use super::ring::{read, Entry};
 use super::signal::{Slot, RING, RING_CAPACITY, RING_WRITE};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -54,25 +54,6 @@ static WAKE: Condvar = Condvar::new();
 fn with_logs<T>(f: impl FnOnce(&mut Logs) -> T) -> T {
   let mut guard = LOGS.lock().unwrap_or_else(|e| e.into_inner());
   f(guard.get_or_insert_with(Logs::default))
-}
-
-/// Reads ring record `index` if it is whole (not being written, not overwritten).
-fn read(slots: &[Slot], index: u64) -> Option<Entry> {
-  let slot = &slots[(index as usize) & (slots.len() - 1)];
-  let seq = slot.seq.load(Ordering::Acquire);
-  if seq != index + 1 {
-    return None;
-  }
-  let e = Entry {
-    before_ns: slot.before_ns.load(Ordering::Relaxed),
-    after_ns: slot.after_ns.load(Ordering::Relaxed),
-    cpu_ns: slot.cpu_ns.load(Ordering::Relaxed),
-    context: slot.context.load(Ordering::Relaxed),
-    generation: slot.generation.load(Ordering::Relaxed),
-    tid: slot.tid.load(Ordering::Relaxed),
-  };
-  fence(Ordering::Acquire);
-  (slot.seq.load(Ordering::Relaxed) == seq).then_some(e)
 }
 
 /// Copies the ring's new records (from `logs.next` to `write`) into the logs of threads

@@ -12,31 +12,32 @@ pub use crate::capture::signal::Record as Entry;
 pub fn snapshot(slots: &[Slot], write: u64, tid: i32, from_ns: u64, until_ns: u64) -> Vec<Entry> {
   let cap = slots.len() as u64;
   debug_assert!(cap.is_power_of_two());
-  let mut out = Vec::new();
-  for index in write.saturating_sub(cap)..write {
-    let slot = &slots[(index & (cap - 1)) as usize];
-    let seq = slot.seq.load(Ordering::Acquire);
-    if seq != index + 1 {
-      continue;
-    }
-    let e = Entry {
-      before_ns: slot.before_ns.load(Ordering::Relaxed),
-      after_ns: slot.after_ns.load(Ordering::Relaxed),
-      cpu_ns: slot.cpu_ns.load(Ordering::Relaxed),
-      context: slot.context.load(Ordering::Relaxed),
-      generation: slot.generation.load(Ordering::Relaxed),
-      tid: slot.tid.load(Ordering::Relaxed),
-    };
-    fence(Ordering::Acquire);
-    if slot.seq.load(Ordering::Relaxed) != seq {
-      continue;
-    }
-    if e.tid == tid && e.before_ns >= from_ns && e.before_ns <= until_ns {
-      out.push(e);
-    }
-  }
+  let mut out: Vec<Entry> = (write.saturating_sub(cap)..write)
+    .filter_map(|index| read(slots, index))
+    .filter(|e| e.tid == tid && e.before_ns >= from_ns && e.before_ns <= until_ns)
+    .collect();
   out.sort_by_key(|e| e.before_ns);
   out
+}
+
+/// Reads ring record `index` if it is whole (not being written, not overwritten): the
+/// seqlock read shared by `snapshot` and the drain thread.
+pub fn read(slots: &[Slot], index: u64) -> Option<Entry> {
+  let slot = &slots[(index as usize) & (slots.len() - 1)];
+  let seq = slot.seq.load(Ordering::Acquire);
+  if seq != index + 1 {
+    return None;
+  }
+  let e = Entry {
+    before_ns: slot.before_ns.load(Ordering::Relaxed),
+    after_ns: slot.after_ns.load(Ordering::Relaxed),
+    cpu_ns: slot.cpu_ns.load(Ordering::Relaxed),
+    context: slot.context.load(Ordering::Relaxed),
+    generation: slot.generation.load(Ordering::Relaxed),
+    tid: slot.tid.load(Ordering::Relaxed),
+  };
+  fence(Ordering::Acquire);
+  (slot.seq.load(Ordering::Relaxed) == seq).then_some(e)
 }
 
 /// How long after our handler's second clock read V8's stamp of the same sample may be.
