@@ -505,6 +505,7 @@ mod tests {
   }
 
   #[test]
+  #[cfg_attr(miri, ignore)] // scale, not memory safety: minutes under Miri
   fn pprof_counts_are_kept_not_expanded_and_listing_them_is_bounded() {
     let p = read_input(&pprof_of(3, 19_999_999)).unwrap();
     assert_eq!(p.trace.samples.len(), 1, "one sample standing for its count");
@@ -531,6 +532,7 @@ mod tests {
   }
 
   #[test]
+  #[cfg_attr(miri, ignore)] // scale, not memory safety: minutes under Miri
   fn what_decoding_a_pprof_would_allocate_is_bounded_before_decoding() {
     use prost::Message;
     // 8 MiB of empty samples: 2 bytes each in the file, 72 bytes each decoded.
@@ -547,6 +549,8 @@ mod tests {
   }
 
   #[test]
+  // 4.5M frames: minutes under Miri's interpreter, and it checks time bounds, not memory safety.
+  #[cfg_attr(miri, ignore)]
   fn deep_stacks_fold_in_linear_time_and_stay_within_the_frame_budget() {
     // A chain 3,000 deep with a sample at every depth: 4.5M frames to write as pprof.
     let n = 3_000u32;
