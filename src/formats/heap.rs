@@ -219,17 +219,7 @@ pub fn profile(trace: &Trace, timing: &HeapTiming, dialect: &Dialect) -> Profile
       .and_then(|c| c.get(i))
       .copied()
       .unwrap_or(0.0);
-    let mut location_id = Vec::new();
-    let mut at = s.stack_id;
-    while let Some(id) = at {
-      match trace.stacks.get(id as usize) {
-        Some(st) => {
-          location_id.push(u64::from(st.frame_id) + 1);
-          at = st.parent_id;
-        }
-        None => break,
-      }
-    }
+    let location_id = trace.frames_leaf_first(s.stack_id).map(|f| u64::from(f) + 1).collect();
     sample.push(Sample {
       location_id,
       value: vec![count.round() as i64, bytes.round() as i64],

@@ -170,17 +170,7 @@ pub fn request(trace: &Trace, timing: &Timing, options: &OtlpOptions) -> ExportP
   for (i, sample) in trace.samples.iter().enumerate() {
     let wall_ns = ms_to_ns((sample.timestamp - prev_ms).max(0.0));
     prev_ms = sample.timestamp;
-    let mut path = Vec::new();
-    let mut at = sample.stack_id;
-    while let Some(id) = at {
-      match trace.stacks.get(id as usize) {
-        Some(st) => {
-          path.push(st.frame_id as i32 + 1);
-          at = st.parent_id;
-        }
-        None => break,
-      }
-    }
+    let mut path: Vec<i32> = trace.frames_leaf_first(sample.stack_id).map(|f| f as i32 + 1).collect();
     match sample.marker {
       Some(Marker::Idle) => path.insert(0, idle),
       Some(Marker::Gc) => path.insert(0, gc),

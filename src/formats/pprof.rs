@@ -359,16 +359,7 @@ impl<'a> Encoder<'a> {
     location_id.clear();
     value.clear();
     label.clear();
-    let mut at = s.stack_id;
-    while let Some(id) = at {
-      match trace.stacks.get(id as usize) {
-        Some(st) => {
-          location_id.push(u64::from(st.frame_id) + 1);
-          at = st.parent_id;
-        }
-        None => break,
-      }
-    }
+    location_id.extend(trace.frames_leaf_first(s.stack_id).map(|f| u64::from(f) + 1));
     match s.marker {
       Some(Marker::Idle) => location_id.insert(0, self.idle),
       Some(Marker::Gc) => location_id.insert(0, self.gc),

@@ -578,6 +578,15 @@ struct Head<'a> {
 }
 
 impl Trace {
+  /// The frame ids of stack `stack_id`, leaf first, as pprof and OTLP list a sample's
+  /// locations. Stops at a stack id out of range (a hostile trace) rather than panicking.
+  pub fn frames_leaf_first(&self, stack_id: Option<u32>) -> impl Iterator<Item = u32> + '_ {
+    std::iter::successors(stack_id.and_then(|id| self.stacks.get(id as usize)), |st| {
+      st.parent_id.and_then(|p| self.stacks.get(p as usize))
+    })
+    .map(|st| st.frame_id)
+  }
+
   /// The trace as `Parts`.
   pub fn parts(&self) -> Parts {
     let head = Head {
