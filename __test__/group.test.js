@@ -210,3 +210,56 @@ test('intervals past what V8 accepts are clamped to the longest it does; the gro
   assert.ok((await after.stop()).samples.length >= 5);
   assert.equal(group.size, 0);
 });
+
+test('a profiler leaving with the interval unchanged hands off: no code re-logged, no repeated samples', async (t) => {
+  const { native } = require('../lib/native');
+  // Code for V8 to log at every restart of its profiler, as a large service has.
+  const fns = Array.from({ length: 20_000 }, (_, i) => new Function('x', `return x * ${i} + ${i}`));
+  for (const f of fns) f(1);
+  const cpuMs = (fn) => {
+    const c0 = native.threadCpuNs();
+    const out = fn();
+    return [(native.threadCpuNs() - c0) / 1e6, out];
+  };
+  const a = new Profiler({ sampleInterval: 2, maxBufferSize: 1_000_000 });
+  spin(30);
+  // The yardstick: a join that changes the GCD stops and restarts V8 (a re-log).
+  const [restartMs, c] = cpuMs(() => new Profiler({ sampleInterval: 1, maxBufferSize: 1_000_000 }));
+  spin(30);
+  const cStopped = c.stop();
+  assert.equal(group.interval, 2);
+  const handOffs = [];
+  const stopTimes = [];
+  for (let i = 0; i < 5; i++) {
+    const b = new Profiler({ sampleInterval: 2, maxBufferSize: 1_000_000 });
+    spin(30);
+    const [ms, stopped] = cpuMs(() => b.stop());
+    stopTimes.push(performance.now());
+    handOffs.push(ms);
+    assertValidTrace(await stopped);
+    assert.equal(group.interval, 2, 'the sampler keeps running for a');
+  }
+  await cStopped;
+  // The app's console.profileEnd() without a title ends the newest console profile (on
+  // Node < 24): ours, which a runs in after an odd number of hand-offs. It samples on.
+  require('node:inspector').console.profileEnd();
+  spin(30);
+  const endAt = performance.now();
+  spin(30);
+  const trace = assertValidTrace(await a.stop());
+  assert.equal(group.size, 0);
+  const ts = trace.samples.map((s) => s.timestamp);
+  const across = [...stopTimes, endAt].map((at) => {
+    const i = ts.findIndex((x) => x > at);
+    return i > 0 ? ts[i] - ts[i - 1] : NaN;
+  });
+  t.diagnostic(
+    `restart ${restartMs.toFixed(1)} ms CPU; hand-offs ${handOffs.map((m) => m.toFixed(1)).join(', ')} ms; ` +
+      `a's sample gap across them ${across.map((g) => g.toFixed(1)).join(', ')} ms`,
+  );
+  assert.ok(ts.filter((x) => x > endAt).length >= 5, `a sampled on after console.profileEnd(): ${ts.filter((x) => x > endAt).length} samples`);
+  for (let i = 1; i < ts.length; i++) assert.ok(ts[i] > ts[i - 1], `sample ${i} repeats or goes back: ${ts[i - 1]} then ${ts[i]}`);
+  // Thread CPU time, so load on the machine does not count: a hand-off is a stop without
+  // the restart's re-log of 20k functions.
+  assert.ok(median(handOffs) < restartMs / 2, `hand-offs ${handOffs} ms vs a restart's ${restartMs} ms`);
+});

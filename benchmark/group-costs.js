@@ -1,7 +1,9 @@
 'use strict';
 // What sharing one sampler costs, each next to the bare inspector in the same run:
 // 1. the gap with no samples when a profiler joins or leaves the group (V8's recording
-//    is taken and the sampler restarted), next to a bare inspector Profiler.stop;
+//    is taken and the sampler restarted), next to a bare inspector Profiler.stop; and a
+//    leave that keeps the GCD (a service rotation: a hand-off, no restart), its gap and
+//    main-thread CPU next to a leave that restarts, with 20k functions' code to log;
 // 2. stop() for ~10k and ~100k samples, next to a bare inspector Profiler.stop of the
 //    same amount; for stop() both the time the event loop is blocked and the time until
 //    the trace is there (the conversion runs on the thread pool).
@@ -11,6 +13,7 @@
 const inspector = require('node:inspector');
 const { performance } = require('node:perf_hooks');
 const { Profiler, setBaseInterval } = require('..');
+const { native } = require('../lib/native');
 
 const repeat = Number(process.argv[process.argv.indexOf('--repeat') + 1]) || 15;
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
@@ -85,6 +88,39 @@ async function gcdChangeGap() {
   console.log(`  bare inspector Profiler.stop, same recording: ${fmt(bare)}`);
 }
 
+/** A leave that keeps the GCD (hand-off) next to one that changes it (restart). */
+async function handOffCost() {
+  // Code for V8 to log at a restart, as a service of some size has.
+  const fns = Array.from({ length: 20_000 }, (_, i) => new Function('x', `return x * ${i} + ${i}`));
+  for (const f of fns) f(1);
+  const rows = { 'hand-off (interval kept)': { gap: [], cpu: [] }, 'restart (interval changed)': { gap: [], cpu: [] } };
+  for (let r = 0; r < repeat; r++) {
+    for (const [name, interval] of [['hand-off (interval kept)', 2], ['restart (interval changed)', 1]]) {
+      const a = new Profiler({ sampleInterval: 2, maxBufferSize: 100_000 });
+      spin(50);
+      const b = new Profiler({ sampleInterval: interval, maxBufferSize: 100_000 });
+      spin(100);
+      const leaveAt = performance.now();
+      const c0 = native.threadCpuNs();
+      const stopped = b.stop();
+      rows[name].cpu.push((native.threadCpuNs() - c0) / 1e6);
+      spin(100);
+      await stopped;
+      const trace = await a.stop();
+      let worst = 0;
+      for (let i = 1; i < trace.samples.length; i++) {
+        const [p, q] = [trace.samples[i - 1].timestamp, trace.samples[i].timestamp];
+        if (q >= leaveAt - 3 && p <= leaveAt + 60) worst = Math.max(worst, q - p - 2);
+      }
+      rows[name].gap.push(worst);
+    }
+  }
+  console.log(`a 1 or 2 ms profiler leaving a 2 ms one, 20k functions loaded (${repeat} times):`);
+  for (const [name, { gap, cpu }] of Object.entries(rows)) {
+    console.log(`  ${name.padEnd(28)} gap with no samples ${fmt(gap)}; main-thread CPU of the leave ${fmt(cpu)}`);
+  }
+}
+
 /** Samples per ms V8 manages when asked for one every 50 µs (it cannot keep up). */
 function sampleRate() {
   const s = bareSession(50);
@@ -134,4 +170,5 @@ async function stopCost(target, rate) {
   const rate = sampleRate();
   await stopCost(10_000, rate);
   await stopCost(100_000, rate);
+  await handOffCost(); // last: its 20k functions would be in every later recording
 })();

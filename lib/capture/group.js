@@ -8,9 +8,15 @@
 // leaves, or joins with an interval that changes the GCD, the group takes what V8 has
 // recorded so far (an inspector session on this thread answers at once), hands that
 // recording to every member that was in it, and restarts V8 at the new GCD. (Each
-// restart costs V8 ~4 ms of re-logging code, a gap with no samples: a join that keeps
-// the GCD does not restart; its member's trace starts at its construction.) A member's
-// trace is built from the recordings it was handed.
+// restart costs V8 re-logging all code, ~4-20 ms of CPU and a gap with no samples: a join
+// that keeps the GCD does not restart; its member's trace starts at its construction.) A
+// member's trace is built from the recordings it was handed.
+//
+// A leave that keeps the GCD (every rotation of service mode) hands off instead of
+// restarting: V8's inspector runs the front end's profile (Profiler.start/stop) and those
+// of console.profile(title) in one CpuProfiler, which logs code once while any runs. So
+// the group starts the other kind of profile, then stops the running one: no re-log, no
+// gap (the two overlap by a few samples; the trace build drops the repeats).
 
 const { post } = require('./inspector-post');
 const { native } = require('../native');
@@ -55,6 +61,16 @@ class ProfilerGroup {
   #baseUs = 1000;
   #common = 0; // the sampler's interval (µs) while recording, 0 when not
   #timer = null;
+  /** The console profile recording (its title), or null while the front end's is. */
+  #console = null;
+  /** Console profiles of ours that V8 has started (title -> true) or finished (-> profile). */
+  #consoleProfiles = new Map();
+  #titles = 0;
+  /** Our console profiles someone else's console.profileEnd() ended (Node < 24), in order. */
+  #ended = [];
+  // console.profile reaches every session of this isolate: a prefix no other copy of this
+  // module (or DevTools user) picks keeps the titles ours.
+  #prefix = `selfprof-${Math.random().toString(36).slice(2, 10)}-`;
 
   /**
    * Adds a member; V8 samples for it from now on. Transactional: if V8 cannot start for
@@ -83,14 +99,18 @@ class ProfilerGroup {
   /** Removes a member; its `recordings` are complete. Never throws: a stop must succeed. */
   leave(member) {
     if (!this.#members.has(member)) return;
+    const others = [...this.#members].filter((m) => m !== member);
+    const keep = others.length > 0 && others.reduce((g, m) => gcd(g, m.intervalUs), 0) === this.#common;
+    let handedOff = false;
     try {
-      this.#collect();
+      handedOff = this.#collect(keep);
     } catch (err) {
       this.#common = 0;
       warnOnce('group-collect', `selfprof: V8's recording could not be taken: ${err.message}`);
     }
     this.#members.delete(member);
-    this.#resume();
+    if (handedOff) this.#schedule();
+    else this.#resume();
   }
 
   /** Restarts V8 for the members left (or shuts it down when none is). */
@@ -153,6 +173,28 @@ class ProfilerGroup {
     if (this.#session === null) {
       const session = new (loadInspector().Session)();
       session.connect();
+      // Only our own titles are tracked (V8 tells every session with the profiler enabled).
+      session.on('Profiler.consoleProfileStarted', ({ params }) => {
+        if (params?.title === `${this.#prefix}${this.#titles}`) this.#consoleProfiles.set(params.title, true);
+      });
+      session.on('Profiler.consoleProfileFinished', ({ params }) => {
+        if (this.#consoleProfiles.get(params?.title) !== true) return;
+        if (params.title !== this.#console) {
+          this.#consoleProfiles.set(params.title, params.profile); // our own profileEnd
+          return;
+        }
+        // The app's console.profileEnd() without a title ends the newest console profile,
+        // ours (Node < 24): V8 stopped sampling. Keep its recording and start the front
+        // end's profile at once (this runs inside that call, before V8 is back to JS).
+        this.#consoleProfiles.delete(params.title);
+        if (params.profile) this.#ended.push(params.profile);
+        this.#console = null;
+        try {
+          post(session, 'Profiler.start');
+        } catch (err) {
+          warnOnce('group-restart', `selfprof: V8's profiler could not restart; running profilers take no more samples: ${err.message}`);
+        }
+      });
       try {
         post(session, 'Profiler.enable');
       } catch (err) {
@@ -163,6 +205,7 @@ class ProfilerGroup {
     }
     post(this.#session, 'Profiler.setSamplingInterval', { interval: common });
     post(this.#session, 'Profiler.start');
+    this.#console = null;
     // V8 installs its SIGPROF handler as its sampler starts: chain ours in front.
     try {
       native.installSignalHandler();
@@ -178,19 +221,71 @@ class ProfilerGroup {
     return m.samples + Math.floor((signals - m.since) / (m.intervalUs / this.#common));
   }
 
-  /** Hands what V8 recorded since the last start to every member. */
-  #collect() {
-    if (this.#common === 0) return;
-    const { profile } = post(this.#session, 'Profiler.stop');
-    const json = JSON.stringify(profile);
-    const scripts = runtimeScripts(profile); // whose source maps only Node may hold
+  /**
+   * Hands what V8 recorded since the last start to every member. With `keep`, V8 samples on
+   * at the same interval, handing off to the other kind of profile where it can; returns
+   * whether it did (else V8 is stopped).
+   */
+  #collect(keep = false) {
+    if (this.#common === 0) return false;
+    const next = keep ? this.#startOther() : undefined;
+    const profiles = this.#ended.splice(0);
+    try {
+      profiles.push(this.#stopRunning());
+    } catch (err) {
+      if (next === undefined) throw err;
+      // The next profile runs: only this period's recording is lost.
+      this.#console = next;
+      warnOnce('group-collect', `selfprof: V8's recording could not be taken: ${err.message}`);
+      return true;
+    }
+    if (next !== undefined) this.#console = next;
     const signals = native.signalCount();
+    for (const profile of profiles) {
+      const json = JSON.stringify(profile);
+      const scripts = runtimeScripts(profile); // whose source maps only Node may hold
+      for (const m of this.#members) m.recordings.push({ profile: json, stride: m.intervalUs / this.#common, scripts });
+    }
     for (const m of this.#members) {
-      m.recordings.push({ profile: json, stride: m.intervalUs / this.#common, scripts });
       m.samples = this.#samplesOf(m, signals);
       m.since = signals;
     }
-    this.#common = 0;
+    if (next === undefined) this.#common = 0;
+    return next !== undefined;
+  }
+
+  /**
+   * Starts the kind of profile not running (V8 keeps sampling without a re-log): returns
+   * the new console profile's title, or null for the front end's; undefined if it could not.
+   */
+  #startOther() {
+    try {
+      if (this.#console !== null) {
+        post(this.#session, 'Profiler.start');
+        return null;
+      }
+      const title = `${this.#prefix}${++this.#titles}`;
+      loadInspector().console.profile(title);
+      // V8 says it started (synchronously, on this session); if not, the caller restarts.
+      if (this.#consoleProfiles.get(title) === true) return title;
+      this.#consoleProfiles.delete(title);
+    } catch {
+      // The caller stops and restarts instead.
+    }
+    return undefined;
+  }
+
+  /** Stops the profile running (V8 stops sampling if no other runs); returns its profile. */
+  #stopRunning() {
+    if (this.#console === null) return post(this.#session, 'Profiler.stop').profile;
+    const title = this.#console;
+    this.#console = null;
+    // Someone else's console.profileEnd() may have ended it already: then it is here.
+    if (this.#consoleProfiles.get(title) === true) loadInspector().console.profileEnd(title);
+    const profile = this.#consoleProfiles.get(title);
+    this.#consoleProfiles.delete(title);
+    if (typeof profile !== 'object' || profile === null) throw new Error(`V8 returned no profile for console profile ${title}`);
+    return profile;
   }
 
   #shutdown() {
@@ -203,6 +298,9 @@ class ProfilerGroup {
     }
     this.#session.disconnect();
     this.#session = null;
+    this.#console = null;
+    this.#consoleProfiles.clear();
+    this.#ended = [];
   }
 
   /**

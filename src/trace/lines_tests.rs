@@ -5,6 +5,10 @@ use serde_json::json;
 /// (root) → main → hot, where hot's node has position ticks on lines 7 and 9, and main's on
 /// line 2; `samples` are node ids.
 fn profile(samples: &[u32]) -> CpuProfile {
+  profile_at(samples, 0.0)
+}
+
+fn profile_at(samples: &[u32], start_us: f64) -> CpuProfile {
   let cf = |name: &str, line: i64| json!({ "functionName": name, "scriptId": "7", "url": "file:///app.js", "lineNumber": line, "columnNumber": 4 });
   let root = json!({ "functionName": "(root)", "scriptId": "0", "url": "", "lineNumber": -1, "columnNumber": -1 });
   let count = |id: u32| samples.iter().filter(|s| **s == id).count() as u64;
@@ -17,8 +21,8 @@ fn profile(samples: &[u32]) -> CpuProfile {
       { "id": 2, "callFrame": cf("main", 0), "children": [3], "positionTicks": [{ "line": 2, "ticks": main }] },
       { "id": 3, "callFrame": cf("hot", 5), "positionTicks": hot_ticks },
     ],
-    "startTime": 0.0,
-    "endTime": 1e6,
+    "startTime": start_us,
+    "endTime": start_us + 1e6,
     "timeDeltas": vec![1000.0; samples.len()],
     "samples": samples,
   });
@@ -88,10 +92,11 @@ fn a_partial_recording_scales_each_nodes_ticks_to_the_samples_kept() {
     },
   );
   assert!(none.samples.is_empty() && none.line_ticks.is_empty());
-  // Two recordings of the same code add up on the same stack.
+  // Two recordings of the same code, one after the other, add up on the same stack.
+  let later = profile_at(&samples, 1e6);
   let mut b = TraceBuilder::new();
   b.add_profile(&p, &Window::default()).unwrap();
-  b.add_profile(&p, &Window::default()).unwrap();
+  b.add_profile(&later, &Window::default()).unwrap();
   assert_eq!(ticks(&b.finish()), vec![("hot".into(), 7, 60), ("hot".into(), 9, 20)]);
 }
 

@@ -234,6 +234,10 @@ pub struct TraceBuilder<'a> {
   last_bracket_ns: Option<u64>,
   /// Line ticks so far, by (stack, line).
   line_ticks: HashMap<(u32, u32), u64>,
+  /// The last sample time (µs, V8's clock) of the recordings added so far. Consecutive
+  /// recordings handed off without a gap (lib/capture/group.js) overlap: V8 put the ticks
+  /// of the overlap in both, with the same times, and they count once.
+  last_us: Option<f64>,
 }
 
 /// How a profile node resolves in the trace.
@@ -432,6 +436,12 @@ impl<'a> TraceBuilder<'a> {
       .map(|(t_us, node)| ((t_us - window.origin_us) / 1000.0, node, t_us))
       .collect();
     all.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if let Some(last) = self.last_us {
+      all.retain(|&(_, _, t_us)| t_us > last);
+    }
+    if let Some(&(_, _, t_us)) = all.last() {
+      self.last_us = Some(t_us);
+    }
     let stride = window.stride.max(1);
     let mut picked: Vec<(f64, usize, f64)> = all
       .into_iter()

@@ -238,14 +238,31 @@ fn buffer_limit_keeps_the_first_samples_and_counts_the_rest() {
       over_limit: 2
     }
   );
+  let later = profile(&[3, 5, 3, 5, 3], &[10.0; 5]);
   assert_eq!(
-    b.add_profile(&p, &w).unwrap(),
+    b.add_profile(&later, &w).unwrap(),
     Added {
       samples: 0,
       over_limit: 5
     }
   );
   assert_eq!(b.finish().samples.len(), 3);
+}
+
+#[test]
+fn overlapping_recordings_count_their_shared_ticks_once() {
+  // A hand-off (lib/capture/group.js): the next recording started before the last one
+  // stopped, so V8 put the ticks at 1_000_003 and 1_000_004 µs in both.
+  let mut b = TraceBuilder::new();
+  let w = Window::default();
+  let first = profile(&[3, 5, 3, 5], &[1.0; 4]);
+  let second = profile(&[3, 5, 6, 7], &[3.0, 1.0, 1.0, 1.0]);
+  assert_eq!(b.add_profile(&first, &w).unwrap().samples, 4);
+  assert_eq!(b.add_profile(&second, &w).unwrap().samples, 2);
+  let t = b.finish();
+  let ts: Vec<f64> = t.samples.iter().map(|s| s.timestamp).collect();
+  assert_eq!(ts, vec![1000.001, 1000.002, 1000.003, 1000.004, 1000.005, 1000.006]);
+  assert_eq!(t.samples[4].marker, Some(Marker::Gc));
 }
 
 #[test]
