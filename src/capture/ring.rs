@@ -49,15 +49,48 @@ pub fn read(slots: &[Slot], index: u64) -> Option<Entry> {
 /// hundreds of µs after the previous bracket and must not match it.
 pub const MATCH_SLACK_NS: u64 = 20_000;
 
+/// A V8 sample stamp (µs) as a whole number of µs, or None if it cannot be one.
+fn stamp(t_us: f64) -> Option<u64> {
+  (t_us.is_finite() && t_us >= 0.0).then_some(t_us as u64)
+}
+
+/// Where stamp `t` (whole µs) falls among the brackets: the number of brackets starting at
+/// or before it.
+fn point(entries: &[Entry], t: u64) -> usize {
+  entries.partition_point(|e| e.before_ns / 1000 <= t)
+}
+
+/// `point` for a recording's samples, which come in time order: amortized O(1) per
+/// sample rather than a binary search each (a stamp out of order still gets one).
+#[derive(Default)]
+pub struct Cursor {
+  at: usize,
+  last: u64,
+}
+
+impl Cursor {
+  fn seek(&mut self, entries: &[Entry], t: u64) -> usize {
+    if t < self.last || self.at > entries.len() {
+      self.at = point(entries, t);
+    } else {
+      while entries.get(self.at).is_some_and(|e| e.before_ns / 1000 <= t) {
+        self.at += 1;
+      }
+    }
+    self.last = t;
+    self.at
+  }
+}
+
 /// Finds the ring entry of the signal that produced a V8 sample stamped `t_us` (whole
 /// microseconds of CLOCK_MONOTONIC): the latest bracket starting at or before the stamp,
 /// if the stamp is no later than `MATCH_SLACK_NS` after the bracket's end.
 pub fn find(entries: &[Entry], t_us: f64) -> Option<&Entry> {
-  if !t_us.is_finite() || t_us < 0.0 {
-    return None;
-  }
-  let t = t_us as u64;
-  let i = entries.partition_point(|e| e.before_ns / 1000 <= t);
+  let t = stamp(t_us)?;
+  found(entries, point(entries, t), t)
+}
+
+fn found(entries: &[Entry], i: usize, t: u64) -> Option<&Entry> {
   let e = entries.get(i.checked_sub(1)?)?;
   (t.saturating_mul(1000) <= e.after_ns.saturating_add(MATCH_SLACK_NS)).then_some(e)
 }
@@ -66,13 +99,35 @@ pub fn find(entries: &[Entry], t_us: f64) -> Option<&Entry> {
 /// if it is certain — the signals just before and just after it saw the same context and
 /// no context switch happened between them (same generation).
 pub fn context_between(entries: &[Entry], t_us: f64) -> Option<u32> {
-  if !t_us.is_finite() || t_us < 0.0 {
-    return None;
-  }
-  let t = t_us as u64;
-  let i = entries.partition_point(|e| e.before_ns / 1000 <= t);
+  let t = stamp(t_us)?;
+  between(entries, point(entries, t))
+}
+
+fn between(entries: &[Entry], i: usize) -> Option<u32> {
   let (a, b) = (entries.get(i.checked_sub(1)?)?, entries.get(i)?);
   (a.generation == b.generation && a.context == b.context).then_some(a.context)
+}
+
+/// How a V8 sample joins the brackets.
+pub enum Match<'a> {
+  /// The signal that produced it.
+  Signal(&'a Entry),
+  /// No signal of its own, but the context in effect is certain (`context_between`).
+  Between(u32),
+  None,
+}
+
+/// `find`, or else `context_between`, for samples in time order (`cursor` keeps the
+/// place); a bracket starting at `taken` (the previous sample's) is not matched again.
+pub fn match_sample<'a>(entries: &'a [Entry], cursor: &mut Cursor, t_us: f64, taken: Option<u64>) -> Match<'a> {
+  let Some(t) = stamp(t_us) else {
+    return Match::None;
+  };
+  let i = cursor.seek(entries, t);
+  if let Some(e) = found(entries, i, t).filter(|e| taken != Some(e.before_ns)) {
+    return Match::Signal(e);
+  }
+  between(entries, i).map_or(Match::None, Match::Between)
 }
 
 #[cfg(test)]
@@ -193,6 +248,31 @@ mod tests {
     assert_eq!(ctx(5000.0), None);
     assert_eq!(ctx(f64::NAN), None);
     assert_eq!(find(&[], 1.0), None);
+  }
+
+  #[test]
+  fn the_cursor_joins_as_the_binary_search_does_in_order_or_not() {
+    // Brackets every ~1 ms with context switches, stamps in time order, then a few out
+    // of order (a cursor must still answer as `find`/`context_between` would).
+    let entries: Vec<Entry> = (0..400u64)
+      .map(|i| e(i * 1_000_000 + (i * 7919) % 300_000, i * 1_000_000 + 400_000, (i / 3) as u32, (i / 5) as u32))
+      .collect();
+    let mut stamps: Vec<f64> = (0..2_000u64).map(|k| (k * 211 + (k * 7) % 97) as f64).collect();
+    stamps.extend([150_000.0, 3.0, 399_500.0, -1.0, f64::NAN, 10.0, 10.0, 1e12]);
+    let mut cursor = Cursor::default();
+    for (k, &t) in stamps.iter().enumerate() {
+      let taken = (k % 4 == 0).then(|| find(&entries, t).map(|e| e.before_ns)).flatten();
+      let want = match find(&entries, t).filter(|e| taken != Some(e.before_ns)) {
+        Some(e) => (Some(e.before_ns), None),
+        None => (None, context_between(&entries, t)),
+      };
+      let got = match match_sample(&entries, &mut cursor, t, taken) {
+        Match::Signal(e) => (Some(e.before_ns), None),
+        Match::Between(c) => (None, Some(c)),
+        Match::None => (None, None),
+      };
+      assert_eq!(got, want, "stamp {t} (#{k})");
+    }
   }
 
   #[test]

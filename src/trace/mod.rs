@@ -232,6 +232,8 @@ pub struct TraceBuilder<'a> {
   prev_cpu_ns: Option<u64>,
   /// The bracket the previous joined sample took (its `before_ns`).
   last_bracket_ns: Option<u64>,
+  /// Where the last sample fell among the labeler's brackets.
+  cursor: ring::Cursor,
   /// Line ticks so far, by (stack, line).
   line_ticks: HashMap<(u32, u32), u64>,
   /// The last sample time (µs, V8's clock) of the recordings added so far. Consecutive
@@ -321,19 +323,19 @@ impl<'a> TraceBuilder<'a> {
     let Some(labeler) = self.labeler.as_ref() else {
       return;
     };
-    let found = ring::find(&labeler.entries, t_us)
-      .filter(|e| self.last_bracket_ns != Some(e.before_ns))
-      .copied();
+    let found = ring::match_sample(&labeler.entries, &mut self.cursor, t_us, self.last_bracket_ns);
     let meta = self.trace.metadata.get_or_insert_with(Metadata::default);
-    let Some(entry) = found else {
-      match ring::context_between(&labeler.entries, t_us) {
-        Some(context) => {
-          meta.between_signals_samples += 1;
-          self.set_context(sample, context);
-        }
-        None => meta.unmatched_samples += 1,
+    let entry = match found {
+      ring::Match::Signal(e) => *e,
+      ring::Match::Between(context) => {
+        meta.between_signals_samples += 1;
+        self.set_context(sample, context);
+        return;
       }
-      return;
+      ring::Match::None => {
+        meta.unmatched_samples += 1;
+        return;
+      }
     };
     meta.matched_samples += 1;
     self.last_bracket_ns = Some(entry.before_ns);
