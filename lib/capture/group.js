@@ -230,14 +230,11 @@ class ProfilerGroup {
     if (this.#common === 0) return false;
     const next = keep ? this.#startOther() : undefined;
     const profiles = this.#ended.splice(0);
+    let failure = null;
     try {
       profiles.push(this.#stopRunning());
     } catch (err) {
-      if (next === undefined) throw err;
-      // The next profile runs: only this period's recording is lost.
-      this.#console = next;
-      warnOnce('group-collect', `selfprof: V8's recording could not be taken: ${err.message}`);
-      return true;
+      failure = err; // the recordings V8 did return are still handed over
     }
     if (next !== undefined) this.#console = next;
     const signals = native.signalCount();
@@ -249,6 +246,11 @@ class ProfilerGroup {
     for (const m of this.#members) {
       m.samples = this.#samplesOf(m, signals);
       m.since = signals;
+    }
+    if (failure !== null) {
+      if (next === undefined) throw failure;
+      // The next profile runs: only this recording is lost.
+      warnOnce('group-collect', `selfprof: V8's recording could not be taken: ${failure.message}`);
     }
     if (next === undefined) this.#common = 0;
     return next !== undefined;
@@ -279,9 +281,8 @@ class ProfilerGroup {
   #stopRunning() {
     if (this.#console === null) return post(this.#session, 'Profiler.stop').profile;
     const title = this.#console;
-    this.#console = null;
-    // Someone else's console.profileEnd() may have ended it already: then it is here.
-    if (this.#consoleProfiles.get(title) === true) loadInspector().console.profileEnd(title);
+    this.#console = null; // so the listener takes the profile as ours to keep, not stolen
+    loadInspector().console.profileEnd(title);
     const profile = this.#consoleProfiles.get(title);
     this.#consoleProfiles.delete(title);
     if (typeof profile !== 'object' || profile === null) throw new Error(`V8 returned no profile for console profile ${title}`);
