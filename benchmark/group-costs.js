@@ -52,6 +52,19 @@ function bareSession(intervalUs) {
   };
 }
 
+/**
+ * The longest spacing between `trace`'s samples around `at` (from `before` ms before it to
+ * `after` ms after), less the 2 ms interval: the time with no samples.
+ */
+function gapAround(trace, at, after, before = 3) {
+  let worst = 0;
+  for (let i = 1; i < trace.samples.length; i++) {
+    const [p, q] = [trace.samples[i - 1].timestamp, trace.samples[i].timestamp];
+    if (q >= at - before && p <= at + after) worst = Math.max(worst, q - p - 2);
+  }
+  return worst;
+}
+
 async function gcdChangeGap() {
   const joinGaps = [];
   const leaveGaps = [];
@@ -66,17 +79,8 @@ async function gcdChangeGap() {
     await b.stop();
     spin(100);
     const trace = await a.stop();
-    // The longest spacing around each event, less the interval: time with no samples.
-    const gapAround = (at) => {
-      let worst = 0;
-      for (let i = 1; i < trace.samples.length; i++) {
-        const [p, q] = [trace.samples[i - 1].timestamp, trace.samples[i].timestamp];
-        if (q >= at - 3 && p <= at + 20) worst = Math.max(worst, q - p - 2);
-      }
-      return worst;
-    };
-    joinGaps.push(gapAround(joinAt));
-    leaveGaps.push(gapAround(leaveAt));
+    joinGaps.push(gapAround(trace, joinAt, 20));
+    leaveGaps.push(gapAround(trace, leaveAt, 20));
     // The same amount of recording (200 ms at 2 ms), stopped with the bare inspector.
     const s = bareSession(2000);
     spin(200);
@@ -107,12 +111,7 @@ async function handOffCost() {
       spin(100);
       await stopped;
       const trace = await a.stop();
-      let worst = 0;
-      for (let i = 1; i < trace.samples.length; i++) {
-        const [p, q] = [trace.samples[i - 1].timestamp, trace.samples[i].timestamp];
-        if (q >= leaveAt - 3 && p <= leaveAt + 60) worst = Math.max(worst, q - p - 2);
-      }
-      rows[name].gap.push(worst);
+      rows[name].gap.push(gapAround(trace, leaveAt, 60));
     }
   }
   console.log(`a 1 or 2 ms profiler leaving a 2 ms one, 20k functions loaded (${repeat} times):`);

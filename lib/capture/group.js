@@ -44,6 +44,8 @@ function loadInspector() {
 
 
 const gcd = (a, b) => (b === 0 ? a : gcd(b, a % b));
+/** The sampler's interval (µs) for `members`: the GCD of theirs (0 for none). */
+const gcdOf = (members) => members.reduce((g, m) => gcd(g, m.intervalUs), 0);
 
 /** The longest sampling interval the inspector takes: `interval` is an int32 of µs. */
 const MAX_INTERVAL_US = 2 ** 31 - 1;
@@ -100,7 +102,7 @@ class ProfilerGroup {
   leave(member) {
     if (!this.#members.has(member)) return;
     const others = [...this.#members].filter((m) => m !== member);
-    const keep = others.length > 0 && others.reduce((g, m) => gcd(g, m.intervalUs), 0) === this.#common;
+    const keep = others.length > 0 && gcdOf(others) === this.#common;
     let handedOff = false;
     try {
       handedOff = this.#collect(keep);
@@ -169,7 +171,7 @@ class ProfilerGroup {
   }
 
   #start() {
-    const common = [...this.#members].reduce((g, m) => gcd(g, m.intervalUs), 0);
+    const common = gcdOf([...this.#members]);
     if (this.#session === null) {
       const session = new (loadInspector().Session)();
       session.connect();

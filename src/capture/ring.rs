@@ -84,7 +84,9 @@ impl Cursor {
 
 /// Finds the ring entry of the signal that produced a V8 sample stamped `t_us` (whole
 /// microseconds of CLOCK_MONOTONIC): the latest bracket starting at or before the stamp,
-/// if the stamp is no later than `MATCH_SLACK_NS` after the bracket's end.
+/// if the stamp is no later than `MATCH_SLACK_NS` after the bracket's end. (The builder
+/// joins through `match_sample`; this and `context_between` state the rule it keeps.)
+#[cfg(test)]
 pub fn find(entries: &[Entry], t_us: f64) -> Option<&Entry> {
   let t = stamp(t_us)?;
   found(entries, point(entries, t), t)
@@ -98,6 +100,7 @@ fn found(entries: &[Entry], i: usize, t: u64) -> Option<&Entry> {
 /// For a sample V8 took without a signal (`find` found no bracket): the context in effect,
 /// if it is certain — the signals just before and just after it saw the same context and
 /// no context switch happened between them (same generation).
+#[cfg(test)]
 pub fn context_between(entries: &[Entry], t_us: f64) -> Option<u32> {
   let t = stamp(t_us)?;
   between(entries, point(entries, t))
