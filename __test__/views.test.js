@@ -301,8 +301,13 @@ test('hot lines: a function\'s source lines by samples, from V8\'s line ticks, w
   const hot = source.findIndex((l) => l.includes('VIEWS-HOT-LINE')) + 1;
   assert.equal(rows[0].line, hot, 'the hottest line first');
   assert.equal(rows[0].source, source[hot - 1].slice(0, 240), 'with its source text');
+  // V8 counts a tick in code it inlined (e.g. Node's validateThisInternalField under
+  // performance.now()) at the inlined function's line, under this function: rare lines
+  // outside its body are V8's, passed on as they are. Nearly all must be inside it.
   const def = definitionOf(__filename, 'viewsLines').line;
-  for (const r of rows) assert.ok(r.line >= def && r.line < def + 9);
+  const inside = rows.filter((r) => r.line >= def && r.line < def + 9).reduce((a, r) => a + r.samples, 0);
+  const all = rows.reduce((a, r) => a + r.samples, 0);
+  assert.ok(inside >= all * 0.9, `${inside} of ${all} line ticks in viewsLines' body: ${JSON.stringify(rows.map((r) => r.line))}`);
   await page.screenshot({ path: path.join(OUT, 'lines.png'), fullPage: true });
   // Without sources, the same numbers and no text.
   const bare = await open(t, 'lines-no-sources', htmlReport(trace, { view: 'sandwich', sources: false }));
