@@ -139,7 +139,7 @@ pub struct BuildTrace {
 
 impl BuildTrace {
   fn build(&self) -> Result<trace::Trace> {
-    let lookup = capture::labels::lookup;
+    let lookup = |id| capture::labels::lookup(id).map(trace::Labels::from);
     let mut builder = match &self.labels {
       Some(src) => {
         // Brackets a little wider than the window: a sample at the window's edge was
@@ -632,7 +632,10 @@ fn runtime_maps(on: Option<bool>, maps: Option<Vec<ScriptMap>>) -> Option<Vec<sy
     maps
       .unwrap_or_default()
       .into_iter()
-      .map(|m| symbolize::RuntimeMap { url: m.url, json: m.map })
+      .map(|m| symbolize::RuntimeMap {
+        url: m.url,
+        json: m.map,
+      })
       .collect()
   })
 }

@@ -23,12 +23,12 @@ pub type LabelSet = Vec<(String, String)>;
 /// Label sets kept at most, process-wide.
 pub const MAX_SETS: usize = 1 << 22;
 /// Bytes the kept sets take at most, process-wide (their encoding and bookkeeping):
-/// ~1.3M typical `{ endpoint, span_id }` sets, 22 minutes of samples at 1 ms.
+/// ~1.1M typical `{ endpoint, span_id }` sets, 18 minutes of samples at 1 ms.
 pub const MAX_BYTES: usize = 128 << 20;
 /// Keys interned at most (a key used by many sets is stored once; past this, inline).
 const MAX_KEYS: usize = 4096;
-/// What a kept set costs beyond its encoding: its map entry and allocation.
-const OVERHEAD: usize = 64;
+/// What a kept set costs beyond its encoding: its map entry, allocation and reference counts.
+const OVERHEAD: usize = 80;
 
 /// The next label-set id to hand out (0 means "no labels").
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
@@ -50,10 +50,11 @@ pub fn reserve_ids(count: u32) -> u32 {
   }
 }
 
-/// A kept set: its labels encoded in one buffer (`Store::encode`), ~100 bytes in all for a
-/// typical `{ endpoint, span_id }` where a vector of strings took ~330.
+/// A kept set: its labels encoded in one buffer (`Store::encode`), ~120 bytes in all for a
+/// typical `{ endpoint, span_id }` where a vector of strings took ~330. Shared, not copied,
+/// with the traces that reference it (`Packed`).
 struct Saved {
-  data: Box<[u8]>,
+  data: Arc<[u8]>,
   tid: i32,
   saved_ns: u64,
 }
@@ -71,8 +72,9 @@ struct Store {
   max_sets: usize,
   max_bytes: usize,
   sets: crate::FastMap<u32, Saved>,
-  /// Interned keys: id -> key, key -> id.
-  keys: Vec<String>,
+  /// Interned keys: id -> key (shared with the traces that hold `Packed` sets: append-only,
+  /// copied only if a key is added while a trace holds them), key -> id.
+  keys: Arc<Vec<Arc<str>>>,
   key_ids: crate::FastMap<String, u16>,
   /// Unbuilt recordings per thread: `(token, start_ns)`.
   unbuilt: HashMap<i32, Vec<(u32, u64)>>,
@@ -87,7 +89,7 @@ impl Default for Store {
       max_sets: MAX_SETS,
       max_bytes: MAX_BYTES,
       sets: Default::default(),
-      keys: Vec::new(),
+      keys: Arc::default(),
       key_ids: Default::default(),
       unbuilt: HashMap::new(),
       bytes: 0,
@@ -100,8 +102,9 @@ impl Default for Store {
 impl Store {
   /// `[n: u8] then per label: [key: u16 id, or INLINE_KEY and u16 length and the bytes]
   /// [value: u16 length and the bytes]` (keys are at most 256 characters and values 4096:
-  /// at most 12,288 bytes of UTF-8, and label sets at most 64).
-  fn encode(&mut self, labels: &LabelSet) -> Box<[u8]> {
+  /// at most 12,288 bytes of UTF-8, and label sets at most 64). Longer keys and values are
+  /// cut at a character boundary, so that every encoded string is UTF-8.
+  fn encode(&mut self, labels: &LabelSet) -> Arc<[u8]> {
     let mut out = Vec::with_capacity(1 + labels.iter().map(|(k, v)| 4 + v.len() + k.len().min(2)).sum::<usize>());
     out.push(labels.len().min(255) as u8);
     for (k, v) in labels.iter().take(255) {
@@ -109,7 +112,7 @@ impl Store {
         Some(id) => Some(*id),
         None if self.keys.len() < MAX_KEYS => {
           let id = self.keys.len() as u16;
-          self.keys.push(k.clone());
+          Arc::make_mut(&mut self.keys).push(Arc::from(k.as_str()));
           self.key_ids.insert(k.clone(), id);
           Some(id)
         }
@@ -118,49 +121,30 @@ impl Store {
       match id {
         Some(id) => out.extend_from_slice(&id.to_le_bytes()),
         None => {
-          let k = &k.as_bytes()[..k.len().min(u16::MAX as usize)];
+          let k = crate::formats::dialect::truncate(k, u16::MAX as usize).as_bytes();
           out.extend_from_slice(&INLINE_KEY.to_le_bytes());
           out.extend_from_slice(&(k.len() as u16).to_le_bytes());
           out.extend_from_slice(k);
         }
       }
-      let v = &v.as_bytes()[..v.len().min(u16::MAX as usize)];
+      let v = crate::formats::dialect::truncate(v, u16::MAX as usize).as_bytes();
       out.extend_from_slice(&(v.len() as u16).to_le_bytes());
       out.extend_from_slice(v);
     }
-    out.into_boxed_slice()
+    out.into()
   }
 
   /// The labels of an encoding `encode` wrote.
-  fn decode(&self, data: &[u8]) -> LabelSet {
-    let mut at = 0usize;
-    let mut take = |n: usize| -> &[u8] {
-      let end = (at + n).min(data.len());
-      let s = &data[at..end];
-      at = end;
-      s
-    };
-    let u16_of = |b: &[u8]| {
-      if b.len() == 2 {
-        u16::from_le_bytes([b[0], b[1]])
-      } else {
-        0
-      }
-    };
-    let n = take(1).first().copied().unwrap_or(0) as usize;
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-      let key = match u16_of(take(2)) {
-        INLINE_KEY => {
-          let len = u16_of(take(2)) as usize;
-          String::from_utf8_lossy(take(len)).into_owned()
-        }
-        id => self.keys.get(id as usize).cloned().unwrap_or_default(),
-      };
-      let len = u16_of(take(2)) as usize;
-      out.push((key, String::from_utf8_lossy(take(len)).into_owned()));
+  #[cfg(test)]
+  fn decode(&self, data: &Arc<[u8]>) -> LabelSet {
+    self.packed(data).to_set()
+  }
+
+  fn packed(&self, data: &Arc<[u8]>) -> Packed {
+    Packed {
+      data: Arc::clone(data),
+      keys: Arc::clone(&self.keys),
     }
-    out
   }
 
   fn remove(&mut self, id: u32) -> bool {
@@ -251,9 +235,90 @@ pub fn save(tid: i32, id: u32, labels: LabelSet, now_ns: u64) {
   });
 }
 
-/// The labels of set `id`, if kept.
-pub fn lookup(id: u32) -> Option<Arc<LabelSet>> {
-  with_store(|s| s.sets.get(&id).map(|set| Arc::new(s.decode(&set.data))))
+/// The labels of set `id`, if kept: shared with the store, not copied (a trace build looks
+/// up one per distinct context, ~100k in a long labeled recording).
+pub fn lookup(id: u32) -> Option<Packed> {
+  with_store(|s| s.sets.get(&id).map(|set| s.packed(&set.data)))
+}
+
+/// A kept label set as the store encodes it, read in place: its `(key, value)` pairs in
+/// key order, without a copy of each string.
+#[derive(Clone)]
+pub struct Packed {
+  data: Arc<[u8]>,
+  keys: Arc<Vec<Arc<str>>>,
+}
+
+impl Packed {
+  pub fn len(&self) -> usize {
+    self.iter().count()
+  }
+
+  pub fn is_empty(&self) -> bool {
+    self.iter().next().is_none()
+  }
+
+  pub fn iter(&self) -> PackedIter<'_> {
+    PackedIter {
+      data: &self.data,
+      keys: &self.keys,
+      at: 1,
+      left: self.data.first().copied().unwrap_or(0),
+    }
+  }
+
+  pub fn to_set(&self) -> LabelSet {
+    self.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+  }
+}
+
+/// The pairs of a `Packed` set. A malformed encoding (never written by `encode`) ends the
+/// iteration rather than reading past it.
+#[derive(Clone)]
+pub struct PackedIter<'a> {
+  data: &'a [u8],
+  keys: &'a [Arc<str>],
+  at: usize,
+  left: u8,
+}
+
+impl<'a> PackedIter<'a> {
+  fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+    let s = self.data.get(self.at..self.at.checked_add(n)?)?;
+    self.at += n;
+    Some(s)
+  }
+
+  fn u16(&mut self) -> Option<u16> {
+    self.take(2).map(|b| u16::from_le_bytes([b[0], b[1]]))
+  }
+
+  fn str(&mut self, len: usize) -> Option<&'a str> {
+    std::str::from_utf8(self.take(len)?).ok()
+  }
+}
+
+impl<'a> Iterator for PackedIter<'a> {
+  type Item = (&'a str, &'a str);
+
+  fn next(&mut self) -> Option<Self::Item> {
+    if self.left == 0 {
+      return None;
+    }
+    let pair = (|| {
+      let key = match self.u16()? {
+        INLINE_KEY => {
+          let len = self.u16()? as usize;
+          self.str(len)?
+        }
+        id => self.keys.get(id as usize)?,
+      };
+      let len = self.u16()? as usize;
+      Some((key, self.str(len)?))
+    })();
+    self.left = if pair.is_some() { self.left - 1 } else { 0 };
+    pair
+  }
 }
 
 /// A recording of thread `tid` started at `start_ns`; returns its token.
@@ -333,6 +398,57 @@ mod tests {
   }
 
   #[test]
+  fn a_kept_set_is_read_in_place_and_keeps_its_keys_when_more_are_added() {
+    let mut s = Store::default();
+    let a = s.encode(&vec![("endpoint".to_string(), "GET /a".to_string())]);
+    let held = s.packed(&a); // as a trace build holds it
+                             // A key added while a trace holds the key table: the trace's copy still reads.
+    let b = s.encode(&vec![("tenant".to_string(), "acme".to_string())]);
+    assert_eq!(held.iter().collect::<Vec<_>>(), vec![("endpoint", "GET /a")]);
+    assert_eq!(s.packed(&b).to_set(), vec![("tenant".to_string(), "acme".to_string())]);
+    assert_eq!(held.len(), 1);
+    // The set's bytes are shared, not copied.
+    assert!(std::ptr::eq(held.data.as_ptr(), a.as_ptr()));
+  }
+
+  #[test]
+  fn a_malformed_encoding_ends_the_pairs_instead_of_reading_past_it() {
+    let keys = Arc::new(vec![Arc::<str>::from("k")]);
+    for data in [
+      &[3u8, 0, 0, 1, 0, b'v'][..],       // claims 3 pairs, holds 1
+      &[1, 0, 0, 9, 0, b'v'],             // value longer than the bytes
+      &[1, 7, 0, 1, 0, b'v'],             // key id not in the table
+      &[1, 0xff, 0xff, 2, 0, 0xc3, 0x28], // inline key that is not UTF-8
+      &[2, 0, 0, 1, 0, 0xff, 0, 0, 0, 0], // value that is not UTF-8
+      &[],
+    ] {
+      let p = Packed {
+        data: Arc::from(data),
+        keys: Arc::clone(&keys),
+      };
+      let pairs: Vec<_> = p.iter().collect();
+      assert!(pairs.len() <= 1, "{data:?}: {pairs:?}");
+      assert!(pairs.iter().all(|(k, v)| *k == "k" && *v == "v"), "{data:?}: {pairs:?}");
+    }
+  }
+
+  #[test]
+  fn strings_past_the_encodings_bound_are_cut_at_a_character() {
+    let mut s = Store::default();
+    let long = "é".repeat(40_000); // 80,000 bytes
+    let data = s.encode(&vec![("k".to_string(), long.clone())]);
+    let set = s.decode(&data);
+    assert_eq!(set.len(), 1);
+    let v = &set[0].1;
+    assert!(
+      v.len() <= u16::MAX as usize && v.len() > u16::MAX as usize - 2,
+      "{}",
+      v.len()
+    );
+    assert!(long.starts_with(v.as_str()));
+  }
+
+  #[test]
   fn past_a_bound_the_oldest_sets_go_first() {
     let mut s = Store {
       max_sets: 80,
@@ -390,7 +506,7 @@ mod tests {
     recording_built(tid, token);
     assert!(lookup(id + 1).is_none(), "saved before the remaining recording started");
     save(tid, id + 2, set("endpoint", "GET /c"), 400);
-    assert_eq!(lookup(id + 2).unwrap()[0].1, "GET /c");
+    assert_eq!(lookup(id + 2).unwrap().to_set()[0].1, "GET /c");
     recording_built(tid, later);
     assert!(lookup(id + 2).is_none(), "no recording left to reference it");
   }

@@ -258,7 +258,14 @@ mod tests {
     // Brackets every ~1 ms with context switches, stamps in time order, then a few out
     // of order (a cursor must still answer as `find`/`context_between` would).
     let entries: Vec<Entry> = (0..400u64)
-      .map(|i| e(i * 1_000_000 + (i * 7919) % 300_000, i * 1_000_000 + 400_000, (i / 3) as u32, (i / 5) as u32))
+      .map(|i| {
+        e(
+          i * 1_000_000 + (i * 7919) % 300_000,
+          i * 1_000_000 + 400_000,
+          (i / 3) as u32,
+          (i / 5) as u32,
+        )
+      })
       .collect();
     let mut stamps: Vec<f64> = (0..2_000u64).map(|k| (k * 211 + (k * 7) % 97) as f64).collect();
     stamps.extend([150_000.0, 3.0, 399_500.0, -1.0, f64::NAN, 10.0, 10.0, 1e12]);

@@ -17,7 +17,7 @@
 //!   as 16 hex digits (span profiles); everything else is left out.
 
 use super::pprof::Timing;
-use crate::trace::Trace;
+use crate::trace::{Labels, Trace};
 use serde::Deserialize;
 use std::borrow::Cow;
 
@@ -117,18 +117,15 @@ impl Dialect {
   }
 
   /// A label set as the backend names it.
-  pub fn labels<'a>(&self, labels: &'a [(String, String)]) -> Vec<OutLabel<'a>> {
+  pub fn labels<'a>(&self, labels: &'a Labels) -> Vec<OutLabel<'a>> {
     let str = |k: &'a str, v: &'a str| OutLabel::Str(Cow::Borrowed(k), Cow::Borrowed(v));
     match self {
       Dialect::Plain | Dialect::Otlp(_) => labels.iter().map(|(k, v)| str(k, v)).collect(),
       Dialect::Datadog { .. } => {
         let mut out = Vec::with_capacity(labels.len() + 1);
-        let explicit_root = labels
-          .iter()
-          .find(|(k, _)| k == "local_root_span_id")
-          .and_then(|(_, v)| span_id(v));
-        for (k, v) in labels {
-          match k.as_str() {
+        let explicit_root = labels.get("local_root_span_id").and_then(span_id);
+        for (k, v) in labels.iter() {
+          match k {
             "endpoint" => out.push(str("trace endpoint", v)),
             "span_id" => match span_id(v) {
               Some(id) => {
@@ -197,8 +194,13 @@ impl Dialect {
 mod tests {
   use super::*;
 
-  fn l(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+  fn l(pairs: &[(&str, &str)]) -> Labels {
+    Labels::from(
+      pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect::<Vec<_>>(),
+    )
   }
 
   #[test]

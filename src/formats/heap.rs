@@ -24,7 +24,6 @@ use prost::Message;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::io::Write;
-use std::sync::Arc;
 
 pub const SPACE: &str = "inuse_space";
 pub const OBJECTS: &str = "inuse_objects";
@@ -266,18 +265,14 @@ pub fn label_every_sample(trace: &mut Trace, extra: &[(String, String)]) {
         .labels
         .iter()
         .filter(|(k, _)| !extra.iter().any(|(e, _)| e == k))
-        .cloned()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
       labels.extend(extra.iter().cloned());
-      Context {
-        labels: Arc::new(labels),
-      }
+      Context::new(labels)
     })
     .collect();
   let bare = contexts.len() as u32;
-  contexts.push(Context {
-    labels: Arc::new(extra.to_vec()),
-  });
+  contexts.push(Context::new(extra.to_vec()));
   for s in &mut trace.samples {
     if s.context_id.is_none() {
       s.context_id = Some(bare);
@@ -357,6 +352,6 @@ mod tests {
     assert!(t
       .samples
       .iter()
-      .all(|s| t.contexts[s.context_id.unwrap() as usize].labels[0].1 == "Worker 1"));
+      .all(|s| t.contexts[s.context_id.unwrap() as usize].labels.to_set()[0].1 == "Worker 1"));
   }
 }

@@ -483,7 +483,7 @@ mod tests {
       let mut v: Vec<_> = tr
         .samples
         .iter()
-        .map(|s| s.context_id.map(|c| (*tr.contexts[c as usize].labels).clone()))
+        .map(|s| s.context_id.map(|c| tr.contexts[c as usize].labels.to_set()))
         .collect();
       v.sort();
       v

@@ -129,7 +129,7 @@ pub fn request(trace: &Trace, timing: &Timing, options: &OtlpOptions) -> ExportP
     .contexts
     .iter()
     .map(|c| {
-      let get = |key: &str| c.labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+      let get = |key: &str| c.labels.get(key);
       let link = match (
         get("trace_id").and_then(|t| hex_bytes(t, 16)),
         get("span_id").and_then(|v| hex_bytes(v, 8)),
@@ -143,10 +143,10 @@ pub fn request(trace: &Trace, timing: &Timing, options: &OtlpOptions) -> ExportP
       let attrs = c
         .labels
         .iter()
-        .filter(|(k, _)| link.is_none() || (k != "trace_id" && k != "span_id"))
+        .filter(|(k, _)| link.is_none() || (*k != "trace_id" && *k != "span_id"))
         .map(|(k, v)| {
           let key = s(k);
-          attributes.id((key, v.clone()), |(key, v)| KeyValueAndUnit {
+          attributes.id((key, v.to_owned()), |(key, v)| KeyValueAndUnit {
             key_strindex: *key,
             value: string_value(v),
             unit_strindex: 0,

@@ -23,7 +23,6 @@ use crate::formats::pprof::{Profile, Timing, Weight};
 use crate::trace::{element_id, Context, Frame, LabelSet, Marker, Sample, Stack, Trace};
 use prost::Message;
 use std::collections::HashMap;
-use std::sync::Arc;
 
 fn bad(what: impl std::fmt::Display) -> ConvertError {
   ConvertError(format!("not a selfprof trace or pprof profile: {what}"))
@@ -375,11 +374,8 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
     }
     labels.sort();
     labels.dedup_by(|a, b| a.0 == b.0);
-    let context_id = (!labels.is_empty() && marker != Some(Marker::Idle)).then(|| {
-      element_id(&mut context_ids, &mut trace.contexts, labels, |l| Context {
-        labels: Arc::new(l),
-      })
-    });
+    let context_id = (!labels.is_empty() && marker != Some(Marker::Idle))
+      .then(|| element_id(&mut context_ids, &mut trace.contexts, labels, Context::new));
 
     let wall_ns = match value(wall_at) {
       Some(w) if w > 0 => w as f64,

@@ -11,7 +11,6 @@ use super::heap::label_every_sample;
 use crate::symbolize::{Generated, ScriptInfo, SourceMapsInfo};
 use crate::trace::{element_id, Context, Frame, LabelSet, LineTicks, Metadata, SampleWeights, Stack, Trace};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 pub const THREAD_NAME: &str = "thread name";
 pub const THREAD_ID: &str = "thread id";
@@ -88,11 +87,7 @@ pub fn merge(threads: Vec<ThreadTrace>) -> Trace {
     let contexts: Vec<u32> = t
       .contexts
       .iter()
-      .map(|c| {
-        element_id(&mut context_ids, &mut out.contexts, (*c.labels).clone(), |l| Context {
-          labels: Arc::new(l),
-        })
-      })
+      .map(|c| element_id(&mut context_ids, &mut out.contexts, c.labels.to_set(), Context::new))
       .collect();
     for l in &t.line_ticks {
       if let Some(&s) = stacks.get(l.stack_id as usize) {
@@ -220,7 +215,13 @@ mod tests {
       unmapped_frames: 1,
       dropped_line_ticks: 2,
       scripts: vec![script("file:///a.js")],
-      generated: vec![Generated { frame_id: 1, script: 0, line: 9, column: 9, name: None }],
+      generated: vec![Generated {
+        frame_id: 1,
+        script: 0,
+        line: 9,
+        column: 9,
+        name: None,
+      }],
     });
     let mut b = thread(B, "Worker #1 Event Loop", "1", 10.0);
     b.trace.source_maps = Some(SourceMapsInfo {
@@ -229,14 +230,29 @@ mod tests {
       dropped_line_ticks: 0,
       scripts: vec![script("file:///w.js"), script("file:///a.js")],
       generated: vec![
-        Generated { frame_id: 0, script: 0, line: 7, column: 1, name: Some("b".into()) },
-        Generated { frame_id: 1, script: 1, line: 9, column: 9, name: None },
+        Generated {
+          frame_id: 0,
+          script: 0,
+          line: 7,
+          column: 1,
+          name: Some("b".into()),
+        },
+        Generated {
+          frame_id: 1,
+          script: 1,
+          line: 9,
+          column: 9,
+          name: None,
+        },
       ],
     });
     let t = merge(vec![a, b]);
     let m = t.source_maps.as_ref().expect("kept");
     assert_eq!((m.mapped_frames, m.unmapped_frames, m.dropped_line_ticks), (3, 1, 2));
-    assert_eq!(m.scripts.iter().map(|s| s.url.as_str()).collect::<Vec<_>>(), vec!["file:///a.js", "file:///w.js"]);
+    assert_eq!(
+      m.scripts.iter().map(|s| s.url.as_str()).collect::<Vec<_>>(),
+      vec!["file:///a.js", "file:///w.js"]
+    );
     // Each note names its frame and script in the merged trace; spin (shared) once.
     assert_eq!(m.generated.len(), 2);
     for g in &m.generated {
@@ -244,7 +260,10 @@ mod tests {
       let url = &m.scripts[g.script as usize].url;
       match frame.name.as_str() {
         "spin" => assert_eq!((url.as_str(), g.line), ("file:///a.js", 9)),
-        "busy" => assert_eq!((url.as_str(), g.line, g.name.as_deref()), ("file:///w.js", 7, Some("b"))),
+        "busy" => assert_eq!(
+          (url.as_str(), g.line, g.name.as_deref()),
+          ("file:///w.js", 7, Some("b"))
+        ),
         other => panic!("unexpected frame {other}"),
       }
     }
@@ -262,7 +281,7 @@ mod tests {
     assert_eq!(ts, vec![10.0, 11.0, 12.0, 12.5]);
     let label = |i: usize, k: &str| {
       let c = &t.contexts[t.samples[i].context_id.unwrap() as usize];
-      c.labels.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone())
+      c.labels.get(k).map(str::to_owned)
     };
     assert_eq!(label(0, THREAD_NAME).as_deref(), Some("Main Event Loop"));
     assert_eq!(label(0, "endpoint").as_deref(), Some("GET /a"));

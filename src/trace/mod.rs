@@ -87,11 +87,108 @@ pub struct LineTicks {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Context {
   #[serde(serialize_with = "labels_as_object", deserialize_with = "labels_from_object")]
-  pub labels: Arc<LabelSet>,
+  pub labels: Labels,
 }
 
-fn labels_as_object<S: Serializer>(labels: &Arc<LabelSet>, s: S) -> Result<S::Ok, S::Error> {
-  s.collect_map(labels.iter().map(|(k, v)| (k, v)))
+impl Context {
+  pub fn new(labels: impl Into<Labels>) -> Context {
+    Context { labels: labels.into() }
+  }
+}
+
+fn labels_as_object<S: Serializer>(labels: &Labels, s: S) -> Result<S::Ok, S::Error> {
+  s.collect_map(labels.iter())
+}
+
+/// A context's labels, `(key, value)` pairs in key order: a set of its own (read from a
+/// file, merged, made by a format), or one the label store keeps, shared with it rather
+/// than copied (a recording's trace may reference ~100k sets: a copy of each string cost
+/// more than the rest of the build).
+#[derive(Clone)]
+pub enum Labels {
+  Owned(Arc<LabelSet>),
+  Kept(crate::capture::labels::Packed),
+}
+
+/// The pairs of `Labels`.
+#[derive(Clone)]
+pub enum LabelsIter<'a> {
+  Owned(std::slice::Iter<'a, (String, String)>),
+  Kept(crate::capture::labels::PackedIter<'a>),
+}
+
+impl<'a> Iterator for LabelsIter<'a> {
+  type Item = (&'a str, &'a str);
+
+  fn next(&mut self) -> Option<Self::Item> {
+    match self {
+      LabelsIter::Owned(it) => it.next().map(|(k, v)| (k.as_str(), v.as_str())),
+      LabelsIter::Kept(it) => it.next(),
+    }
+  }
+}
+
+impl Labels {
+  pub fn iter(&self) -> LabelsIter<'_> {
+    match self {
+      Labels::Owned(set) => LabelsIter::Owned(set.iter()),
+      Labels::Kept(packed) => LabelsIter::Kept(packed.iter()),
+    }
+  }
+
+  pub fn len(&self) -> usize {
+    match self {
+      Labels::Owned(set) => set.len(),
+      Labels::Kept(packed) => packed.len(),
+    }
+  }
+
+  pub fn is_empty(&self) -> bool {
+    self.len() == 0
+  }
+
+  /// The value of `key`, if the set has it.
+  pub fn get(&self, key: &str) -> Option<&str> {
+    self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+  }
+
+  /// The pairs as owned strings.
+  pub fn to_set(&self) -> LabelSet {
+    match self {
+      Labels::Owned(set) => (**set).clone(),
+      Labels::Kept(packed) => packed.to_set(),
+    }
+  }
+}
+
+impl From<LabelSet> for Labels {
+  fn from(set: LabelSet) -> Labels {
+    Labels::Owned(Arc::new(set))
+  }
+}
+
+impl From<Arc<LabelSet>> for Labels {
+  fn from(set: Arc<LabelSet>) -> Labels {
+    Labels::Owned(set)
+  }
+}
+
+impl From<crate::capture::labels::Packed> for Labels {
+  fn from(packed: crate::capture::labels::Packed) -> Labels {
+    Labels::Kept(packed)
+  }
+}
+
+impl PartialEq for Labels {
+  fn eq(&self, other: &Labels) -> bool {
+    self.iter().eq(other.iter())
+  }
+}
+
+impl std::fmt::Debug for Labels {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    f.debug_list().entries(self.iter()).finish()
+  }
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,9 +207,9 @@ pub struct Metadata {
   pub labels_lost_samples: usize,
 }
 
-fn labels_from_object<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<LabelSet>, D::Error> {
+fn labels_from_object<'de, D: Deserializer<'de>>(d: D) -> Result<Labels, D::Error> {
   let map = std::collections::BTreeMap::<String, String>::deserialize(d)?;
-  Ok(Arc::new(map.into_iter().collect()))
+  Ok(Labels::from(map.into_iter().collect::<LabelSet>()))
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -208,7 +305,7 @@ pub struct Added {
 }
 
 /// Looks up the labels of a context id.
-pub type LabelLookup<'a> = dyn Fn(u32) -> Option<Arc<LabelSet>> + 'a;
+pub type LabelLookup<'a> = dyn Fn(u32) -> Option<Labels> + 'a;
 
 /// Joins samples to SIGPROF ring entries for their labels and CPU time.
 pub struct Labeler<'a> {

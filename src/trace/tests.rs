@@ -2,7 +2,6 @@ use super::*;
 use crate::capture::ring::Entry;
 use serde_json::json;
 use std::io::Read;
-use std::sync::Arc;
 
 /// A call frame as the inspector reports it (0-based positions).
 fn cf(name: &str, url: &str, line: i64, col: i64) -> serde_json::Value {
@@ -350,10 +349,10 @@ fn labeler_joins_samples_to_brackets_for_labels_and_cpu_time() {
   // Samples at 1001, 1002, 1003, 1004, 1005, 1006 ms on V8's clock (µs stamps); the
   // last is idle.
   let p = profile(&[3, 5, 3, 6, 3, 7], &[1000.0; 6]);
-  let labels = |id: u32| -> Option<Arc<LabelSet>> {
+  let labels = |id: u32| -> Option<Labels> {
     match id {
-      7 => Some(Arc::new(vec![("endpoint".into(), "GET /a".into())])),
-      9 => Some(Arc::new(vec![
+      7 => Some(Labels::from(vec![("endpoint".into(), "GET /a".into())])),
+      9 => Some(Labels::from(vec![
         ("endpoint".into(), "GET /b".into()),
         ("span_id".into(), "00000000000000ff".into()),
       ])),
@@ -453,7 +452,7 @@ fn a_second_sample_in_one_bracket_is_not_the_signals() {
   // A signal's sample at 1001 ms, then V8's own sample 10 µs later (a deoptimization,
   // inside the match slack): only the first takes the bracket.
   let p = profile(&[3, 3, 3, 3, 3], &[1000.0, 10.0, 990.0, 10.0, 990.0]);
-  let labels = |id: u32| -> Option<Arc<LabelSet>> { Some(Arc::new(vec![("endpoint".into(), format!("GET /{id}"))])) };
+  let labels = |id: u32| -> Option<Labels> { Some(Labels::from(vec![("endpoint".into(), format!("GET /{id}"))])) };
   let gen = |e: Entry, generation: u32| Entry { generation, ..e };
   let entries = vec![
     gen(entry(1_001_000, 7, 500), 1),

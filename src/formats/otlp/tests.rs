@@ -1,6 +1,5 @@
 use super::*;
-use crate::trace::{Context, Frame, Sample as TraceSample, Stack as TraceStack};
-use std::sync::Arc;
+use crate::trace::{Context, Frame, Labels, Sample as TraceSample, Stack as TraceStack};
 
 fn trace() -> Trace {
   let s = |timestamp: f64, stack_id: Option<u32>, marker, context_id, cpu_time| TraceSample {
@@ -37,14 +36,14 @@ fn trace() -> Trace {
     ],
     contexts: vec![
       Context {
-        labels: Arc::new(vec![
+        labels: Labels::from(vec![
           ("endpoint".into(), "GET /a".into()),
           ("span_id".into(), "00f067aa0ba902b7".into()),
           ("trace_id".into(), "4bf92f3577b34da6a3ce929d0e0e4736".into()),
         ]),
       },
       Context {
-        labels: Arc::new(vec![
+        labels: Labels::from(vec![
           ("endpoint".into(), "POST /b".into()),
           ("span_id".into(), "not-hex".into()),
         ]),

@@ -1,7 +1,6 @@
 use super::*;
-use crate::trace::{Context, Frame, Sample as TraceSample, Stack, Trace};
+use crate::trace::{Context, Frame, Labels, Sample as TraceSample, Stack, Trace};
 use std::io::Read;
-use std::sync::Arc;
 
 fn trace() -> Trace {
   let s = |timestamp: f64, stack_id: Option<u32>, marker, context_id, cpu_time| TraceSample {
@@ -56,13 +55,13 @@ fn trace() -> Trace {
     ],
     contexts: vec![
       Context {
-        labels: Arc::new(vec![
+        labels: Labels::from(vec![
           ("endpoint".into(), "GET /a".into()),
           ("span_id".into(), "00000000000000ff".into()),
         ]),
       },
       Context {
-        labels: Arc::new(vec![("endpoint".into(), "POST /b".into())]),
+        labels: Labels::from(vec![("endpoint".into(), "POST /b".into())]),
       },
     ],
     metadata: None,
