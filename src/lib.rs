@@ -59,6 +59,10 @@ pub struct TraceOptions {
   pub tid: Option<i32>,
   /// The thread's CPU time when the recording started.
   pub cpu_start_ns: Option<f64>,
+  /// The recording's token (`labelsRecordingStarted`): once its samples are joined, the
+  /// build lets go of the label sets and records only it could reference, on the thread
+  /// pool rather than in JS's `labelsRecordingBuilt` on the event loop.
+  pub recording: Option<u32>,
   /// Service mode: the same trace for each backend, as JSON `[{ name: 'datadog' |
   /// 'pyroscope' | 'otlp' | 'pprof', ... }]` (see `formats::dialect`), each appended to
   /// the result's buffers, with the `"pprof"` timing.
@@ -108,6 +112,7 @@ fn thread_trace(t: ThreadInput) -> Result<formats::threads::ThreadTrace> {
 struct LabelSource {
   tid: i32,
   cpu_start_ns: Option<u64>,
+  recording: Option<u32>,
 }
 
 /// One V8 recording of a trace: the JSON of `Profiler.stop`'s `profile`, and the
@@ -285,6 +290,17 @@ impl BuildTrace {
   /// (their traces were mapped where they were recorded).
   fn finished(&mut self) -> Result<trace::Trace> {
     let mut trace = self.build()?;
+    // The trace holds what it needs of the label sets (shared buffers): those only this
+    // recording could reference go now, freed off the event loop (~7 ms for 60k sets).
+    if let Some(LabelSource {
+      tid,
+      recording: Some(token),
+      ..
+    }) = self.labels
+    {
+      capture::labels::recording_built(tid, token);
+      capture::drain::recording_built(tid, token);
+    }
     if let Some(runtime) = &self.source_maps {
       symbolize::symbolize(&mut trace, runtime);
     }
@@ -338,6 +354,7 @@ impl BuildTrace {
     let labels = options.labels.unwrap_or(false).then(|| LabelSource {
       tid: options.tid.unwrap_or_else(signal::gettid),
       cpu_start_ns: options.cpu_start_ns.map(|n| n as u64),
+      recording: options.recording,
     });
     let dialects = match options.dialects.as_deref() {
       Some(json) => formats::dialect::parse(json).map_err(invalid)?,

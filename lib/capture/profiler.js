@@ -250,6 +250,8 @@ class Profiler extends EventTarget {
       alsoFormat,
       labels: true,
       tid: member.tid,
+      // The build lets go of this recording's label sets on the thread pool once joined.
+      recording: member.startedAs || undefined,
       cpuStartNs: member.cpuStartNs,
       timeOriginUnixMs: performance.timeOrigin,
       periodNs: this.#sampleInterval * 1e6,

@@ -331,14 +331,20 @@ pub fn recording_started(tid: i32, start_ns: u64) -> u32 {
   })
 }
 
-/// The trace of recording `token` was built (or never will be): its sets may go.
+/// The trace of recording `token` was built (or never will be): its sets may go. Once per
+/// token: a second call (JS after a build that already let go) costs nothing.
 pub fn recording_built(tid: i32, token: u32) {
   with_store(|s| {
-    if let Some(list) = s.unbuilt.get_mut(&tid) {
-      list.retain(|(t, _)| *t != token);
-      if list.is_empty() {
-        s.unbuilt.remove(&tid);
-      }
+    let Some(list) = s.unbuilt.get_mut(&tid) else {
+      return;
+    };
+    let before = list.len();
+    list.retain(|(t, _)| *t != token);
+    if list.len() == before {
+      return;
+    }
+    if list.is_empty() {
+      s.unbuilt.remove(&tid);
     }
     s.prune(tid);
   });
@@ -496,12 +502,17 @@ mod tests {
   fn sets_live_while_an_unbuilt_recording_can_reference_them() {
     let tid = -7; // not a real thread: this test's own slice of the store
     let id = reserve_ids(3);
+    let early = recording_started(tid, 50);
     save(tid, id, set("endpoint", "GET /a"), 100);
     let token = recording_started(tid, 150);
     save(tid, id + 1, set("endpoint", "GET /b"), 200);
-    recording_built(tid, 0); // not a recording of this thread: only prunes
+    recording_built(tid, early);
     assert!(lookup(id).is_none(), "saved before every unbuilt recording started");
     assert!(lookup(id + 1).is_some(), "saved while a recording runs");
+    // Once per token: the build let go, then JS says so again; an unknown token likewise.
+    recording_built(tid, early);
+    recording_built(tid, 0);
+    assert!(lookup(id + 1).is_some(), "a repeated call lets go of nothing more");
     let later = recording_started(tid, 300);
     recording_built(tid, token);
     assert!(lookup(id + 1).is_none(), "saved before the remaining recording started");
