@@ -250,12 +250,13 @@ pub struct Packed {
 }
 
 impl Packed {
+  /// The pairs the encoding holds (its count byte: `encode` wrote it).
   pub fn len(&self) -> usize {
-    self.iter().count()
+    self.data.first().copied().unwrap_or(0) as usize
   }
 
   pub fn is_empty(&self) -> bool {
-    self.iter().next().is_none()
+    self.len() == 0
   }
 
   pub fn iter(&self) -> PackedIter<'_> {
