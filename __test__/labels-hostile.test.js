@@ -57,6 +57,33 @@ test('a label value with a lone surrogate: the recording is kept, the value beco
   }
 });
 
+function wideWork(ms) {
+  return spin(ms);
+}
+
+test('label values of every width come back whole in the trace object, keys in order', async () => {
+  // The trace object's labels are sliced out of one string per piece in UTF-16 units.
+  const sets = [
+    { endpoint: 'GET /wide', user: '😀 grin', 10: 'ten', 9: 'nine', note: '' },
+    { endpoint: 'GET /wide', user: '日本語 e\u0301', z: 'x'.repeat(4096) },
+    { endpoint: 'GET /wide', user: '\u{10ffff}é', a: '\u{1f600}\u{1f600}' },
+  ];
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
+  for (const set of sets) {
+    await withLabels(set, async () => {
+      wideWork(30);
+      await null;
+      wideWork(10);
+    });
+  }
+  const trace = await p.stop();
+  const got = new Set(trace.contexts.filter((c) => c.labels.endpoint === 'GET /wide').map((c) => JSON.stringify(c.labels)));
+  // As JSON.parse of the trace's JSON makes them: keys sorted, integer-like keys first.
+  const byKey = ([a], [b]) => (a < b ? -1 : a > b ? 1 : 0);
+  const expected = sets.map((s) => JSON.stringify(JSON.parse(JSON.stringify(Object.fromEntries(Object.entries(s).sort(byKey))))));
+  assert.deepEqual([...got].sort(), expected.sort());
+});
+
 test('service mode keeps exporting when a client puts a lone surrogate into a label', async () => {
   const received = [];
   const srv = http.createServer((req, res) => {

@@ -236,11 +236,15 @@ pub fn build_trace(chunks: Vec<TraceChunk>, options: TraceOptions) -> Result<Asy
 }
 
 /// A trace as `trace::Parts`: what JS builds its trace object from in slices (the samples
-/// as typed arrays, the small tables and the contexts as JSON).
+/// and the contexts' label values as columns, the small tables as JSON).
 #[napi(object)]
 pub struct TraceParts {
   pub head: String,
-  pub contexts: Vec<String>,
+  pub key_sets: String,
+  pub context_keys: Uint32Array,
+  pub values: Vec<String>,
+  pub value_ends: Uint32Array,
+  pub piece_contexts: Uint32Array,
   pub timestamp: Float64Array,
   pub stack: Int32Array,
   pub marker: Uint8Array,
@@ -261,7 +265,11 @@ impl Task for BuildParts {
   fn resolve(&mut self, _env: Env, p: Self::Output) -> Result<Self::JsValue> {
     Ok(TraceParts {
       head: p.head,
-      contexts: p.contexts,
+      key_sets: p.key_sets,
+      context_keys: Uint32Array::new(p.context_keys),
+      values: p.values,
+      value_ends: Uint32Array::new(p.value_ends),
+      piece_contexts: Uint32Array::new(p.piece_contexts),
       timestamp: Float64Array::new(p.timestamp),
       stack: Int32Array::new(p.stack),
       marker: Uint8Array::new(p.marker),

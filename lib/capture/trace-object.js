@@ -2,11 +2,12 @@
 // The trace object from the parts Rust built (src/trace/mod.rs, `Parts`), in slices.
 //
 // Parsing a whole trace's JSON is one block of the event loop that grows with the trace
-// (110-130 ms at 100k labeled samples). The parts keep it short: the small tables and each
-// piece of contexts are parsed on their own turn of the event loop, and the samples are
-// made from typed arrays `SLICE` at a time, yielding in between (a turn is then a few ms).
-// The objects are the ones JSON.parse of the trace's JSON makes: the same keys in the same
-// order, absent optional members absent.
+// (110-130 ms at 100k labeled samples). The parts keep it short: the small tables are
+// parsed, each piece of contexts is made on its own turn of the event loop (label values
+// sliced out of one string per piece: parsing them as JSON took ~5× as long), and the
+// samples are made from typed arrays `SLICE` at a time, yielding in between (a turn is then
+// a few ms). The objects are the ones JSON.parse of the trace's JSON makes: the same keys
+// in the same order, absent optional members absent.
 
 const { setImmediate: nextTurn } = require('node:timers/promises');
 
@@ -14,13 +15,32 @@ const { setImmediate: nextTurn } = require('node:timers/promises');
 const SLICE = 8192;
 const MARKERS = [undefined, 'gc', 'idle', 'other'];
 
-/** The trace object of `parts` (`{ head, contexts, timestamp, stack, marker, context, cpuTime }`). */
+/**
+ * The trace object of `parts` (`{ head, keySets, contextKeys, values, valueEnds,
+ * pieceContexts, timestamp, stack, marker, context, cpuTime }`, src/trace/mod.rs `Parts`).
+ */
 async function traceObject(parts) {
   const head = JSON.parse(parts.head);
+  const keySets = JSON.parse(parts.keySets);
+  const { contextKeys, valueEnds, pieceContexts } = parts;
   const contexts = [];
-  for (const piece of parts.contexts) {
+  let c = 0;
+  let v = 0;
+  for (let p = 0; p < parts.values.length; p++) {
     await nextTurn();
-    for (const c of JSON.parse(piece)) contexts.push(c);
+    const text = parts.values[p];
+    let at = 0;
+    for (const end = c + pieceContexts[p]; c < end; c++) {
+      const keys = keySets[contextKeys[c]];
+      const labels = {};
+      for (let k = 0; k < keys.length; k++) {
+        const until = valueEnds[v++];
+        // Keys come from withLabels/setLabels, which refuse "__proto__".
+        labels[keys[k]] = text.slice(at, until);
+        at = until;
+      }
+      contexts.push({ labels });
+    }
   }
   const { timestamp, stack, marker, context, cpuTime } = parts;
   const n = timestamp.length;

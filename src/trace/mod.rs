@@ -649,13 +649,28 @@ pub(crate) fn scale_ticks(ticks: &[(u32, u64)], kept: u64, recorded: u64) -> Vec
 }
 
 /// The trace in the form JS builds its trace object from without parsing one big JSON
-/// string on the event loop: the small tables as JSON, the contexts as JSON in pieces,
-/// and the samples as columns.
+/// string on the event loop: the small tables as JSON, the contexts as columns of their
+/// label values in pieces, and the samples as columns.
+///
+/// A context's labels object is its key set's keys (`key_sets[context_keys[c]]`, in the
+/// trace's key order) with, in turn, the values of its piece: each value ends at the next
+/// of `value_ends`, counted in UTF-16 code units (what JS's `slice` counts) from the
+/// piece's start. JS slices the values out of one string per piece rather than parsing
+/// JSON: ~5× less event-loop time for ~60k label sets.
 pub struct Parts {
   /// `{ resources, frames, stacks, metadata?, lineTicks? }`.
   pub head: String,
-  /// `contexts`, as JSON arrays of at most `CONTEXTS_PER_PIECE` contexts each.
-  pub contexts: Vec<String>,
+  /// The distinct key lists of the contexts, as JSON: `[["endpoint", "span_id"], ...]`.
+  pub key_sets: String,
+  /// Per context, the index of its key list in `key_sets`.
+  pub context_keys: Vec<u32>,
+  /// The contexts' label values, concatenated, in pieces of at most `CONTEXTS_PER_PIECE`
+  /// contexts (a piece ends once it passes `PIECE_BYTES`).
+  pub values: Vec<String>,
+  /// Per value, in context then key order, where it ends in its piece (UTF-16 units).
+  pub value_ends: Vec<u32>,
+  /// Per piece, how many contexts it holds.
+  pub piece_contexts: Vec<u32>,
   pub timestamp: Vec<f64>,
   /// `stackId`, or -1 for none.
   pub stack: Vec<i32>,
@@ -667,10 +682,76 @@ pub struct Parts {
   pub cpu_time: Vec<f64>,
 }
 
-/// Contexts per JSON piece of `Parts` (JS parses one per turn of the event loop): at most
-/// this many, and a piece ends once it passes `PIECE_BYTES` (label sets can be large).
+/// Contexts per piece of `Parts` (JS makes one piece's per turn of the event loop): at
+/// most this many, and a piece ends once it passes `PIECE_BYTES` (label sets can be large).
 pub const CONTEXTS_PER_PIECE: usize = 2048;
 pub const PIECE_BYTES: usize = 4 << 20;
+
+/// `Parts`' context columns.
+#[derive(Default)]
+struct ContextColumns<'a> {
+  key_sets: Vec<Vec<&'a str>>,
+  context_keys: Vec<u32>,
+  values: Vec<String>,
+  value_ends: Vec<u32>,
+  piece_contexts: Vec<u32>,
+}
+
+impl<'a> ContextColumns<'a> {
+  fn of(contexts: &'a [Context]) -> ContextColumns<'a> {
+    let mut out = ContextColumns {
+      context_keys: Vec::with_capacity(contexts.len()),
+      ..Default::default()
+    };
+    let mut key_set_ids: HashMap<Vec<&'a str>, u32> = HashMap::new();
+    let mut piece = String::new();
+    let (mut in_piece, mut piece_units) = (0u32, 0usize);
+    for c in contexts {
+      // Most contexts have the key set of the one before: no lookup, no allocation.
+      let same = out.context_keys.last().is_some_and(|&last| {
+        c.labels
+          .iter()
+          .map(|(k, _)| k)
+          .eq(out.key_sets[last as usize].iter().copied())
+      });
+      let id = if same {
+        *out.context_keys.last().unwrap_or(&0)
+      } else {
+        let keys: Vec<&'a str> = c.labels.iter().map(|(k, _)| k).collect();
+        *key_set_ids.entry(keys).or_insert_with_key(|keys| {
+          out.key_sets.push(keys.clone());
+          (out.key_sets.len() - 1) as u32
+        })
+      };
+      out.context_keys.push(id);
+      for (_, v) in c.labels.iter() {
+        piece.push_str(v);
+        piece_units += utf16_len(v);
+        out.value_ends.push(piece_units as u32);
+      }
+      in_piece += 1;
+      if in_piece as usize == CONTEXTS_PER_PIECE || piece.len() >= PIECE_BYTES {
+        out.values.push(std::mem::take(&mut piece));
+        out.piece_contexts.push(in_piece);
+        (in_piece, piece_units) = (0, 0);
+      }
+    }
+    if in_piece > 0 {
+      out.values.push(piece);
+      out.piece_contexts.push(in_piece);
+    }
+    out
+  }
+}
+
+/// The length of `s` in UTF-16 code units.
+fn utf16_len(s: &str) -> usize {
+  if s.is_ascii() {
+    s.len()
+  } else {
+    s.chars().map(char::len_utf16).sum()
+  }
+}
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -708,29 +789,15 @@ impl Trace {
     };
     // Serializing plain structs of strings and numbers cannot fail.
     let head = serde_json::to_string(&head).unwrap_or_default();
-    let mut contexts = Vec::new();
-    let mut piece = String::from("[");
-    let mut in_piece = 0;
-    for c in &self.contexts {
-      if in_piece > 0 {
-        piece.push(',');
-      }
-      piece.push_str(&serde_json::to_string(c).unwrap_or_default());
-      in_piece += 1;
-      if in_piece == CONTEXTS_PER_PIECE || piece.len() >= PIECE_BYTES {
-        piece.push(']');
-        contexts.push(std::mem::replace(&mut piece, String::from("[")));
-        in_piece = 0;
-      }
-    }
-    if in_piece > 0 {
-      piece.push(']');
-      contexts.push(piece);
-    }
+    let contexts = ContextColumns::of(&self.contexts);
     let n = self.samples.len();
     let mut p = Parts {
       head,
-      contexts,
+      key_sets: serde_json::to_string(&contexts.key_sets).unwrap_or_default(),
+      context_keys: contexts.context_keys,
+      values: contexts.values,
+      value_ends: contexts.value_ends,
+      piece_contexts: contexts.piece_contexts,
       timestamp: Vec::with_capacity(n),
       stack: Vec::with_capacity(n),
       marker: Vec::with_capacity(n),

@@ -482,3 +482,55 @@ fn a_second_sample_in_one_bracket_is_not_the_signals() {
     })
   );
 }
+
+#[test]
+fn parts_carry_every_contexts_labels_as_columns_js_slices_in_utf16_units() {
+  // More contexts than a piece holds, key sets that change, values of every width.
+  let widths = ["GET /a", "", "é", "日本語", "😀 grin", "e\u{301}", "\u{10ffff}"];
+  let contexts: Vec<Context> = (0..5000)
+    .map(|i| {
+      let mut set = vec![
+        ("endpoint".to_string(), format!("{} {i}", widths[i % widths.len()])),
+        ("span_id".to_string(), format!("{:016x}", i)),
+      ];
+      if i % 3 == 0 {
+        set.push(("tenant".to_string(), widths[i % widths.len()].repeat(i % 5)));
+      }
+      if i % 1000 == 999 {
+        set = vec![("1".to_string(), "numeric key".to_string())];
+      }
+      Context::new(set)
+    })
+    .collect();
+  let trace = Trace {
+    contexts: contexts.clone(),
+    ..Trace::default()
+  };
+  let p = trace.parts();
+  let key_sets: Vec<Vec<String>> = serde_json::from_str(&p.key_sets).unwrap();
+  assert_eq!(key_sets.len(), 3, "{key_sets:?}");
+  assert_eq!(p.context_keys.len(), 5000);
+  assert!(p.values.len() >= 3, "5000 contexts take several pieces");
+  assert_eq!(p.piece_contexts.iter().sum::<u32>(), 5000);
+  assert!(p.piece_contexts.iter().all(|n| *n as usize <= CONTEXTS_PER_PIECE));
+  // What JS does: slice each piece's UTF-16 code units at the value ends.
+  let (mut c, mut v) = (0usize, 0usize);
+  for (piece, &n) in p.values.iter().zip(&p.piece_contexts) {
+    let units: Vec<u16> = piece.encode_utf16().collect();
+    let mut at = 0usize;
+    for _ in 0..n {
+      let keys = &key_sets[p.context_keys[c] as usize];
+      let mut got = Vec::new();
+      for k in keys {
+        let end = p.value_ends[v] as usize;
+        v += 1;
+        got.push((k.clone(), String::from_utf16(&units[at..end]).unwrap()));
+        at = end;
+      }
+      assert_eq!(got, contexts[c].labels.to_set(), "context {c}");
+      c += 1;
+    }
+    assert_eq!(at, units.len(), "a piece holds exactly its values");
+  }
+  assert_eq!((c, v), (5000, p.value_ends.len()));
+}
