@@ -14,6 +14,8 @@
 //    CPU time (a 1 ms ticker reads CLOCK_THREAD_CPUTIME_ID; the largest CPU time between
 //    two ticks is the longest block: on a shared machine, preemption does not count);
 //  - ready: wall time from stop() to the result (trace object or pprof Buffer);
+//  - main CPU: the main thread's CPU time from stop() to the result, all of it (the sum
+//    of the blocks: what the event loop gave up to the stop);
 //  - peak: peak RSS (VmHWM, reset before the recording) of the whole recording and stop;
 // and prints medians over rounds with their range, ratios to the bare inspector and to
 // @datadog/pprof, and each mode's stop cost growth per extra sample between the sizes.
@@ -122,13 +124,15 @@ async function measure(mode, samples, msPerSample) {
   }, 1);
   const t0 = performance.now();
   lastCpu = native.threadCpuNs();
+  const cpu0 = lastCpu;
   const result = await stop();
   const ready = performance.now() - t0;
-  longest = Math.max(longest, native.threadCpuNs() - lastCpu);
+  const cpu1 = native.threadCpuNs();
+  longest = Math.max(longest, cpu1 - lastCpu);
   clearInterval(ticker);
   const count =
     mode === 'bare' ? result.samples.length : mode === 'selfprof-json' ? result.samples.length : pprofSamples(result);
-  return { mode, samples: count, requests: next, bufferedMiB: buffered, blockMs: longest / 1e6, readyMs: ready, peakMiB: hwmMiB() };
+  return { mode, samples: count, requests: next, bufferedMiB: buffered, blockMs: longest / 1e6, mainCpuMs: (cpu1 - cpu0) / 1e6, readyMs: ready, peakMiB: hwmMiB() };
 }
 
 function pprofSamples(buffer) {
@@ -180,12 +184,12 @@ function parent() {
   const fmt = (xs, digits = 1) => `${median(xs).toFixed(digits)} [${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)}]`;
   for (const size of sizes) {
     console.log(`\n~${size} samples`);
-    console.log(`${'mode'.padEnd(30)}${'samples'.padStart(8)}  ${'longest block ms'.padEnd(20)}${'until the result ms'.padEnd(22)}${'RSS per 10k buffered MiB'.padEnd(26)}peak RSS MiB`);
+    console.log(`${'mode'.padEnd(30)}${'samples'.padStart(8)}  ${'longest block ms'.padEnd(20)}${'main CPU ms'.padEnd(20)}${'until the result ms'.padEnd(22)}${'RSS per 10k buffered MiB'.padEnd(26)}peak RSS MiB`);
     for (const mode of modes) {
       const ms = results[size][mode];
       const per10k = ms.map((m) => (m.bufferedMiB * 10_000) / m.samples);
       console.log(
-        `${MODES[mode].padEnd(30)}${String(median(ms.map((m) => m.samples))).padStart(8)}  ${fmt(ms.map((m) => m.blockMs)).padEnd(20)}${fmt(ms.map((m) => m.readyMs)).padEnd(22)}${fmt(per10k, 2).padEnd(26)}${fmt(ms.map((m) => m.peakMiB), 0)}`,
+        `${MODES[mode].padEnd(30)}${String(median(ms.map((m) => m.samples))).padStart(8)}  ${fmt(ms.map((m) => m.blockMs)).padEnd(20)}${fmt(ms.map((m) => m.mainCpuMs)).padEnd(20)}${fmt(ms.map((m) => m.readyMs)).padEnd(22)}${fmt(per10k, 2).padEnd(26)}${fmt(ms.map((m) => m.peakMiB), 0)}`,
       );
     }
     const ratio = (mode, base, key) => {
@@ -195,6 +199,7 @@ function parent() {
     for (const mode of modes.filter((m) => m.startsWith('selfprof'))) {
       console.log(
         `  ${MODES[mode]}: block ${ratio(mode, 'bare', 'blockMs')}× bare, ${ratio(mode, 'datadog', 'blockMs')}× @datadog/pprof; ` +
+          `main CPU ${ratio(mode, 'bare', 'mainCpuMs')}× bare, ${ratio(mode, 'datadog', 'mainCpuMs')}× @datadog/pprof; ` +
           `until the result ${ratio(mode, 'bare', 'readyMs')}× bare, ${ratio(mode, 'datadog', 'readyMs')}× @datadog/pprof`,
       );
     }
