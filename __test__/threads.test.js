@@ -35,7 +35,9 @@ busy.on('exit', () => setTimeout(() => process.exit(0), 200));
 test('selfprof record: a worker busy for 0.8 s appears with its thread label, a terminated pool worker too', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-threads-'));
   fs.writeFileSync(path.join(dir, 'app.js'), APP);
-  const r = spawnSync(process.execPath, [cli, 'record', '-o', 'out', '--heap', '--by', 'thread name', '--', process.execPath, 'app.js'], {
+  // A heap sample every 64 KiB on average: the hog's 8 MiB is ~128 samples. At the default
+  // 512 KiB (~16 samples) its estimate fell under 4 MiB about once in a hundred runs.
+  const r = spawnSync(process.execPath, [cli, 'record', '-o', 'out', '--heap', '--heap-interval', '65536', '--by', 'thread name', '--', process.execPath, 'app.js'], {
     cwd: dir,
     encoding: 'utf8',
     timeout: 120_000,
