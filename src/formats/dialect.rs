@@ -68,11 +68,14 @@ pub enum OutLabel<'a> {
 impl<'a> OutLabel<'a> {
   pub(crate) fn encode(self, strings: &mut super::pprof::Strings<'a>) -> super::pprof::Label {
     match self {
-      OutLabel::Str(k, v) => super::pprof::Label {
-        key: strings.id(k),
-        str: strings.id(v),
-        ..Default::default()
-      },
+      OutLabel::Str(k, v) => {
+        let key = strings.id(k);
+        super::pprof::Label {
+          key,
+          str: strings.value_id(key, v),
+          ..Default::default()
+        }
+      }
       OutLabel::Num(k, n) => super::pprof::Label {
         key: strings.id(k),
         num: n,

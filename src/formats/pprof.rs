@@ -130,13 +130,35 @@ pub struct Timing {
 pub(crate) struct Strings<'a> {
   table: Vec<Cow<'a, str>>,
   ids: crate::FastMap<Cow<'a, str>, i64>,
+  /// Per label key (its string id): whether its values are looked up (see `value_id`).
+  values: crate::FastMap<i64, Values>,
 }
+
+/// How a key's values enter the table.
+#[derive(Clone, Copy)]
+enum Values {
+  /// Looked up so far: how many, and how many of them were new.
+  Trying {
+    tried: u32,
+    new: u32,
+  },
+  Deduplicated,
+  Appended,
+}
+
+/// Values of one key looked up before deciding whether that key's values are worth
+/// deduplicating.
+const VALUES_TRIED: u32 = 1024;
+/// Past `VALUES_TRIED`, a key whose values were at least this many in 1,024 new is
+/// unique per label set (a span id per request): its values are appended, not looked up.
+const VALUES_NEW: u32 = 960;
 
 impl<'a> Strings<'a> {
   pub(crate) fn with_capacity(n: usize) -> Self {
     let mut s = Strings {
       table: Vec::with_capacity(n),
       ids: crate::FastMap::with_capacity_and_hasher(n, Default::default()),
+      values: Default::default(),
     };
     s.id("");
     s
@@ -159,6 +181,37 @@ impl<'a> Strings<'a> {
     let id = self.table.len() as i64;
     self.ids.insert(s.clone(), id);
     self.table.push(s);
+    id
+  }
+
+  /// The id of a label's value under key `key` (a string id). A key whose values are
+  /// nearly all distinct, such as a span id per request, gets its values appended to the
+  /// table without a lookup: the lookup of ~100k distinct values in a table of that size
+  /// misses the cache each time, and was the largest part of a labeled stop's encoding.
+  /// A value repeated under such a key is stored twice; the profile means the same.
+  pub(crate) fn value_id(&mut self, key: i64, v: impl Into<Cow<'a, str>>) -> i64 {
+    let (tried, new) = match self
+      .values
+      .get(&key)
+      .copied()
+      .unwrap_or(Values::Trying { tried: 0, new: 0 })
+    {
+      Values::Deduplicated => return self.id(v),
+      Values::Appended => {
+        self.table.push(v.into());
+        return self.table.len() as i64 - 1;
+      }
+      Values::Trying { tried, new } => (tried, new),
+    };
+    let before = self.table.len();
+    let id = self.id(v);
+    let (tried, new) = (tried + 1, new + u32::from(self.table.len() > before));
+    let next = match tried {
+      VALUES_TRIED if new >= VALUES_NEW => Values::Appended,
+      VALUES_TRIED => Values::Deduplicated,
+      _ => Values::Trying { tried, new },
+    };
+    self.values.insert(key, next);
     id
   }
 

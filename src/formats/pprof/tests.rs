@@ -242,3 +242,83 @@ fn dialects_rename_labels_and_add_per_sample_ones() {
     profile(&trace(), &TIMING)
   );
 }
+
+/// A trace of `n` samples, each with its own label set: `endpoint` one of 4, `span_id` from
+/// `span(i)`.
+fn labeled(n: usize, span: impl Fn(usize) -> String) -> Trace {
+  let mut t = trace();
+  t.samples = (0..n)
+    .map(|i| TraceSample {
+      timestamp: 1.0 + i as f64,
+      stack_id: Some(2),
+      marker: None,
+      context_id: Some(i as u32),
+      cpu_time: None,
+    })
+    .collect();
+  t.contexts = (0..n)
+    .map(|i| Context {
+      labels: Labels::from(vec![
+        ("endpoint".into(), format!("GET /{}", i % 4)),
+        ("span_id".into(), span(i)),
+      ]),
+    })
+    .collect();
+  t
+}
+
+#[test]
+fn distinct_label_values_are_appended_and_repeated_ones_shared() {
+  let st_labels = |p: &Profile, i: usize| -> Vec<(String, String)> {
+    p.sample[i]
+      .label
+      .iter()
+      .map(|l| {
+        (
+          p.string_table[l.key as usize].clone(),
+          p.string_table[l.str as usize].clone(),
+        )
+      })
+      .collect()
+  };
+  let count = |p: &Profile, s: &str| p.string_table.iter().filter(|x| *x == s).count();
+  // A span id per label set: every value kept, endpoints stored once each.
+  let t = labeled(5000, |i| format!("{:016x}", 0xab00_0000 + i));
+  let p = profile(&t, &TIMING);
+  for i in [0, 1023, 1024, 1025, 4999] {
+    assert_eq!(
+      st_labels(&p, i),
+      vec![
+        ("endpoint".to_string(), format!("GET /{}", i % 4)),
+        ("span_id".to_string(), format!("{:016x}", 0xab00_0000 + i))
+      ]
+    );
+  }
+  assert_eq!(count(&p, "GET /3"), 1);
+  assert!(p.string_table.len() < 5000 + 40, "{} strings", p.string_table.len());
+
+  // Span ids distinct for the first 1,024 sets, then each one repeated: read back the
+  // same; the repeats may be stored again (at most once per label set).
+  let t = labeled(3000, |i| format!("{:016x}", if i < 1024 { i } else { i % 7 }));
+  let p = profile(&t, &TIMING);
+  for i in [0, 1023, 1024, 2999] {
+    assert_eq!(
+      st_labels(&p, i)[1].1,
+      format!("{:016x}", if i < 1024 { i } else { i % 7 })
+    );
+  }
+  assert!(p.string_table.len() <= 3000 + 40);
+  let back = crate::formats::pprof_decode::decode(&p.encode_to_vec()).unwrap();
+  let ctx = |i: usize| {
+    back.trace.samples[i]
+      .context_id
+      .map(|c| back.trace.contexts[c as usize].labels.to_set())
+  };
+  assert_eq!(ctx(1030).unwrap()[1].1, format!("{:016x}", 1030 % 7));
+
+  // Values that mostly repeat stay deduplicated: each endpoint once, span ids from 7.
+  let t = labeled(3000, |i| format!("{:016x}", i % 7));
+  let p = profile(&t, &TIMING);
+  assert_eq!(count(&p, "0000000000000006"), 1);
+  assert_eq!(count(&p, "GET /0"), 1);
+}
