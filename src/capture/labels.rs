@@ -12,6 +12,9 @@
 //!   whose set was dropped is counted in the trace's `labelsLostSamples`).
 //! - A set is dropped once no unbuilt recording of its thread can reference it: it was
 //!   last saved before the oldest unbuilt recording of its thread started.
+//! - Sets are encoded one after another into chunks, one thread's at a time (`Chunk`): a
+//!   trace build reads ~100k of them in the order they were saved, and holds, then lets
+//!   go of, a few chunks rather than a buffer per set.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -22,13 +25,18 @@ pub type LabelSet = Vec<(String, String)>;
 
 /// Label sets kept at most, process-wide.
 pub const MAX_SETS: usize = 1 << 22;
-/// Bytes the kept sets take at most, process-wide (their encoding and bookkeeping):
-/// ~1.1M typical `{ endpoint, span_id }` sets, 18 minutes of samples at 1 ms.
+/// Bytes the kept sets take at most, process-wide (their chunks and bookkeeping):
+/// ~1.5M typical `{ endpoint, span_id }` sets, 25 minutes of samples at 1 ms.
 pub const MAX_BYTES: usize = 128 << 20;
 /// Keys interned at most (a key used by many sets is stored once; past this, inline).
 const MAX_KEYS: usize = 4096;
-/// What a kept set costs beyond its encoding: its map entry, allocation and reference counts.
-const OVERHEAD: usize = 80;
+/// What a kept set costs beyond its encoding: its map entry.
+const OVERHEAD: usize = 48;
+/// A chunk takes sets until it holds this many bytes (one set larger than that has a
+/// chunk of its own).
+const CHUNK_BYTES: usize = 64 << 10;
+/// A chunk's first capacity (it doubles up to `CHUNK_BYTES`).
+const FIRST_CHUNK_BYTES: usize = 1 << 10;
 
 /// The next label-set id to hand out (0 means "no labels").
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
@@ -50,70 +58,69 @@ pub fn reserve_ids(count: u32) -> u32 {
   }
 }
 
-/// A kept set: its labels encoded in one buffer (`Store::encode`), ~120 bytes in all for a
-/// typical `{ endpoint, span_id }` where a vector of strings took ~330. Shared, not copied,
-/// with the traces that reference it (`Packed`).
+/// A kept set: where its labels are encoded (`Keys::encode`), ~87 bytes in all for a
+/// typical `{ endpoint, span_id }` where a vector of strings took ~330.
+#[derive(Clone, Copy)]
 struct Saved {
-  data: Arc<[u8]>,
+  chunk: u32,
+  at: u32,
+  len: u32,
   tid: i32,
   saved_ns: u64,
 }
 
-impl Saved {
+/// Encoded sets of one thread, in the order they were saved. Appended to while open; a
+/// trace build that reads one of its sets seals it (`Store::packed`): from then on it is
+/// shared, not copied, with the traces that reference its sets, and the thread's next
+/// sets go to a new chunk. It goes when its last set goes (traces holding it keep it).
+struct Chunk {
+  data: ChunkData,
+  tid: i32,
+  /// Kept sets encoded here.
+  live: u32,
+}
+
+enum ChunkData {
+  Open(Vec<u8>),
+  Sealed(Arc<[u8]>),
+}
+
+impl Chunk {
   fn bytes(&self) -> usize {
-    self.data.len() + OVERHEAD
+    match &self.data {
+      ChunkData::Open(v) => v.capacity(),
+      ChunkData::Sealed(a) => a.len(),
+    }
   }
 }
 
 /// A key stored inline rather than by its interned id.
 const INLINE_KEY: u16 = u16::MAX;
 
-struct Store {
-  max_sets: usize,
-  max_bytes: usize,
-  sets: crate::FastMap<u32, Saved>,
-  /// Interned keys: id -> key (shared with the traces that hold `Packed` sets: append-only,
-  /// copied only if a key is added while a trace holds them), key -> id.
-  keys: Arc<Vec<Arc<str>>>,
-  key_ids: crate::FastMap<String, u16>,
-  /// Unbuilt recordings per thread: `(token, start_ns)`.
-  unbuilt: HashMap<i32, Vec<(u32, u64)>>,
-  bytes: usize,
-  dropped: u64,
-  next_token: u32,
+/// Interned keys: id -> key (shared with the traces that hold `Packed` sets: append-only,
+/// copied only if a key is added while a trace holds them), key -> id.
+#[derive(Default)]
+struct Keys {
+  table: Arc<Vec<Arc<str>>>,
+  ids: crate::FastMap<String, u16>,
 }
 
-impl Default for Store {
-  fn default() -> Self {
-    Store {
-      max_sets: MAX_SETS,
-      max_bytes: MAX_BYTES,
-      sets: Default::default(),
-      keys: Arc::default(),
-      key_ids: Default::default(),
-      unbuilt: HashMap::new(),
-      bytes: 0,
-      dropped: 0,
-      next_token: 0,
-    }
-  }
-}
-
-impl Store {
-  /// `[n: u8] then per label: [key: u16 id, or INLINE_KEY and u16 length and the bytes]
-  /// [value: u16 length and the bytes]` (keys are at most 256 characters and values 4096:
-  /// at most 12,288 bytes of UTF-8, and label sets at most 64). Longer keys and values are
-  /// cut at a character boundary, so that every encoded string is UTF-8.
-  fn encode(&mut self, labels: &LabelSet) -> Arc<[u8]> {
-    let mut out = Vec::with_capacity(1 + labels.iter().map(|(k, v)| 4 + v.len() + k.len().min(2)).sum::<usize>());
+impl Keys {
+  /// Appends `labels` to `out` as `[n: u8] then per label: [key: u16 id, or INLINE_KEY and
+  /// u16 length and the bytes] [value: u16 length and the bytes]` (keys are at most 256
+  /// characters and values 4096: at most 12,288 bytes of UTF-8, and label sets at most
+  /// 64). Longer keys and values are cut at a character boundary, so that every encoded
+  /// string is UTF-8.
+  fn encode(&mut self, labels: &LabelSet, out: &mut Vec<u8>) {
+    out.reserve(1 + labels.iter().map(|(k, v)| 4 + v.len() + k.len().min(2)).sum::<usize>());
     out.push(labels.len().min(255) as u8);
     for (k, v) in labels.iter().take(255) {
-      let id = match self.key_ids.get(k.as_str()) {
+      let id = match self.ids.get(k.as_str()) {
         Some(id) => Some(*id),
-        None if self.keys.len() < MAX_KEYS => {
-          let id = self.keys.len() as u16;
-          Arc::make_mut(&mut self.keys).push(Arc::from(k.as_str()));
-          self.key_ids.insert(k.clone(), id);
+        None if self.table.len() < MAX_KEYS => {
+          let id = self.table.len() as u16;
+          Arc::make_mut(&mut self.table).push(Arc::from(k.as_str()));
+          self.ids.insert(k.clone(), id);
           Some(id)
         }
         None => None,
@@ -131,26 +138,148 @@ impl Store {
       out.extend_from_slice(&(v.len() as u16).to_le_bytes());
       out.extend_from_slice(v);
     }
-    out.into()
+  }
+}
+
+struct Store {
+  max_sets: usize,
+  max_bytes: usize,
+  sets: crate::FastMap<u32, Saved>,
+  chunks: crate::FastMap<u32, Chunk>,
+  /// The chunk each thread's next set goes to.
+  open: HashMap<i32, u32>,
+  next_chunk: u32,
+  keys: Keys,
+  /// Unbuilt recordings per thread: `(token, start_ns)`.
+  unbuilt: HashMap<i32, Vec<(u32, u64)>>,
+  /// The chunks' bytes and the sets' overhead.
+  bytes: usize,
+  dropped: u64,
+  next_token: u32,
+}
+
+impl Default for Store {
+  fn default() -> Self {
+    Store {
+      max_sets: MAX_SETS,
+      max_bytes: MAX_BYTES,
+      sets: Default::default(),
+      chunks: Default::default(),
+      open: HashMap::new(),
+      next_chunk: 0,
+      keys: Keys::default(),
+      unbuilt: HashMap::new(),
+      bytes: 0,
+      dropped: 0,
+      next_token: 0,
+    }
+  }
+}
+
+impl Store {
+  /// Keeps set `id` of thread `tid` (replacing what it held), saved at `now_ns`.
+  fn save(&mut self, tid: i32, id: u32, labels: &LabelSet, now_ns: u64) {
+    self.remove(id);
+    // At most this many bytes (keys stored inline, nothing cut): a chunk is not grown
+    // past CHUNK_BYTES, and a set larger than that has one of its own.
+    let most = 1 + labels.iter().map(|(k, v)| 6 + k.len() + v.len()).sum::<usize>();
+    let fits = |v: &Vec<u8>| v.len() + most <= CHUNK_BYTES;
+    let open = match self
+      .open
+      .get(&tid)
+      .and_then(|c| self.chunks.get(c).map(|chunk| (*c, chunk)))
+    {
+      Some((c, chunk)) if matches!(&chunk.data, ChunkData::Open(v) if fits(v)) => c,
+      _ => {
+        let c = self.next_chunk;
+        self.next_chunk = self.next_chunk.wrapping_add(1);
+        self.chunks.insert(
+          c,
+          Chunk {
+            // Doubling from a power of two reaches CHUNK_BYTES exactly.
+            data: ChunkData::Open(Vec::with_capacity(FIRST_CHUNK_BYTES)),
+            tid,
+            live: 0,
+          },
+        );
+        self.open.insert(tid, c);
+        self.bytes += FIRST_CHUNK_BYTES;
+        c
+      }
+    };
+    let Some(chunk) = self.chunks.get_mut(&open) else {
+      return;
+    };
+    let ChunkData::Open(data) = &mut chunk.data else {
+      return;
+    };
+    let (at, before) = (data.len(), data.capacity());
+    self.keys.encode(labels, data);
+    let len = data.len() - at;
+    self.bytes = self.bytes + data.capacity() - before + OVERHEAD;
+    chunk.live += 1;
+    self.sets.insert(
+      id,
+      Saved {
+        chunk: open,
+        at: at as u32,
+        len: len as u32,
+        tid,
+        saved_ns: now_ns,
+      },
+    );
   }
 
-  /// The labels of an encoding `encode` wrote.
-  #[cfg(test)]
-  fn decode(&self, data: &Arc<[u8]>) -> LabelSet {
-    self.packed(data).to_set()
-  }
-
-  fn packed(&self, data: &Arc<[u8]>) -> Packed {
-    Packed {
+  /// Set `saved`'s labels, read in place: its chunk is sealed (if still open) and shared.
+  fn packed(&mut self, saved: &Saved) -> Option<Packed> {
+    let chunk = self.chunks.get_mut(&saved.chunk)?;
+    if let ChunkData::Open(v) = &mut chunk.data {
+      let before = v.capacity();
+      let sealed: Arc<[u8]> = Arc::from(std::mem::take(v));
+      self.bytes = self.bytes + sealed.len() - before;
+      chunk.data = ChunkData::Sealed(sealed);
+      if self.open.get(&chunk.tid) == Some(&saved.chunk) {
+        self.open.remove(&chunk.tid);
+      }
+    }
+    let ChunkData::Sealed(data) = &chunk.data else {
+      return None;
+    };
+    Some(Packed {
       data: Arc::clone(data),
-      keys: Arc::clone(&self.keys),
+      at: saved.at,
+      len: saved.len,
+      keys: Arc::clone(&self.keys.table),
+    })
+  }
+
+  /// The labels of set `id`, if kept.
+  fn lookup(&mut self, id: u32) -> Option<Packed> {
+    let saved = *self.sets.get(&id)?;
+    self.packed(&saved)
+  }
+
+  /// A set no longer kept: its chunk goes with its last set.
+  fn release(&mut self, saved: &Saved) {
+    self.bytes -= OVERHEAD;
+    let Some(chunk) = self.chunks.get_mut(&saved.chunk) else {
+      return;
+    };
+    chunk.live -= 1;
+    if chunk.live == 0 {
+      self.bytes -= chunk.bytes();
+      let tid = chunk.tid;
+      self.chunks.remove(&saved.chunk);
+      if self.open.get(&tid) == Some(&saved.chunk) {
+        self.open.remove(&tid);
+      }
     }
   }
 
   fn remove(&mut self, id: u32) -> bool {
     match self.sets.remove(&id) {
       Some(s) => {
-        self.bytes -= s.bytes();
+        self.release(&s);
         true
       }
       None => false,
@@ -180,15 +309,17 @@ impl Store {
       .get(&tid)
       .and_then(|r| r.iter().map(|(_, start)| *start).min())
       .unwrap_or(u64::MAX);
-    let mut freed = 0;
+    let mut gone = Vec::new();
     self.sets.retain(|_, s| {
       let keep = s.tid != tid || s.saved_ns >= cutoff;
       if !keep {
-        freed += s.bytes();
+        gone.push(*s);
       }
       keep
     });
-    self.bytes -= freed;
+    for s in &gone {
+      self.release(s);
+    }
   }
 }
 
@@ -222,15 +353,7 @@ pub fn save(tid: i32, id: u32, labels: LabelSet, now_ns: u64) {
     return;
   }
   with_store(|s| {
-    s.remove(id);
-    let data = s.encode(&labels);
-    let saved = Saved {
-      data,
-      tid,
-      saved_ns: now_ns,
-    };
-    s.bytes += saved.bytes();
-    s.sets.insert(id, saved);
+    s.save(tid, id, &labels, now_ns);
     s.evict();
   });
 }
@@ -238,21 +361,30 @@ pub fn save(tid: i32, id: u32, labels: LabelSet, now_ns: u64) {
 /// The labels of set `id`, if kept: shared with the store, not copied (a trace build looks
 /// up one per distinct context, ~100k in a long labeled recording).
 pub fn lookup(id: u32) -> Option<Packed> {
-  with_store(|s| s.sets.get(&id).map(|set| s.packed(&set.data)))
+  with_store(|s| s.lookup(id))
 }
 
 /// A kept label set as the store encodes it, read in place: its `(key, value)` pairs in
 /// key order, without a copy of each string.
 #[derive(Clone)]
 pub struct Packed {
+  /// The chunk, and where in it the set is.
   data: Arc<[u8]>,
+  at: u32,
+  len: u32,
   keys: Arc<Vec<Arc<str>>>,
 }
 
 impl Packed {
+  /// The set's encoding (empty if it is not where it should be: never, as `save` wrote it).
+  fn bytes(&self) -> &[u8] {
+    let at = self.at as usize;
+    self.data.get(at..at.saturating_add(self.len as usize)).unwrap_or(&[])
+  }
+
   /// The pairs the encoding holds (its count byte: `encode` wrote it).
   pub fn len(&self) -> usize {
-    self.data.first().copied().unwrap_or(0) as usize
+    self.bytes().first().copied().unwrap_or(0) as usize
   }
 
   pub fn is_empty(&self) -> bool {
@@ -260,11 +392,12 @@ impl Packed {
   }
 
   pub fn iter(&self) -> PackedIter<'_> {
+    let data = self.bytes();
     PackedIter {
-      data: &self.data,
+      data,
       keys: &self.keys,
       at: 1,
-      left: self.data.first().copied().unwrap_or(0),
+      left: data.first().copied().unwrap_or(0),
     }
   }
 
@@ -372,6 +505,26 @@ mod tests {
     vec![(k.to_owned(), v.to_owned())]
   }
 
+  impl Store {
+    /// `labels` encoded on their own.
+    fn encode(&mut self, labels: &LabelSet) -> Arc<[u8]> {
+      let mut out = Vec::new();
+      self.keys.encode(labels, &mut out);
+      out.into()
+    }
+
+    /// The labels of an encoding `encode` wrote.
+    fn decode(&self, data: &Arc<[u8]>) -> LabelSet {
+      Packed {
+        data: Arc::clone(data),
+        at: 0,
+        len: data.len() as u32,
+        keys: Arc::clone(&self.keys.table),
+      }
+      .to_set()
+    }
+  }
+
   #[test]
   fn sets_round_trip_through_their_encoding() {
     let mut s = Store::default();
@@ -398,7 +551,7 @@ mod tests {
     }
     let typical = s.encode(&sets[0]);
     assert!(
-      typical.len() + OVERHEAD <= 120,
+      typical.len() + OVERHEAD <= 90,
       "a typical set costs {} bytes",
       typical.len() + OVERHEAD
     );
@@ -407,15 +560,80 @@ mod tests {
   #[test]
   fn a_kept_set_is_read_in_place_and_keeps_its_keys_when_more_are_added() {
     let mut s = Store::default();
-    let a = s.encode(&vec![("endpoint".to_string(), "GET /a".to_string())]);
-    let held = s.packed(&a); // as a trace build holds it
-                             // A key added while a trace holds the key table: the trace's copy still reads.
-    let b = s.encode(&vec![("tenant".to_string(), "acme".to_string())]);
+    s.save(1, 1, &set("endpoint", "GET /a"), 10);
+    s.save(1, 2, &set("endpoint", "GET /b"), 11);
+    let held = s.lookup(1).unwrap(); // as a trace build holds it
+    let next = s.lookup(2).unwrap();
+    // A key added while a trace holds the key table: the trace's copy still reads.
+    s.save(1, 3, &set("tenant", "acme"), 12);
     assert_eq!(held.iter().collect::<Vec<_>>(), vec![("endpoint", "GET /a")]);
-    assert_eq!(s.packed(&b).to_set(), vec![("tenant".to_string(), "acme".to_string())]);
+    assert_eq!(s.lookup(3).unwrap().to_set(), set("tenant", "acme"));
     assert_eq!(held.len(), 1);
-    // The set's bytes are shared, not copied.
-    assert!(std::ptr::eq(held.data.as_ptr(), a.as_ptr()));
+    // Sets saved together share their chunk: held once, not copied per set.
+    assert!(Arc::ptr_eq(&held.data, &next.data));
+    assert_eq!(next.to_set(), set("endpoint", "GET /b"));
+    // The chunk a build read from is sealed: the thread's next set went to another.
+    assert!(!Arc::ptr_eq(&held.data, &s.lookup(3).unwrap().data));
+  }
+
+  #[test]
+  fn chunks_go_with_their_last_set_and_traces_keep_what_they_hold() {
+    let mut s = Store::default();
+    // Two threads' sets, interleaved, over several chunks each; some read mid-way.
+    let mut held = Vec::new();
+    for id in 1..=20_000u32 {
+      let tid = 1 + (id % 2) as i32;
+      s.save(
+        tid,
+        id,
+        &vec![
+          ("endpoint".into(), format!("GET /{}", id % 4)),
+          ("span_id".into(), format!("{id:016x}")),
+        ],
+        u64::from(id),
+      );
+      if id % 3_001 == 0 {
+        held.push((id, s.lookup(id).unwrap()));
+      }
+    }
+    let of = |s: &Store, tid: i32| s.chunks.values().filter(|c| c.tid == tid).count();
+    assert!(
+      of(&s, 1) >= 3 && of(&s, 2) >= 3,
+      "{} and {} chunks",
+      of(&s, 1),
+      of(&s, 2)
+    );
+    for id in [1u32, 2, 9_999, 20_000] {
+      assert_eq!(s.lookup(id).unwrap().to_set()[1].1, format!("{id:016x}"));
+    }
+    // Refreshing a set moves it to its thread's newest chunk.
+    s.save(1, 4, &set("endpoint", "again"), 30_000);
+    assert_eq!(s.lookup(4).unwrap().to_set(), set("endpoint", "again"));
+    // Thread 2 gone (no unbuilt recording): its sets and chunks go, thread 1's stay.
+    s.prune(2);
+    assert_eq!(of(&s, 2), 0);
+    assert!(s.lookup(3).is_none() && s.lookup(6).is_some());
+    assert_eq!(s.lookup(4).unwrap().to_set(), set("endpoint", "again"));
+    s.prune(1);
+    assert!(s.sets.is_empty() && s.chunks.is_empty() && s.open.is_empty());
+    assert_eq!(s.bytes, 0, "every byte counted in is counted out");
+    // What traces held still reads.
+    for (id, p) in &held {
+      assert_eq!(p.to_set()[1].1, format!("{id:016x}"));
+    }
+  }
+
+  #[test]
+  fn a_set_larger_than_a_chunk_is_kept_whole() {
+    let mut s = Store::default();
+    let big: LabelSet = (0..40).map(|i| (format!("k{i:02}"), "x".repeat(4096))).collect();
+    s.save(1, 1, &set("a", "1"), 1);
+    s.save(1, 2, &big, 2);
+    s.save(1, 3, &set("c", "3"), 3);
+    assert_eq!(s.lookup(2).unwrap().to_set(), big);
+    assert_eq!(s.lookup(1).unwrap().to_set(), set("a", "1"));
+    assert_eq!(s.lookup(3).unwrap().to_set(), set("c", "3"));
+    assert!(s.bytes >= 40 * 4096);
   }
 
   #[test]
@@ -431,12 +649,22 @@ mod tests {
     ] {
       let p = Packed {
         data: Arc::from(data),
+        at: 0,
+        len: data.len() as u32,
         keys: Arc::clone(&keys),
       };
       let pairs: Vec<_> = p.iter().collect();
       assert!(pairs.len() <= 1, "{data:?}: {pairs:?}");
       assert!(pairs.iter().all(|(k, v)| *k == "k" && *v == "v"), "{data:?}: {pairs:?}");
     }
+    // A place outside its chunk reads as no labels.
+    let p = Packed {
+      data: Arc::from(&[1u8, 0, 0, 1, 0, b'v'][..]),
+      at: 4,
+      len: 9,
+      keys,
+    };
+    assert!(p.is_empty() && p.iter().next().is_none());
   }
 
   #[test]
@@ -462,14 +690,7 @@ mod tests {
       ..Store::default()
     };
     for id in 1..=100u32 {
-      let set = s.encode(&set("span_id", &id.to_string()));
-      let saved = Saved {
-        data: set,
-        tid: 1,
-        saved_ns: u64::from(id),
-      };
-      s.bytes += saved.bytes();
-      s.sets.insert(id, saved);
+      s.save(1, id, &set("span_id", &id.to_string()), u64::from(id));
       s.evict();
     }
     assert!(s.sets.len() <= 80 && s.dropped >= 20);
