@@ -325,6 +325,8 @@ pub struct TraceBuilder<'a> {
   frame_ids: crate::FastMap<Frame, u32>,
   stack_ids: crate::FastMap<Stack, u32>,
   context_ids: crate::FastMap<u32, u32>,
+  /// The last context id looked up and its index (samples in a row mostly share one).
+  last_context: Option<(u32, Option<u32>)>,
   labeler: Option<Labeler<'a>>,
   prev_cpu_ns: Option<u64>,
   /// The bracket the previous joined sample took (its `before_ns`).
@@ -375,6 +377,8 @@ impl<'a> TraceBuilder<'a> {
   pub fn with_labeler(labeler: Labeler<'a>) -> Self {
     TraceBuilder {
       prev_cpu_ns: labeler.cpu_start_ns,
+      // At most a context per bracket: no rehash while a labeled recording is joined.
+      context_ids: crate::FastMap::with_capacity_and_hasher(labeler.entries.len().min(1 << 20), Default::default()),
       labeler: Some(labeler),
       trace: Trace {
         metadata: Some(Metadata::default()),
@@ -386,6 +390,17 @@ impl<'a> TraceBuilder<'a> {
 
   /// The trace's index for context `id`, if its labels are known.
   fn context_id(&mut self, id: u32) -> Option<u32> {
+    match self.last_context {
+      Some((last, index)) if last == id => index,
+      _ => {
+        let index = self.find_context(id);
+        self.last_context = Some((id, index));
+        index
+      }
+    }
+  }
+
+  fn find_context(&mut self, id: u32) -> Option<u32> {
     if let Some(c) = self.context_ids.get(&id) {
       return Some(*c);
     }
