@@ -6,6 +6,7 @@
 pub mod cpuprofile;
 pub mod dialect;
 pub mod folded;
+pub mod gzip;
 pub mod heap;
 pub mod otlp;
 pub mod pprof;

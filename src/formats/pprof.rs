@@ -16,7 +16,6 @@ use crate::trace::{Marker, Metadata, Sample as TraceSample, Trace};
 use prost::Message;
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::io::Write;
 
 #[derive(Clone, PartialEq, Message)]
 pub struct Profile {
@@ -701,30 +700,24 @@ pub fn encode_gzip_for(
   weights: Option<&[Weight]>,
 ) -> std::io::Result<Vec<u8>> {
   let encoder = Encoder::new(trace, timing, dialect);
-  let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-  gz.write_all(&encoder.header.encode_to_vec())?;
-  // The string table, then the samples, into a buffer handed to gzip 64 KiB at a time:
-  // deflate called once per small sample costs more than the encoding itself.
-  let mut buf = Vec::with_capacity(1 << 17);
-  encoder.strings.encode(&mut buf);
-  let mut failed = None;
-  encoder.each(trace, timing.start_ms, weights, |sample| {
-    if failed.is_some() {
-      return;
-    }
-    prost::encoding::message::encode(2, sample, &mut buf);
-    if buf.len() >= 1 << 16 {
-      if let Err(e) = gz.write_all(&buf) {
+  // The header, the string table, then the samples (protobuf lets a repeated field's
+  // elements follow the rest), deflated on a second thread as they are encoded.
+  super::gzip::gzip(flate2::Compression::fast(), |pipe| {
+    pipe.buf().extend_from_slice(&encoder.header.encode_to_vec());
+    encoder.strings.encode(pipe.buf());
+    pipe.flush_full()?;
+    let mut failed = None;
+    encoder.each(trace, timing.start_ms, weights, |sample| {
+      if failed.is_some() {
+        return;
+      }
+      prost::encoding::message::encode(2, sample, pipe.buf());
+      if let Err(e) = pipe.flush_full() {
         failed = Some(e);
       }
-      buf.clear();
-    }
-  });
-  if let Some(e) = failed {
-    return Err(e);
-  }
-  gz.write_all(&buf)?;
-  gz.finish()
+    });
+    failed.map_or(Ok(()), Err)
+  })
 }
 
 #[cfg(test)]

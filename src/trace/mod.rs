@@ -8,7 +8,6 @@ pub mod v8_profile;
 use crate::capture::ring::{self, Entry};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::HashMap;
-use std::io::Write;
 use std::sync::Arc;
 use v8_profile::{CpuProfile, IndexedProfile, NodeKind, ProfileError};
 
@@ -841,10 +840,11 @@ impl Trace {
 
   /// The `json-gzip` format: the trace's JSON, gzip'd.
   pub fn to_json_gzip(&self) -> std::io::Result<Vec<u8>> {
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    serde_json::to_writer(&mut gz, self)?;
-    gz.flush()?;
-    gz.finish()
+    // serde_json writes in small pieces: the pipe hands deflate 64 KiB at a time, on a
+    // second thread.
+    crate::formats::gzip::gzip(flate2::Compression::default(), |pipe| {
+      serde_json::to_writer(pipe, self).map_err(std::io::Error::from)
+    })
   }
 }
 
