@@ -263,3 +263,25 @@ test('a profiler leaving with the interval unchanged hands off: no code re-logge
   // the restart's re-log of 20k functions.
   assert.ok(median(handOffs) < restartMs / 2, `hand-offs ${handOffs} ms vs a restart's ${restartMs} ms`);
 });
+
+test("stop()'s own turn of the event loop is V8's stop alone: the recording's JSON is made in a later turn", async () => {
+  const stringified = [];
+  const stringify = JSON.stringify;
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  spin(30);
+  let stopped;
+  JSON.stringify = function (value, ...rest) {
+    if (value && typeof value === 'object' && Array.isArray(value.samples) && Array.isArray(value.nodes)) stringified.push(value);
+    return stringify.call(this, value, ...rest);
+  };
+  try {
+    stopped = p.stop();
+    assert.equal(stringified.length, 0, "V8's profile was serialized in stop()'s own turn");
+    await new Promise((resolve) => setImmediate(resolve));
+  } finally {
+    JSON.stringify = stringify;
+  }
+  assert.equal(stringified.length, 1, 'the recording is serialized once, for its build');
+  const trace = assertValidTrace(await stopped);
+  assert.ok(trace.samples.length > 0);
+});

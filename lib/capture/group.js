@@ -53,8 +53,34 @@ const MAX_INTERVAL_US = 2 ** 31 - 1;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
+ * One V8 recording, shared by the members it was handed to. Its JSON (what the Rust build
+ * reads) and the scripts whose source maps only Node holds are worked out when a build
+ * first needs them, not in the turn of the event loop that stopped V8: that turn is
+ * V8's stop alone.
+ */
+class Recording {
+  #profile;
+  #json = null;
+  #scripts = null;
+
+  constructor(profile) {
+    this.#profile = profile;
+  }
+
+  /** `{ json, scripts }`; the profile object is let go once both are known. */
+  take() {
+    if (this.#json === null) {
+      this.#scripts = runtimeScripts(this.#profile);
+      this.#json = JSON.stringify(this.#profile);
+      this.#profile = null;
+    }
+    return { json: this.#json, scripts: this.#scripts };
+  }
+}
+
+/**
  * A member: `{ intervalUs, maxSamples, onFull }`, given by the group: `recordings`
- * ([{ profile, stride }] in time order), `samples` (its samples in them, estimated from
+ * ([{ recording: Recording, stride }] in time order), `samples` (its samples in them, estimated from
  * the signal handler's count) and `since` (the signal count it was last counted from).
  */
 class ProfilerGroup {
@@ -241,9 +267,8 @@ class ProfilerGroup {
     if (next !== undefined) this.#console = next;
     const signals = native.signalCount();
     for (const profile of profiles) {
-      const json = JSON.stringify(profile);
-      const scripts = runtimeScripts(profile); // whose source maps only Node may hold
-      for (const m of this.#members) m.recordings.push({ profile: json, stride: m.intervalUs / this.#common, scripts });
+      const recording = new Recording(profile);
+      for (const m of this.#members) m.recordings.push({ recording, stride: m.intervalUs / this.#common });
     }
     for (const m of this.#members) {
       m.samples = this.#samplesOf(m, signals);

@@ -188,11 +188,11 @@ class Profiler extends EventTarget {
 
   /** For 'exit' handlers, which cannot wait: Buffers of the trace as `format` (and `alsoFormat`). */
   [stopSync](format, alsoFormat) {
-    const { chunks, build, member } = this.#take(format, alsoFormat, {});
+    const taken = this.#take(format, alsoFormat, {});
     try {
-      return native.buildTraceSync(chunks, build);
+      return native.buildTraceSync(...forBuild(taken));
     } finally {
-      labels.recordingBuilt(member.startedAs);
+      labels.recordingBuilt(taken.member.startedAs);
     }
   }
 
@@ -206,17 +206,19 @@ class Profiler extends EventTarget {
     return this.#build(taken, format);
   }
 
-  /** Builds what #take took, off the main thread. Built or failed, its labels are let go. */
-  #build({ chunks, build, member }, format) {
-    let task;
-    try {
-      // The trace object is made from parts, in slices (trace-object.js): no one long block.
-      task = format === 'json' ? native.buildTraceParts(chunks, build).then(traceObject) : native.buildTrace(chunks, build);
-    } catch (err) {
-      labels.recordingBuilt(member.startedAs);
-      return Promise.reject(err);
-    }
-    return task.finally(() => labels.recordingBuilt(member.startedAs));
+  /**
+   * Builds what #take took, off the main thread, from the next turn of the event loop
+   * (the recordings' JSON is made there: the stop's own turn is V8's stop alone). Built
+   * or failed, its labels are let go.
+   */
+  #build(taken, format) {
+    return nextTurn()
+      .then(() => {
+        const [chunks, build] = forBuild(taken);
+        // The trace object is made from parts, in slices (trace-object.js): no one long block.
+        return format === 'json' ? native.buildTraceParts(chunks, build).then(traceObject) : native.buildTrace(chunks, build);
+      })
+      .finally(() => labels.recordingBuilt(taken.member.startedAs));
   }
 
   /** Moves the profiler to stopped and returns what building its trace needs. */
@@ -258,12 +260,20 @@ class Profiler extends EventTarget {
       cpuTime: pprof.cpuTime ?? true,
       lines: pprof.lines ?? false,
     };
-    const chunks = member.recordings;
+    const recordings = member.recordings;
     member.recordings = [];
-    // Source maps are applied in the build; Node's maps for scripts compiled in memory go with it.
-    Object.assign(build, symbolize.buildOptions(pprof.sourceMaps, chunks.flatMap((c) => c.scripts ?? [])));
-    return { chunks, build, member };
+    return { recordings, build, member, sourceMaps: pprof.sourceMaps };
   }
+}
+
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+/** The native build's arguments for what #take took: the recordings' JSON and the options. */
+function forBuild({ recordings, build, sourceMaps }) {
+  const taken = recordings.map(({ recording, stride }) => ({ ...recording.take(), stride }));
+  // Source maps are applied in the build; Node's maps for scripts compiled in memory go with it.
+  Object.assign(build, symbolize.buildOptions(sourceMaps, taken.flatMap((t) => t.scripts)));
+  return [taken.map(({ json, stride }) => ({ profile: json, stride })), build];
 }
 
 Object.defineProperty(Profiler.prototype, Symbol.toStringTag, { value: 'Profiler', configurable: true });
