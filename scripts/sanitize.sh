@@ -32,8 +32,20 @@ if cargo +nightly miri --version >/dev/null 2>&1; then
   # formats:: has no unsafe code of ours; its gzip goes through zlib-rs, whose deallocation
   # in Deflate's drop Miri's (experimental) Stacked Borrows rejects. Its aliasing model is
   # left off for that run only; ring:: (and everything else Miri checks) keeps it.
-  if cargo +nightly miri test --lib -- ring:: &&
-    MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-disable-stacked-borrows" cargo +nightly miri test --lib -- formats::; then
+  # Each run has a budget (CI as a whole has 30 minutes): a test too slow under Miri ends
+  # the run with a failure naming the budget instead of stretching CI past its limit. A
+  # test of scale rather than memory safety is marked #[cfg_attr(miri, ignore)].
+  budget=${MIRI_BUDGET_S:-480}
+  miri_run() {
+    timeout --kill-after=10 "$budget" "$@"
+    local rc=$?
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+      echo; echo "miri: '$*' ran past its ${budget} s budget: find the slow test (-Z unstable-options --report-time) and mark it #[cfg_attr(miri, ignore)] if it tests scale"
+    fi
+    return $rc
+  }
+  if miri_run cargo +nightly miri test --lib -- ring:: &&
+    MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-disable-stacked-borrows" miri_run cargo +nightly miri test --lib -- formats::; then
     echo "miri: pass"
   else
     echo "miri: FAIL"; status=1

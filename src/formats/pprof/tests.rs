@@ -268,6 +268,7 @@ fn labeled(n: usize, span: impl Fn(usize) -> String) -> Trace {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // scale, not memory safety: 11,000 label sets, over 15 minutes under Miri
 fn distinct_label_values_are_appended_and_repeated_ones_shared() {
   let st_labels = |p: &Profile, i: usize| -> Vec<(String, String)> {
     p.sample[i]
