@@ -10,6 +10,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
+# Miri's budget per run, in seconds (see below): checked before anything runs.
+budget=${MIRI_BUDGET_S:-480}
+if ! [[ "$budget" =~ ^[1-9][0-9]{0,5}$ ]]; then
+  echo "sanitize: MIRI_BUDGET_S must be a whole number of seconds from 1 to 999999, not '$budget'"
+  exit 2
+fi
 if ! cargo +nightly --version >/dev/null 2>&1; then
   echo "sanitize: no nightly toolchain (rustup toolchain install nightly): skipped"
   exit 0
@@ -35,7 +41,6 @@ if cargo +nightly miri --version >/dev/null 2>&1; then
   # Each run has a budget (CI as a whole has 30 minutes): a test too slow under Miri ends
   # the run with a failure naming the budget instead of stretching CI past its limit. A
   # test of scale rather than memory safety is marked #[cfg_attr(miri, ignore)].
-  budget=${MIRI_BUDGET_S:-480}
   miri_run() {
     timeout --kill-after=10 "$budget" "$@"
     local rc=$?
