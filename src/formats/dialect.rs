@@ -69,7 +69,7 @@ impl<'a> OutLabel<'a> {
   pub(crate) fn encode(self, strings: &mut super::pprof::Strings<'a>) -> super::pprof::Label {
     match self {
       OutLabel::Str(k, v) => {
-        let key = strings.id(k);
+        let key = strings.key_id(k);
         super::pprof::Label {
           key,
           str: strings.value_id(key, v),
@@ -77,7 +77,7 @@ impl<'a> OutLabel<'a> {
         }
       }
       OutLabel::Num(k, n) => super::pprof::Label {
-        key: strings.id(k),
+        key: strings.key_id(k),
         num: n,
         ..Default::default()
       },
@@ -121,11 +121,17 @@ impl Dialect {
 
   /// A label set as the backend names it.
   pub fn labels<'a>(&self, labels: &'a Labels) -> Vec<OutLabel<'a>> {
+    let mut out = Vec::new();
+    self.labels_into(labels, &mut out);
+    out
+  }
+
+  /// `labels`, appended to `out` (one buffer for every context of a trace).
+  pub fn labels_into<'a>(&self, labels: &'a Labels, out: &mut Vec<OutLabel<'a>>) {
     let str = |k: &'a str, v: &'a str| OutLabel::Str(Cow::Borrowed(k), Cow::Borrowed(v));
     match self {
-      Dialect::Plain | Dialect::Otlp(_) => labels.iter().map(|(k, v)| str(k, v)).collect(),
+      Dialect::Plain | Dialect::Otlp(_) => out.extend(labels.iter().map(|(k, v)| str(k, v))),
       Dialect::Datadog { .. } => {
-        let mut out = Vec::with_capacity(labels.len() + 1);
         let explicit_root = labels.get("local_root_span_id").and_then(span_id);
         for (k, v) in labels.iter() {
           match k {
@@ -147,23 +153,19 @@ impl Dialect {
             _ => out.push(str(k, v)),
           }
         }
-        out
       }
-      Dialect::Pyroscope { series_labels } => labels
-        .iter()
-        .filter_map(|(k, v)| {
-          if k == "span_id" {
-            return Some(match span_id(v) {
-              Some(id) => OutLabel::Str(Cow::Borrowed(k), Cow::Owned(format!("{id:016x}"))),
-              None => str(k, truncate(v, PYROSCOPE_MAX_VALUE_BYTES)),
-            });
-          }
-          series_labels
-            .iter()
-            .any(|s| s == k)
-            .then(|| str(k, truncate(v, PYROSCOPE_MAX_VALUE_BYTES)))
-        })
-        .collect(),
+      Dialect::Pyroscope { series_labels } => out.extend(labels.iter().filter_map(|(k, v)| {
+        if k == "span_id" {
+          return Some(match span_id(v) {
+            Some(id) => OutLabel::Str(Cow::Borrowed(k), Cow::Owned(format!("{id:016x}"))),
+            None => str(k, truncate(v, PYROSCOPE_MAX_VALUE_BYTES)),
+          });
+        }
+        series_labels
+          .iter()
+          .any(|s| s == k)
+          .then(|| str(k, truncate(v, PYROSCOPE_MAX_VALUE_BYTES)))
+      })),
     }
   }
 

@@ -131,7 +131,12 @@ pub(crate) struct Strings<'a> {
   ids: crate::FastMap<Cow<'a, str>, i64>,
   /// Per label key (its string id): whether its values are looked up (see `value_id`).
   values: crate::FastMap<i64, Values>,
+  /// Label keys seen last, by where their text is, and their ids (see `key_id`).
+  recent_keys: Vec<(usize, usize, i64)>,
 }
+
+/// Label keys `key_id` remembers by address.
+const RECENT_KEYS: usize = 16;
 
 /// How a key's values enter the table.
 #[derive(Clone, Copy)]
@@ -154,10 +159,17 @@ const VALUES_NEW: u32 = 960;
 
 impl<'a> Strings<'a> {
   pub(crate) fn with_capacity(n: usize) -> Self {
+    Self::with_capacities(n, n)
+  }
+
+  /// Room for `n` strings, `looked_up` of them in the lookup map (values appended
+  /// without a lookup need none).
+  pub(crate) fn with_capacities(n: usize, looked_up: usize) -> Self {
     let mut s = Strings {
       table: Vec::with_capacity(n),
-      ids: crate::FastMap::with_capacity_and_hasher(n, Default::default()),
+      ids: crate::FastMap::with_capacity_and_hasher(looked_up.min(n), Default::default()),
       values: Default::default(),
+      recent_keys: Vec::new(),
     };
     s.id("");
     s
@@ -180,6 +192,25 @@ impl<'a> Strings<'a> {
     let id = self.table.len() as i64;
     self.ids.insert(s.clone(), id);
     self.table.push(s);
+    id
+  }
+
+  /// The id of a label key. A kept label set's keys are the label store's interned ones,
+  /// so ~100k contexts name the same few keys at the same addresses: those are
+  /// recognized by address (the same bytes, borrowed for as long as the table), not
+  /// hashed again.
+  pub(crate) fn key_id(&mut self, k: Cow<'a, str>) -> i64 {
+    let Cow::Borrowed(text) = k else {
+      return self.id(k);
+    };
+    let at = (text.as_ptr() as usize, text.len());
+    if let Some(&(_, _, id)) = self.recent_keys.iter().find(|r| (r.0, r.1) == at) {
+      return id;
+    }
+    let id = self.id(text);
+    if self.recent_keys.len() < RECENT_KEYS {
+      self.recent_keys.push((at.0, at.1, id));
+    }
     id
   }
 
@@ -274,7 +305,10 @@ struct Encoder<'a> {
 impl<'a> Encoder<'a> {
   fn new(trace: &'a Trace, timing: &Timing, dialect: &Dialect) -> Encoder<'a> {
     let label_strings: usize = trace.contexts.iter().map(|c| 2 * c.labels.len()).sum();
-    let mut strings = Strings::with_capacity(trace.frames.len() + trace.resources.len() + label_strings + 32);
+    // A label's key is one of a few; its value may be new (a span id per context), and
+    // then it is appended, not looked up (`value_id`).
+    let named = trace.frames.len() + trace.resources.len() + 32;
+    let mut strings = Strings::with_capacities(named + label_strings / 2, named + VALUES_TRIED as usize);
     let value_type = |strings: &mut Strings<'a>, t: &'static str, u: &'static str| ValueType {
       r#type: strings.id(t),
       unit: strings.id(u),
@@ -349,9 +383,11 @@ impl<'a> Encoder<'a> {
     // context's range in it.
     let mut labels: Vec<Label> = Vec::with_capacity(label_strings / 2);
     let mut label_ranges: Vec<(u32, u32)> = Vec::with_capacity(trace.contexts.len());
+    let mut named = Vec::new();
     for c in &trace.contexts {
       let start = labels.len() as u32;
-      labels.extend(dialect.labels(&c.labels).into_iter().map(|l| l.encode(&mut strings)));
+      dialect.labels_into(&c.labels, &mut named);
+      labels.extend(named.drain(..).map(|l| l.encode(&mut strings)));
       label_ranges.push((start, labels.len() as u32));
     }
     let every: Vec<Label> = dialect
@@ -402,7 +438,10 @@ impl<'a> Encoder<'a> {
 
   /// The pprof sample of trace sample `s`, with values `[count, wall, cpu?]`.
   /// Fills `out` (reused from sample to sample: no allocation per sample once warm).
-  fn sample(&self, trace: &Trace, s: &TraceSample, weight: Weight, out: &mut Sample) {
+  /// Says which of its parts are the same for every sample of its stack and context.
+  /// With `stacks_cached`, a sample whose locations are its stack's gets none: the
+  /// `SampleWriter` has them.
+  fn sample(&self, trace: &Trace, s: &TraceSample, weight: Weight, stacks_cached: bool, out: &mut Sample) -> Reuse {
     let Sample {
       location_id,
       value,
@@ -411,7 +450,9 @@ impl<'a> Encoder<'a> {
     location_id.clear();
     value.clear();
     label.clear();
-    location_id.extend(trace.frames_leaf_first(s.stack_id).map(|f| u64::from(f) + 1));
+    if !(stacks_cached && s.stack_id.is_some() && s.marker.is_none()) {
+      location_id.extend(trace.frames_leaf_first(s.stack_id).map(|f| u64::from(f) + 1));
+    }
     match s.marker {
       Some(Marker::Idle) => location_id.insert(0, self.idle),
       Some(Marker::Gc) => location_id.insert(0, self.gc),
@@ -423,8 +464,13 @@ impl<'a> Encoder<'a> {
     if self.cpu {
       value.push(weight.cpu_ns);
     }
+    let mut reuse = Reuse {
+      stack: s.stack_id.filter(|_| s.marker.is_none()),
+      context: None,
+    };
     if let Some(&(start, end)) = s.context_id.and_then(|c| self.label_ranges.get(c as usize)) {
       label.extend_from_slice(&self.labels[start as usize..end as usize]);
+      reuse.context = s.context_id.map(|c| (c, (end - start) as usize));
     }
     // A merged trace's samples carry their own thread's labels: those win over `every`.
     let own = label.len();
@@ -441,6 +487,7 @@ impl<'a> Encoder<'a> {
         ..Label::default()
       });
     }
+    reuse
   }
 
   /// Each sample with its weight: the given ones, or one trace sample each (count 1, the
@@ -448,7 +495,15 @@ impl<'a> Encoder<'a> {
   /// samples cover even when V8 sampled late, and its CPU time). A sample whose count is
   /// dealt to lines (`LinePieces`) becomes one pprof sample per line, at its line-level
   /// location, with its wall and CPU time split in proportion.
-  fn each(&self, trace: &Trace, start_ms: f64, weights: Option<&[Weight]>, mut f: impl FnMut(&Sample)) {
+  /// With `stacks_cached`, as `sample` says.
+  fn each(
+    &self,
+    trace: &Trace,
+    start_ms: f64,
+    weights: Option<&[Weight]>,
+    stacks_cached: bool,
+    mut f: impl FnMut(&Sample, Reuse),
+  ) {
     let mut sample = Sample::default();
     let lines = if self.line_location.is_empty() {
       None
@@ -471,8 +526,8 @@ impl<'a> Encoder<'a> {
       };
       let pieces = lines.as_ref().map_or(&[][..], |l| l.of(i));
       if pieces.is_empty() {
-        self.sample(trace, s, weight, &mut sample);
-        f(&sample);
+        let reuse = self.sample(trace, s, weight, stacks_cached, &mut sample);
+        f(&sample, reuse);
         continue;
       }
       let (mut wall_left, mut cpu_left, mut count_left) = (weight.wall_ns, weight.cpu_ns, weight.count);
@@ -493,16 +548,125 @@ impl<'a> Encoder<'a> {
         wall_left -= piece.wall_ns;
         cpu_left -= piece.cpu_ns;
         count_left -= piece.count;
-        self.sample(trace, s, piece, &mut sample);
+        let mut reuse = self.sample(trace, s, piece, false, &mut sample);
         if let (Some(line), Some(leaf), Some(stack)) = (line, sample.location_id.first_mut(), s.stack_id) {
           let frame = trace.stacks[stack as usize].frame_id;
           if let Some(id) = self.line_location.get(&(frame, line)) {
             *leaf = *id;
+            reuse.stack = None;
           }
         }
-        f(&sample);
+        f(&sample, reuse);
       }
     }
+  }
+}
+
+/// What of a pprof sample is the same for every sample that shares it: its locations are
+/// exactly its stack's (`stack`), its first labels exactly its context's (`context`: the
+/// context and how many labels).
+#[derive(Clone, Copy, Default)]
+struct Reuse {
+  stack: Option<u32>,
+  context: Option<(u32, usize)>,
+}
+
+/// Writes samples as `Profile.sample` (field 2) entries, byte for byte as prost encodes
+/// them, but each stack's packed location ids and each context's labels encoded once and
+/// copied after: ~127k samples of a labeled recording share ~300 stacks, and a request's
+/// samples share its labels, so most of a sample is a copy.
+struct SampleWriter {
+  /// Per stack id, where its encoded `location_id` field is in `stack_bytes` (`UNSET`).
+  stacks: Vec<(u32, u32)>,
+  stack_bytes: Vec<u8>,
+  /// Per context, where its encoded labels are in `context_bytes` (`UNSET`).
+  contexts: Vec<(u32, u32)>,
+  context_bytes: Vec<u8>,
+  body: Vec<u8>,
+}
+
+const UNSET: (u32, u32) = (u32::MAX, 0);
+
+/// Appends a field's key (protobuf tag and wire type).
+fn put_key(tag: u32, wire: prost::encoding::WireType, out: &mut Vec<u8>) {
+  prost::encoding::encode_key(tag, wire, out);
+}
+
+/// Appends a packed repeated varint field (nothing if empty, as prost does).
+fn put_packed(tag: u32, values: impl Iterator<Item = u64> + Clone, out: &mut Vec<u8>) {
+  let len: usize = values.clone().map(prost::encoding::encoded_len_varint).sum();
+  if len == 0 {
+    return;
+  }
+  put_key(tag, prost::encoding::WireType::LengthDelimited, out);
+  prost::encoding::encode_varint(len as u64, out);
+  for v in values {
+    prost::encoding::encode_varint(v, out);
+  }
+}
+
+/// Appends labels as `Sample.label` (field 3) entries.
+fn put_labels(labels: &[Label], out: &mut Vec<u8>) {
+  for l in labels {
+    prost::encoding::message::encode(3, l, out);
+  }
+}
+
+impl SampleWriter {
+  fn new(trace: &Trace) -> SampleWriter {
+    SampleWriter {
+      stacks: vec![UNSET; trace.stacks.len()],
+      stack_bytes: Vec::new(),
+      contexts: vec![UNSET; trace.contexts.len()],
+      context_bytes: Vec::new(),
+      body: Vec::new(),
+    }
+  }
+
+  /// The bytes cached at `range` in `bytes`, encoding them first with `fill` if unset.
+  fn cached<'b>(
+    ranges: &mut [(u32, u32)],
+    bytes: &'b mut Vec<u8>,
+    index: u32,
+    fill: impl FnOnce(&mut Vec<u8>),
+  ) -> &'b [u8] {
+    let Some(range) = ranges.get_mut(index as usize) else {
+      return &[];
+    };
+    if *range == UNSET {
+      let at = bytes.len();
+      fill(bytes);
+      *range = (at as u32, (bytes.len() - at) as u32);
+    }
+    &bytes[range.0 as usize..(range.0 + range.1) as usize]
+  }
+
+  /// Writes sample `s` of `trace` (without its locations if they are its stack's: see
+  /// `Encoder::sample`).
+  fn write(&mut self, trace: &Trace, s: &Sample, reuse: Reuse, out: &mut Vec<u8>) {
+    let body = &mut self.body;
+    body.clear();
+    match reuse.stack {
+      Some(stack) if (stack as usize) < self.stacks.len() => {
+        let frames =
+          |out: &mut Vec<u8>| put_packed(1, trace.frames_leaf_first(Some(stack)).map(|f| u64::from(f) + 1), out);
+        body.extend_from_slice(Self::cached(&mut self.stacks, &mut self.stack_bytes, stack, frames))
+      }
+      _ => put_packed(1, s.location_id.iter().copied(), body),
+    }
+    put_packed(2, s.value.iter().map(|&v| v as u64), body);
+    let shared = match reuse.context {
+      Some((c, n)) if (c as usize) < self.contexts.len() && n <= s.label.len() => {
+        let labels = |out: &mut Vec<u8>| put_labels(&s.label[..n], out);
+        body.extend_from_slice(Self::cached(&mut self.contexts, &mut self.context_bytes, c, labels));
+        n
+      }
+      _ => 0,
+    };
+    put_labels(&s.label[shared..], body);
+    put_key(2, prost::encoding::WireType::LengthDelimited, out);
+    prost::encoding::encode_varint(body.len() as u64, out);
+    out.extend_from_slice(body);
   }
 }
 
@@ -516,7 +680,7 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
 pub fn profile_for(trace: &Trace, timing: &Timing, dialect: &Dialect) -> Profile {
   let encoder = Encoder::new(trace, timing, dialect);
   let mut sample = Vec::with_capacity(trace.samples.len());
-  encoder.each(trace, timing.start_ms, None, |s| sample.push(s.clone()));
+  encoder.each(trace, timing.start_ms, None, false, |s, _| sample.push(s.clone()));
   Profile {
     sample,
     string_table: encoder.strings.owned(),
@@ -707,11 +871,12 @@ pub fn encode_gzip_for(
     encoder.strings.encode(pipe.buf());
     pipe.flush_full()?;
     let mut failed = None;
-    encoder.each(trace, timing.start_ms, weights, |sample| {
+    let mut writer = SampleWriter::new(trace);
+    encoder.each(trace, timing.start_ms, weights, true, |sample, reuse| {
       if failed.is_some() {
         return;
       }
-      prost::encoding::message::encode(2, sample, pipe.buf());
+      writer.write(trace, sample, reuse, pipe.buf());
       if let Err(e) = pipe.flush_full() {
         failed = Some(e);
       }

@@ -784,7 +784,7 @@ struct Head<'a> {
 impl Trace {
   /// The frame ids of stack `stack_id`, leaf first, as pprof and OTLP list a sample's
   /// locations. Stops at a stack id out of range (a hostile trace) rather than panicking.
-  pub fn frames_leaf_first(&self, stack_id: Option<u32>) -> impl Iterator<Item = u32> + '_ {
+  pub fn frames_leaf_first(&self, stack_id: Option<u32>) -> impl Iterator<Item = u32> + Clone + '_ {
     std::iter::successors(stack_id.and_then(|id| self.stacks.get(id as usize)), |st| {
       st.parent_id.and_then(|p| self.stacks.get(p as usize))
     })

@@ -323,3 +323,101 @@ fn distinct_label_values_are_appended_and_repeated_ones_shared() {
   assert_eq!(count(&p, "0000000000000006"), 1);
   assert_eq!(count(&p, "GET /0"), 1);
 }
+
+/// The samples as `SampleWriter` writes them and as prost encodes them.
+fn samples_both_ways(
+  trace: &Trace,
+  timing: &Timing,
+  dialect: &Dialect,
+  weights: Option<&[Weight]>,
+) -> (Vec<u8>, Vec<u8>) {
+  let encoder = Encoder::new(trace, timing, dialect);
+  let (mut written, mut by_prost) = (Vec::new(), Vec::new());
+  let mut writer = SampleWriter::new(trace);
+  encoder.each(trace, timing.start_ms, weights, true, |s, reuse| {
+    writer.write(trace, s, reuse, &mut written)
+  });
+  let mut n = 0;
+  encoder.each(trace, timing.start_ms, weights, false, |s, _| {
+    prost::encoding::message::encode(2, s, &mut by_prost);
+    n += 1;
+  });
+  assert!(n >= trace.samples.len(), "{n} pprof samples");
+  (written, by_prost)
+}
+
+#[test]
+fn samples_written_from_cached_stacks_and_labels_are_prosts_bytes() {
+  use crate::trace::LineTicks;
+  // Repeated stacks and contexts (cached), markers with and without a stack, samples
+  // without labels, line-level leaves, and a dialect's per-sample and numeric labels.
+  let mut t = trace();
+  let base = t.samples.clone();
+  for round in 0..40u32 {
+    for (i, s) in base.iter().enumerate() {
+      t.samples.push(TraceSample {
+        timestamp: 60.0 + f64::from(round) * 10.0 + i as f64,
+        context_id: if round % 3 == 0 { None } else { s.context_id },
+        ..s.clone()
+      });
+    }
+  }
+  t.samples.push(TraceSample {
+    timestamp: 500.0,
+    stack_id: Some(1),
+    marker: Some(Marker::Gc),
+    context_id: Some(1),
+    cpu_time: Some(0.5),
+  });
+  t.line_ticks = vec![
+    LineTicks {
+      stack_id: 2,
+      line: 7,
+      ticks: 20,
+    },
+    LineTicks {
+      stack_id: 2,
+      line: 9,
+      ticks: 11,
+    },
+  ];
+  let datadog = Dialect::Datadog {
+    thread_name: "Main Event Loop".into(),
+    thread_id: "0".into(),
+    os_thread_id: "42".into(),
+  };
+  let weights: Vec<Weight> = (0..t.samples.len())
+    .map(|i| Weight {
+      count: 1 + (i % 5) as i64,
+      wall_ns: 10_000_000 * (1 + i as i64),
+      cpu_ns: 300_000 * i as i64,
+    })
+    .collect();
+  let pyroscope = Dialect::Pyroscope {
+    series_labels: vec!["endpoint".into()],
+  };
+  for dialect in [&Dialect::Plain, &datadog, &pyroscope] {
+    for timing in [
+      TIMING,
+      Timing {
+        lines: false,
+        cpu: false,
+        ..TIMING
+      },
+    ] {
+      for w in [None, Some(&weights[..])] {
+        let (written, by_prost) = samples_both_ways(&t, &timing, dialect, w);
+        assert!(
+          written == by_prost,
+          "{dialect:?}, lines {}, weights {}",
+          timing.lines,
+          w.is_some()
+        );
+      }
+    }
+  }
+  // A span id per sample: every context encoded once, none reused.
+  let t = labeled(300, |i| format!("{:016x}", 0xab00_0000 + i));
+  let (written, by_prost) = samples_both_ways(&t, &TIMING, &Dialect::Plain, None);
+  assert!(written == by_prost);
+}
