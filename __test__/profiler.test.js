@@ -7,7 +7,7 @@ const { performance } = require('node:perf_hooks');
 const inspector = require('node:inspector');
 const v8 = require('node:v8');
 const vm = require('node:vm');
-const { Profiler, fromCpuProfile } = require('..');
+const { Profiler, fromCpuProfile, withLabels } = require('..');
 const { spin, definitionOf, assertValidTrace, stackFrames, samplesIn } = require('./helpers');
 
 function selfprofBusyLoop(ms) {
@@ -166,6 +166,22 @@ test('json-gzip and object forms of one real V8 profile are equal', async () => 
   assert.ok(object.samples[0].timestamp >= 0 && object.samples.at(-1).timestamp <= (profile.endTime - profile.startTime) / 1000);
   await assert.rejects(fromCpuProfile({ nodes: 'no' }), TypeError);
   await assert.rejects(fromCpuProfile({ ...profile, timeDeltas: [] }), /samples but 0 timeDeltas/);
+});
+
+test("a labeled trace object's samples have the members JSON.parse of its JSON gives, in that order", async () => {
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
+  withLabels({ endpoint: 'GET /order' }, () => spin(60));
+  await new Promise((resolve) => setTimeout(resolve, 30)); // idle: samples without labels
+  withLabels({ endpoint: 'GET /order', span_id: '00f067aa0ba902b7' }, () => spin(30));
+  const trace = assertValidTrace(await p.stop());
+  // Rust's order (src/trace/mod.rs, Sample); absent members absent.
+  const order = ['timestamp', 'stackId', 'marker', 'contextId', 'cpuTime'];
+  for (const s of trace.samples) {
+    assert.deepEqual(Object.keys(s), order.filter((k) => k in s), `sample ${JSON.stringify(s)}`);
+  }
+  const whole = trace.samples.filter((s) => Object.keys(s).length === 4 && s.contextId !== undefined);
+  assert.ok(whole.length > 10, `${whole.length} samples with a stack, labels and CPU time`);
+  assert.ok(trace.samples.some((s) => s.contextId === undefined), 'a sample without labels');
 });
 
 test('samples taken after stop() are not included', async () => {

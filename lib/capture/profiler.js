@@ -273,7 +273,7 @@ function forBuild({ recordings, build, sourceMaps }) {
   const taken = recordings.map(({ recording, stride }) => ({ ...recording.take(), stride }));
   // Source maps are applied in the build; Node's maps for scripts compiled in memory go with it.
   Object.assign(build, symbolize.buildOptions(sourceMaps, taken.flatMap((t) => t.scripts)));
-  return [taken.map(({ json, stride }) => ({ profile: json, stride })), build];
+  return [taken.map(({ json, samples, timeDeltas, stride }) => ({ profile: json, samples, timeDeltas, stride })), build];
 }
 
 Object.defineProperty(Profiler.prototype, Symbol.toStringTag, { value: 'Profiler', configurable: true });
