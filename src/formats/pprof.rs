@@ -158,10 +158,6 @@ const VALUES_TRIED: u32 = 1024;
 const VALUES_NEW: u32 = 960;
 
 impl<'a> Strings<'a> {
-  pub(crate) fn with_capacity(n: usize) -> Self {
-    Self::with_capacities(n, n)
-  }
-
   /// Room for `n` strings, `looked_up` of them in the lookup map (values appended
   /// without a lookup need none).
   pub(crate) fn with_capacities(n: usize, looked_up: usize) -> Self {
@@ -176,7 +172,7 @@ impl<'a> Strings<'a> {
   }
 
   pub(crate) fn new() -> Self {
-    Self::with_capacity(16)
+    Self::with_capacities(16, 16)
   }
 
   /// The table, owned (for a prost message).
@@ -383,11 +379,11 @@ impl<'a> Encoder<'a> {
     // context's range in it.
     let mut labels: Vec<Label> = Vec::with_capacity(label_strings / 2);
     let mut label_ranges: Vec<(u32, u32)> = Vec::with_capacity(trace.contexts.len());
-    let mut named = Vec::new();
+    let mut out_labels = Vec::new();
     for c in &trace.contexts {
       let start = labels.len() as u32;
-      dialect.labels_into(&c.labels, &mut named);
-      labels.extend(named.drain(..).map(|l| l.encode(&mut strings)));
+      dialect.labels_into(&c.labels, &mut out_labels);
+      labels.extend(out_labels.drain(..).map(|l| l.encode(&mut strings)));
       label_ranges.push((start, labels.len() as u32));
     }
     let every: Vec<Label> = dialect
@@ -450,7 +446,9 @@ impl<'a> Encoder<'a> {
     location_id.clear();
     value.clear();
     label.clear();
-    if !(stacks_cached && s.stack_id.is_some() && s.marker.is_none()) {
+    // A marker's sample is not its stack's: the marker's location comes first.
+    let own_stack = s.stack_id.filter(|_| s.marker.is_none());
+    if !(stacks_cached && own_stack.is_some()) {
       location_id.extend(trace.frames_leaf_first(s.stack_id).map(|f| u64::from(f) + 1));
     }
     match s.marker {
@@ -465,7 +463,7 @@ impl<'a> Encoder<'a> {
       value.push(weight.cpu_ns);
     }
     let mut reuse = Reuse {
-      stack: s.stack_id.filter(|_| s.marker.is_none()),
+      stack: own_stack,
       context: None,
     };
     if let Some(&(start, end)) = s.context_id.and_then(|c| self.label_ranges.get(c as usize)) {
@@ -587,18 +585,13 @@ struct SampleWriter {
 
 const UNSET: (u32, u32) = (u32::MAX, 0);
 
-/// Appends a field's key (protobuf tag and wire type).
-fn put_key(tag: u32, wire: prost::encoding::WireType, out: &mut Vec<u8>) {
-  prost::encoding::encode_key(tag, wire, out);
-}
-
 /// Appends a packed repeated varint field (nothing if empty, as prost does).
 fn put_packed(tag: u32, values: impl Iterator<Item = u64> + Clone, out: &mut Vec<u8>) {
   let len: usize = values.clone().map(prost::encoding::encoded_len_varint).sum();
   if len == 0 {
     return;
   }
-  put_key(tag, prost::encoding::WireType::LengthDelimited, out);
+  prost::encoding::encode_key(tag, prost::encoding::WireType::LengthDelimited, out);
   prost::encoding::encode_varint(len as u64, out);
   for v in values {
     prost::encoding::encode_varint(v, out);
@@ -664,7 +657,7 @@ impl SampleWriter {
       _ => 0,
     };
     put_labels(&s.label[shared..], body);
-    put_key(2, prost::encoding::WireType::LengthDelimited, out);
+    prost::encoding::encode_key(2, prost::encoding::WireType::LengthDelimited, out);
     prost::encoding::encode_varint(body.len() as u64, out);
     out.extend_from_slice(body);
   }
