@@ -9,6 +9,7 @@
 
 pub mod capture;
 pub mod formats;
+pub mod id_map;
 pub mod symbolize;
 pub mod trace;
 

@@ -144,7 +144,8 @@ impl Keys {
 struct Store {
   max_sets: usize,
   max_bytes: usize,
-  sets: crate::FastMap<u32, Saved>,
+  /// By id (`IdMap`: a build's lookups in id order read memory in order).
+  sets: crate::id_map::IdMap<Saved>,
   chunks: crate::FastMap<u32, Chunk>,
   /// The chunk each thread's next set goes to.
   open: HashMap<i32, u32>,
