@@ -565,6 +565,7 @@ impl<'a> TraceBuilder<'a> {
     let over_limit = picked.len().saturating_sub(room);
     picked.truncate(room);
 
+    self.trace.samples.reserve(picked.len());
     let mut memo = vec![None; profile.nodes.len()];
     let mut kept = vec![0u64; profile.nodes.len()];
     for &(timestamp, node, t_us) in &picked {
@@ -591,8 +592,8 @@ impl<'a> TraceBuilder<'a> {
   /// the share of each node's samples kept (exactly V8's counts when all were kept).
   fn add_line_ticks(&mut self, p: &IndexedProfile, memo: &[Option<Resolved>], kept: &[u64]) {
     let mut recorded = vec![0u64; p.profile.nodes.len()];
-    for &id in &p.profile.samples {
-      recorded[p.by_id[&id]] += 1;
+    for &node in &p.sample_nodes {
+      recorded[node as usize] += 1;
     }
     for (node, n) in p.profile.nodes.iter().enumerate() {
       let Some(Resolved {

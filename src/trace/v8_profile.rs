@@ -5,7 +5,6 @@
 //! Line and column numbers are 0-based; -1 means "unknown".
 
 use serde::Deserialize;
-use std::collections::HashMap;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -91,7 +90,9 @@ pub struct IndexedProfile<'a> {
   /// Node index of each node's parent (`None` for the root and for orphans).
   pub parent: Vec<Option<usize>>,
   /// Node index by V8 node id.
-  pub by_id: HashMap<u32, usize>,
+  pub by_id: crate::FastMap<u32, usize>,
+  /// Node index of each sample (looked up once: ~128k samples in a long recording).
+  pub sample_nodes: Vec<u32>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -132,7 +133,7 @@ impl CpuProfile {
         deltas: self.time_deltas.len(),
       });
     }
-    let mut by_id = HashMap::with_capacity(self.nodes.len());
+    let mut by_id = crate::FastMap::with_capacity_and_hasher(self.nodes.len(), Default::default());
     for (i, node) in self.nodes.iter().enumerate() {
       if by_id.insert(node.id, i).is_some() {
         return Err(ProfileError::DuplicateNode(node.id));
@@ -168,15 +169,25 @@ impl CpuProfile {
         state[i] = 2;
       }
     }
-    for id in &self.samples {
-      if !by_id.contains_key(id) {
-        return Err(ProfileError::UnknownNode(*id));
-      }
+    // Samples of one node come in runs: the last id's index saves most lookups.
+    let mut sample_nodes = Vec::with_capacity(self.samples.len());
+    let mut last: Option<(u32, u32)> = None;
+    for &id in &self.samples {
+      let node = match last {
+        Some((last_id, node)) if last_id == id => node,
+        _ => {
+          let node = *by_id.get(&id).ok_or(ProfileError::UnknownNode(id))? as u32;
+          last = Some((id, node));
+          node
+        }
+      };
+      sample_nodes.push(node);
     }
     Ok(IndexedProfile {
       profile: self,
       parent,
       by_id,
+      sample_nodes,
     })
   }
 }
@@ -185,12 +196,13 @@ impl IndexedProfile<'_> {
   /// `(timestamp in µs, node index)` of every sample, in V8's order.
   pub fn samples_us(&self) -> impl Iterator<Item = (f64, usize)> + '_ {
     let p = self.profile;
-    p.samples
+    self
+      .sample_nodes
       .iter()
       .zip(p.time_deltas.iter())
-      .scan(p.start_time, move |t, (id, delta)| {
+      .scan(p.start_time, move |t, (node, delta)| {
         *t += delta;
-        Some((*t, self.by_id[id]))
+        Some((*t, *node as usize))
       })
   }
 }
