@@ -306,8 +306,41 @@ test('100 start/stop cycles with labels active: no crash, no leaked label sets',
   );
   // Each trace has its request's labels (a loaded machine may starve a trace of samples).
   assert.ok(contexts >= 90, `traces with labels: ${contexts} contexts in 100 traces`);
-  assert.deepEqual(after, { saved: 0, bytes: 0, unbuilt: 0, dropped: 0 });
+  const { prefetchHits, ...left } = after;
+  assert.deepEqual(left, { saved: 0, bytes: 0, unbuilt: 0, dropped: 0, prefetched: 0 });
   assert.equal(native.signalHandlerInstalled(), false, 'V8 took the chain down with its sampler');
+});
+
+test("stop() looks its label sets up on the thread pool while V8 stops: the build finds them there, and they are right", async (t) => {
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
+  for (let i = 0; i < 40; i++) {
+    await withLabels({ endpoint: 'prefetch', span_id: spanId(1000 + i) }, async () => {
+      await null;
+      usersHandlerWork(4);
+    });
+  }
+  const before = labelStats();
+  // Sampled as stop() is called: saved after the lookups began, looked up by the build.
+  const trace = withLabels({ endpoint: 'prefetch', span_id: spanId(2000) }, () => {
+    usersHandlerWork(3);
+    return p.stop();
+  });
+  const built = await trace;
+  const hits = labelStats().prefetchHits - before.prefetchHits;
+  const samples = samplesIn(built, 'usersHandlerWork');
+  const own = new Map();
+  const ours = new Set([...Array.from({ length: 40 }, (_, i) => spanId(1000 + i)), spanId(2000)]);
+  const verdicts = labelVerdicts(built, samples, (l) => l.endpoint === 'prefetch' && ours.has(l.span_id));
+  t.diagnostic(`${hits} of ${built.contexts.length} contexts found prefetched; ${assertOwnLabels(verdicts, built.metadata.unmatchedSamples, 'usersHandlerWork')}`);
+  assert.ok(built.contexts.length >= 20, `labeled requests in the trace: ${built.contexts.length} contexts`);
+  assert.ok(hits >= built.contexts.length / 2 && hits <= built.contexts.length, `${hits} sets found prefetched of ${built.contexts.length}`);
+  // Each request's samples carry its own span id: one context per span id.
+  for (const c of built.contexts) {
+    assert.ok(!own.has(c.labels.span_id), `span id ${c.labels.span_id} in two contexts`);
+    own.set(c.labels.span_id, c);
+  }
+  assert.equal(labelStats().prefetched, 0, 'the build took what was looked up');
+  assert.equal(labelStats().saved, 0, 'and let go of the sets');
 });
 
 test('labels of requests that finished before stop() are still in the trace', async (t) => {

@@ -9,7 +9,6 @@
 
 pub mod capture;
 pub mod formats;
-pub mod id_map;
 pub mod symbolize;
 pub mod trace;
 
@@ -157,7 +156,18 @@ pub struct BuildTrace {
 
 impl BuildTrace {
   fn build(&mut self) -> Result<trace::Trace> {
-    let lookup = |id| capture::labels::lookup(id).map(trace::Labels::from);
+    // Sets looked up while V8 stopped (`labels_prefetch`), then the store for the rest.
+    let prefetched = self
+      .labels
+      .as_ref()
+      .and_then(|src| src.recording)
+      .and_then(capture::labels::take_prefetched)
+      .unwrap_or_default();
+    let prefetched = std::cell::RefCell::new(prefetched);
+    let lookup = |id| {
+      let found = prefetched.borrow_mut().take(id);
+      found.or_else(|| capture::labels::lookup(id)).map(trace::Labels::from)
+    };
     let mut builder = match &self.labels {
       Some(src) => {
         // Brackets a little wider than the window: a sample at the window's edge was
@@ -554,24 +564,75 @@ pub fn labels_recording_built(token: u32) {
   capture::drain::recording_built(tid, token);
 }
 
-/// `{ saved, bytes, dropped, unbuilt }`: label sets kept, their bytes, sets dropped to the
-/// bounds, unbuilt recordings (process-wide; for tests and diagnostics).
+/// Looks up the label sets of recording `token`'s brackets so far, on the thread pool,
+/// while the caller stops V8 (see `capture::labels::prefetch`). Its build takes what it
+/// found; a set saved after is looked up by the build.
+#[napi]
+pub fn labels_prefetch(token: u32, origin_us: f64, from_ms: f64) -> AsyncTask<Prefetch> {
+  let from_ns = ((origin_us + from_ms * 1000.0) * 1000.0).max(0.0) as u64;
+  AsyncTask::new(Prefetch {
+    tid: signal::gettid(),
+    token,
+    // As the build's: a little wider than the window.
+    from_ns: from_ns.saturating_sub(1_000_000),
+  })
+}
+
+pub struct Prefetch {
+  tid: i32,
+  token: u32,
+  from_ns: u64,
+}
+
+impl Task for Prefetch {
+  type Output = ();
+  type JsValue = ();
+
+  fn compute(&mut self) -> Result<()> {
+    // As the build reads its records: the drained log, else the ring.
+    let mut ids = capture::drain::contexts(self.tid, self.from_ns, u64::MAX);
+    if ids.is_empty() {
+      let write = signal::RING_WRITE.load(Ordering::Acquire);
+      ids = ring::snapshot(&signal::RING, write, self.tid, self.from_ns, u64::MAX)
+        .iter()
+        .map(|e| e.context)
+        .collect();
+    }
+    capture::labels::prefetch(self.tid, self.token, ids);
+    Ok(())
+  }
+
+  fn resolve(&mut self, _env: Env, _output: ()) -> Result<()> {
+    Ok(())
+  }
+}
+
+/// `{ saved, bytes, dropped, unbuilt, prefetched, prefetchHits }`: label sets kept, their
+/// bytes, sets dropped to the bounds, unbuilt recordings, recordings with prefetched sets
+/// not yet taken, sets builds found prefetched (process-wide; for tests and diagnostics).
 #[napi(object)]
 pub struct LabelStats {
   pub saved: u32,
   pub bytes: f64,
   pub dropped: f64,
   pub unbuilt: u32,
+  /// Recordings whose prefetched sets (`labelsPrefetch`) no build has taken yet.
+  pub prefetched: u32,
+  /// Sets builds found prefetched, since the process started.
+  pub prefetch_hits: f64,
 }
 
 #[napi]
 pub fn label_stats() -> LabelStats {
   let (saved, bytes, dropped, unbuilt) = capture::labels::stats();
+  let (prefetched, prefetch_hits) = capture::labels::prefetch_stats();
   LabelStats {
     saved: saved as u32,
     bytes: bytes as f64,
     dropped: dropped as f64,
     unbuilt: unbuilt as u32,
+    prefetched: prefetched as u32,
+    prefetch_hits: prefetch_hits as f64,
   }
 }
 

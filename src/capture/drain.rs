@@ -178,6 +178,28 @@ pub fn records(tid: i32, from_ns: u64, until_ns: u64) -> (Vec<Entry>, u64) {
   })
 }
 
+/// The contexts of thread `tid`'s records whose bracket starts in `[from_ns, until_ns]`, as
+/// `records` has them but without copying the records (a long recording has ~128k: 5 MB):
+/// in time order, "no context" and repeats in a row left out.
+pub fn contexts(tid: i32, from_ns: u64, until_ns: u64) -> Vec<u32> {
+  with_logs(|logs| {
+    drain_into(logs, &RING, RING_WRITE.load(Ordering::Acquire));
+    let mut out: Vec<u32> = Vec::new();
+    if let Some(log) = logs.threads.get(&tid) {
+      for e in log
+        .records
+        .iter()
+        .filter(|e| e.before_ns >= from_ns && e.before_ns <= until_ns)
+      {
+        if e.context != 0 && out.last() != Some(&e.context) {
+          out.push(e.context);
+        }
+      }
+    }
+    out
+  })
+}
+
 /// `(threads with logs, records in them)`, for tests and diagnostics.
 pub fn stats() -> (usize, usize) {
   with_logs(|logs| (logs.threads.len(), logs.threads.values().map(|t| t.records.len()).sum()))

@@ -323,7 +323,7 @@ pub struct TraceBuilder<'a> {
   resource_ids: crate::FastMap<String, u32>,
   frame_ids: crate::FastMap<Frame, u32>,
   stack_ids: crate::FastMap<Stack, u32>,
-  context_ids: crate::id_map::IdMap<u32>,
+  context_ids: crate::capture::id_map::IdMap<u32>,
   /// The last context id looked up and its index (samples in a row mostly share one).
   last_context: Option<(u32, Option<u32>)>,
   labeler: Option<Labeler<'a>>,
@@ -377,7 +377,7 @@ impl<'a> TraceBuilder<'a> {
     TraceBuilder {
       prev_cpu_ns: labeler.cpu_start_ns,
       // At most a context per bracket: no rehash while a labeled recording is joined.
-      context_ids: crate::id_map::with_capacity(labeler.entries.len().min(1 << 20)),
+      context_ids: crate::capture::id_map::with_capacity(labeler.entries.len().min(1 << 20)),
       labeler: Some(labeler),
       trace: Trace {
         metadata: Some(Metadata::default()),
