@@ -311,36 +311,53 @@ test('100 start/stop cycles with labels active: no crash, no leaked label sets',
   assert.equal(native.signalHandlerInstalled(), false, 'V8 took the chain down with its sampler');
 });
 
-test("stop() looks its label sets up on the thread pool while V8 stops: the build finds them there, and they are right", async (t) => {
-  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
-  for (let i = 0; i < 40; i++) {
-    await withLabels({ endpoint: 'prefetch', span_id: spanId(1000 + i) }, async () => {
-      await null;
-      usersHandlerWork(4);
+test("a long recording's stop() looks its label sets up while V8 stops; the build finds them there, and they are right", async (t) => {
+  const { setBaseInterval } = require('..');
+  setBaseInterval(0.1);
+  try {
+    // A short recording does without: the lookup would save little and compete with V8's stop.
+    const short = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
+    await withLabels({ endpoint: 'prefetch', span_id: spanId(999) }, async () => usersHandlerWork(20));
+    const before = labelStats();
+    assert.ok(assertValidTrace(await short.stop()).contexts.length >= 1);
+    assert.equal(labelStats().prefetchHits, before.prefetchHits, 'a short recording looked its sets up ahead');
+
+    // A long one (past 16,384 samples: ~2-5 s at 0.1 ms), a span id per request.
+    const p = new Profiler({ sampleInterval: 0.1, maxBufferSize: 200_000 });
+    const signals = native.signalCount();
+    const ours = new Set();
+    const deadline = performance.now() + 30_000;
+    for (let i = 0; native.signalCount() - signals < 20_000 && performance.now() < deadline; i++) {
+      ours.add(spanId(1000 + i));
+      await withLabels({ endpoint: 'prefetch', span_id: spanId(1000 + i) }, async () => {
+        await null;
+        usersHandlerWork(2);
+      });
+    }
+    const hitsBefore = labelStats().prefetchHits;
+    // Sampled as stop() is called: saved after the lookups began, looked up by the build.
+    ours.add(spanId(99_999));
+    const built = await withLabels({ endpoint: 'prefetch', span_id: spanId(99_999) }, () => {
+      usersHandlerWork(3);
+      return p.stop();
     });
+    const hits = labelStats().prefetchHits - hitsBefore;
+    const samples = samplesIn(built, 'usersHandlerWork');
+    const verdicts = labelVerdicts(built, samples, (l) => l.endpoint === 'prefetch' && ours.has(l.span_id));
+    t.diagnostic(
+      `${built.samples.length} samples; ${hits} of ${built.contexts.length} contexts found prefetched; ` +
+        assertOwnLabels(verdicts, built.metadata.unmatchedSamples, 'usersHandlerWork'),
+    );
+    assert.ok(built.samples.length >= 16_384, `a long recording: ${built.samples.length} samples`);
+    assert.ok(hits >= built.contexts.length * 0.9 && hits <= built.contexts.length, `${hits} sets found prefetched of ${built.contexts.length}`);
+    // Each request's samples carry its own span id: one context per span id.
+    const spans = built.contexts.map((c) => c.labels.span_id);
+    assert.equal(new Set(spans).size, spans.length, 'a span id in two contexts');
+    assert.equal(labelStats().prefetched, 0, 'the build took what was looked up');
+    assert.equal(labelStats().saved, 0, 'and let go of the sets');
+  } finally {
+    setBaseInterval(1);
   }
-  const before = labelStats();
-  // Sampled as stop() is called: saved after the lookups began, looked up by the build.
-  const trace = withLabels({ endpoint: 'prefetch', span_id: spanId(2000) }, () => {
-    usersHandlerWork(3);
-    return p.stop();
-  });
-  const built = await trace;
-  const hits = labelStats().prefetchHits - before.prefetchHits;
-  const samples = samplesIn(built, 'usersHandlerWork');
-  const own = new Map();
-  const ours = new Set([...Array.from({ length: 40 }, (_, i) => spanId(1000 + i)), spanId(2000)]);
-  const verdicts = labelVerdicts(built, samples, (l) => l.endpoint === 'prefetch' && ours.has(l.span_id));
-  t.diagnostic(`${hits} of ${built.contexts.length} contexts found prefetched; ${assertOwnLabels(verdicts, built.metadata.unmatchedSamples, 'usersHandlerWork')}`);
-  assert.ok(built.contexts.length >= 20, `labeled requests in the trace: ${built.contexts.length} contexts`);
-  assert.ok(hits >= built.contexts.length / 2 && hits <= built.contexts.length, `${hits} sets found prefetched of ${built.contexts.length}`);
-  // Each request's samples carry its own span id: one context per span id.
-  for (const c of built.contexts) {
-    assert.ok(!own.has(c.labels.span_id), `span id ${c.labels.span_id} in two contexts`);
-    own.set(c.labels.span_id, c);
-  }
-  assert.equal(labelStats().prefetched, 0, 'the build took what was looked up');
-  assert.equal(labelStats().saved, 0, 'and let go of the sets');
 });
 
 test('labels of requests that finished before stop() are still in the trace', async (t) => {

@@ -170,6 +170,11 @@ class ProfilerGroup {
     return this.#members.size;
   }
 
+  /** Samples member `m` has taken so far (estimated from the signal handler's count). */
+  samplesTaken(m) {
+    return this.#members.has(m) && this.#common !== 0 ? this.#samplesOf(m, native.signalCount()) : m.samples;
+  }
+
   /** The sampler's interval in ms (0 when not sampling). */
   get interval() {
     return this.#common / 1000;

@@ -234,8 +234,11 @@ class Profiler extends EventTarget {
     const untilMs = member.state === 'full' ? member.fullAt : performance.now();
     // The label sets of the brackets so far are looked up on the thread pool while V8
     // stops on this thread (~8 ms of a ~128k-sample build); the build waits for them. A
-    // failed lookup only means the build looks them up itself.
-    const prefetched = prefetch && member.startedAs ? prefetchLabels(member.startedAs, this.#startedAt) : undefined;
+    // failed lookup only means the build looks them up itself. Not for a short recording:
+    // the lookup would save it little, and competes with V8's stop for a core (~0.1 ms
+    // more of the stop's block at ~12k samples on 2 cores).
+    const long = prefetch && member.startedAs && group.samplesTaken(member) >= PREFETCH_MIN_SAMPLES;
+    const prefetched = long ? prefetchLabels(member.startedAs, this.#startedAt) : undefined;
     if (member.state === 'recording') {
       group.leave(member);
       labels.recordingStopped();
@@ -274,6 +277,9 @@ class Profiler extends EventTarget {
 }
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+/** Recordings this long (in samples) or longer have their label sets looked up while V8 stops. */
+const PREFETCH_MIN_SAMPLES = 16384;
 
 /** `native.labelsPrefetch`, its failure ignored (the build then looks every set up itself). */
 function prefetchLabels(token, fromMs) {
