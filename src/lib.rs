@@ -170,11 +170,7 @@ impl BuildTrace {
     };
     let mut builder = match &self.labels {
       Some(src) => {
-        // Brackets a little wider than the window: a sample at the window's edge was
-        // bracketed by a signal that began just before it.
-        let to_ns = |ms: f64| ((self.window.origin_us + ms * 1000.0) * 1000.0).max(0.0) as u64;
-        let from_ns = to_ns(self.window.from_ms).saturating_sub(1_000_000);
-        let until_ns = to_ns(self.window.until_ms).saturating_add(1_000_000);
+        let (from_ns, until_ns) = bracket_range_ns(self.window.origin_us, self.window.from_ms, self.window.until_ms);
         // The thread's records from the drained log (all of them, however long the
         // recording), plus any the ring holds beyond it (a recording not registered).
         let (mut entries, _) = capture::drain::records(src.tid, from_ns, until_ns);
@@ -569,13 +565,23 @@ pub fn labels_recording_built(token: u32) {
 /// found; a set saved after is looked up by the build.
 #[napi]
 pub fn labels_prefetch(token: u32, origin_us: f64, from_ms: f64) -> AsyncTask<Prefetch> {
-  let from_ns = ((origin_us + from_ms * 1000.0) * 1000.0).max(0.0) as u64;
   AsyncTask::new(Prefetch {
     tid: signal::gettid(),
     token,
-    // As the build's: a little wider than the window.
-    from_ns: from_ns.saturating_sub(1_000_000),
+    // The build's brackets start there too.
+    from_ns: bracket_range_ns(origin_us, from_ms, f64::INFINITY).0,
   })
+}
+
+/// The brackets (ns on the signal handler's clock) of samples from `from_ms` to `until_ms`
+/// (ms since the time origin, `origin_us` on that clock), a little wider than that: a
+/// sample at the window's edge was bracketed by a signal that began just before it.
+fn bracket_range_ns(origin_us: f64, from_ms: f64, until_ms: f64) -> (u64, u64) {
+  let to_ns = |ms: f64| ((origin_us + ms * 1000.0) * 1000.0).max(0.0) as u64;
+  (
+    to_ns(from_ms).saturating_sub(1_000_000),
+    to_ns(until_ms).saturating_add(1_000_000),
+  )
 }
 
 pub struct Prefetch {
