@@ -12,7 +12,7 @@ pub mod formats;
 pub mod symbolize;
 pub mod trace;
 
-use capture::{ring, signal};
+use capture::signal;
 
 use formats::pprof;
 
@@ -172,12 +172,8 @@ impl BuildTrace {
       Some(src) => {
         let (from_ns, until_ns) = bracket_range_ns(self.window.origin_us, self.window.from_ms, self.window.until_ms);
         // The thread's records from the drained log (all of them, however long the
-        // recording), plus any the ring holds beyond it (a recording not registered).
-        let (mut entries, _) = capture::drain::records(src.tid, from_ns, until_ns);
-        if entries.is_empty() {
-          let write = signal::RING_WRITE.load(Ordering::Acquire);
-          entries = ring::snapshot(&signal::RING, write, src.tid, from_ns, until_ns);
-        }
+        // recording), else those the ring holds (a recording not registered).
+        let entries = capture::drain::records(src.tid, from_ns, until_ns);
         TraceBuilder::with_labeler(Labeler {
           entries,
           lookup: &lookup,
@@ -595,15 +591,8 @@ impl Task for Prefetch {
   type JsValue = ();
 
   fn compute(&mut self) -> Result<()> {
-    // As the build reads its records: the drained log, else the ring.
-    let mut ids = capture::drain::contexts(self.tid, self.from_ns, u64::MAX);
-    if ids.is_empty() {
-      let write = signal::RING_WRITE.load(Ordering::Acquire);
-      ids = ring::snapshot(&signal::RING, write, self.tid, self.from_ns, u64::MAX)
-        .iter()
-        .map(|e| e.context)
-        .collect();
-    }
+    // The records the build will read (`drain::records`), as their label-set ids.
+    let ids = capture::drain::contexts(self.tid, self.from_ns, u64::MAX);
     capture::labels::prefetch(self.tid, self.token, ids);
     Ok(())
   }

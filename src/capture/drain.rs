@@ -9,7 +9,7 @@
 //! records from the log. A thread's records are dropped once no unbuilt recording of it
 //! can reference them, and a log holds at most `MAX_PER_THREAD` records (oldest dropped).
 
-use super::ring::{read, Entry};
+use super::ring::{read, snapshot, Entry};
 use super::signal::{Slot, RING, RING_CAPACITY, RING_WRITE};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
@@ -29,8 +29,6 @@ struct ThreadLog {
   records: VecDeque<Entry>,
   /// Unbuilt recordings: `(token, start_ns)`.
   unbuilt: Vec<(u32, u64)>,
-  /// Records dropped to `MAX_PER_THREAD`.
-  dropped: u64,
 }
 
 impl ThreadLog {
@@ -69,7 +67,6 @@ fn drain_into(logs: &mut Logs, slots: &[Slot], write: u64) {
           if log.oldest_start().is_some_and(|start| e.before_ns + SLACK_NS >= start) {
             if log.records.len() >= MAX_PER_THREAD {
               log.records.pop_front();
-              log.dropped += 1;
             }
             log.records.push_back(e);
           }
@@ -158,46 +155,48 @@ pub fn forget_thread(tid: i32) {
   });
 }
 
-/// Thread `tid`'s records whose bracket starts in `[from_ns, until_ns]`, in time order,
-/// after a last drain; and how many of its records the log had to drop.
-pub fn records(tid: i32, from_ns: u64, until_ns: u64) -> (Vec<Entry>, u64) {
-  with_logs(|logs| {
+/// Visits thread `tid`'s records whose bracket starts in `[from_ns, until_ns]`, in time
+/// order, after a last drain: those of its log, or, if the log has none (a recording the
+/// drain was not told of), those the ring still holds. Both a build and its look-ahead
+/// read a recording's records this way.
+pub fn each_record(tid: i32, from_ns: u64, until_ns: u64, mut visit: impl FnMut(&Entry)) {
+  let in_window = |e: &&Entry| e.before_ns >= from_ns && e.before_ns <= until_ns;
+  let logged = with_logs(|logs| {
     drain_into(logs, &RING, RING_WRITE.load(Ordering::Acquire));
-    match logs.threads.get(&tid) {
-      Some(log) => (
-        log
-          .records
-          .iter()
-          .filter(|e| e.before_ns >= from_ns && e.before_ns <= until_ns)
-          .copied()
-          .collect(),
-        log.dropped,
-      ),
-      None => (Vec::new(), 0),
-    }
-  })
-}
-
-/// The contexts of thread `tid`'s records whose bracket starts in `[from_ns, until_ns]`, as
-/// `records` has them but without copying the records (a long recording has ~128k: 5 MB):
-/// in time order, "no context" and repeats in a row left out.
-pub fn contexts(tid: i32, from_ns: u64, until_ns: u64) -> Vec<u32> {
-  with_logs(|logs| {
-    drain_into(logs, &RING, RING_WRITE.load(Ordering::Acquire));
-    let mut out: Vec<u32> = Vec::new();
+    let mut logged = false;
     if let Some(log) = logs.threads.get(&tid) {
-      for e in log
-        .records
-        .iter()
-        .filter(|e| e.before_ns >= from_ns && e.before_ns <= until_ns)
-      {
-        if e.context != 0 && out.last() != Some(&e.context) {
-          out.push(e.context);
-        }
+      for e in log.records.iter().filter(in_window) {
+        logged = true;
+        visit(e);
       }
     }
-    out
-  })
+    logged
+  });
+  if !logged {
+    snapshot(&RING, RING_WRITE.load(Ordering::Acquire), tid, from_ns, until_ns)
+      .iter()
+      .for_each(visit);
+  }
+}
+
+/// Thread `tid`'s records whose bracket starts in `[from_ns, until_ns]`, as `each_record`
+/// visits them.
+pub fn records(tid: i32, from_ns: u64, until_ns: u64) -> Vec<Entry> {
+  let mut out = Vec::new();
+  each_record(tid, from_ns, until_ns, |e| out.push(*e));
+  out
+}
+
+/// The contexts of the records `records` returns, without copying the records (a long
+/// recording has ~128k: 5 MB): in time order, "no context" and repeats in a row left out.
+pub fn contexts(tid: i32, from_ns: u64, until_ns: u64) -> Vec<u32> {
+  let mut out: Vec<u32> = Vec::new();
+  each_record(tid, from_ns, until_ns, |e| {
+    if e.context != 0 && out.last() != Some(&e.context) {
+      out.push(e.context);
+    }
+  });
+  out
 }
 
 /// `(threads with logs, records in them)`, for tests and diagnostics.
