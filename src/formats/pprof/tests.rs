@@ -324,6 +324,103 @@ fn distinct_label_values_are_appended_and_repeated_ones_shared() {
   assert_eq!(count(&p, "GET /0"), 1);
 }
 
+#[test]
+#[cfg_attr(miri, ignore)] // scale, not memory safety: over PARALLEL_CONTEXTS label sets
+fn labels_interned_on_two_threads_read_back_as_their_contexts() {
+  // Enough contexts for two threads; a third of the span ids empty (id 0 in both tables),
+  // the last context without labels.
+  let n = PARALLEL_CONTEXTS * 2 + 1;
+  let span = |i: usize| {
+    if i % 3 == 0 {
+      String::new()
+    } else {
+      format!("{:016x}", 0xcd00_0000 + i)
+    }
+  };
+  let mut t = labeled(n, span);
+  t.contexts[n - 1] = Context {
+    labels: Labels::from(vec![]),
+  };
+  let expected = |i: usize| -> Vec<(String, String)> {
+    if i == n - 1 {
+      return vec![];
+    }
+    vec![
+      ("endpoint".into(), format!("GET /{}", i % 4)),
+      ("span_id".into(), span(i)),
+    ]
+  };
+  // The real bytes, read back by the decoder.
+  let gz = encode_gzip(&t, &TIMING).unwrap();
+  let mut raw = Vec::new();
+  flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut raw).unwrap();
+  let p = Profile::decode(&raw[..]).unwrap();
+  assert_eq!(p.sample.len(), n);
+  for (i, sample) in p.sample.iter().enumerate() {
+    let got: Vec<(String, String)> = sample
+      .label
+      .iter()
+      .map(|l| {
+        (
+          p.string_table[l.key as usize].clone(),
+          p.string_table[l.str as usize].clone(),
+        )
+      })
+      .collect();
+    assert_eq!(got, expected(i), "sample {i}");
+  }
+  // The functions' names are where they were: the second table goes after.
+  let name = |f: &Function| p.string_table[f.name as usize].as_str();
+  assert_eq!(
+    p.function.iter().map(name).take(3).collect::<Vec<_>>(),
+    ["main", "(anonymous)", "now"]
+  );
+  assert_eq!(p.string_table[0], "");
+  // A span id per set: the table holds each once, and the endpoints at most once per half.
+  assert!(p.string_table.len() < n + 64, "{} strings", p.string_table.len());
+  // And by selfprof's own reader (an empty value reads back as a number there: left out).
+  let back = crate::formats::pprof_decode::decode(&raw).unwrap();
+  for i in [1, n / 2 - 2, n / 2 - 1, n / 2, n / 2 + 1, n - 2, n - 1]
+    .into_iter()
+    .filter(|i| i % 3 != 0)
+  {
+    let c = back.trace.samples[i]
+      .context_id
+      .map(|c| back.trace.contexts[c as usize].labels.to_set());
+    assert_eq!(c.unwrap_or_default(), expected(i), "decoded sample {i}");
+  }
+
+  // Datadog's: span ids as numbers, an extra label per set, keys renamed, per-sample
+  // labels interned after both halves.
+  let datadog = Dialect::Datadog {
+    thread_name: "Main Event Loop".into(),
+    thread_id: "0".into(),
+    os_thread_id: "42".into(),
+  };
+  let p = profile_for(&t, &TIMING, &datadog);
+  let s = |i: i64| p.string_table[i as usize].as_str();
+  for (i, sample) in p.sample.iter().enumerate() {
+    let get = |k: &str| sample.label.iter().find(|l| s(l.key) == k);
+    if i == n - 1 {
+      assert!(get("trace endpoint").is_none() && get("span id").is_none());
+    } else {
+      assert_eq!(
+        get("trace endpoint").map(|l| s(l.str)),
+        Some(format!("GET /{}", i % 4).as_str()),
+        "sample {i}"
+      );
+      let id = (i % 3 != 0).then(|| (0xcd00_0000 + i) as i64);
+      assert_eq!(get("span id").map(|l| l.num), id, "sample {i}");
+      assert_eq!(get("local root span id").map(|l| l.num), id, "sample {i}");
+    }
+    assert_eq!(
+      get("thread name").map(|l| s(l.str)),
+      Some("Main Event Loop"),
+      "sample {i}"
+    );
+  }
+}
+
 /// The samples as `SampleWriter` writes them and as prost encodes them.
 fn samples_both_ways(
   trace: &Trace,
