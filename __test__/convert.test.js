@@ -112,6 +112,20 @@ test("pprof input: a recording's pprof converts like its trace", async () => {
   }
 });
 
+test('pprof input: an empty label value reads back empty, not as the number 0', async () => {
+  const p = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
+  withLabels({ endpoint: '', tenant: 'acme' }, () => convertedBusyWork(60));
+  const pprof = await p.stop({ format: 'pprof' });
+  const back = assertValidTrace(readProfile(pprof));
+  const labeled = back.samples.filter((s) => s.contextId !== undefined).map((s) => back.contexts[s.contextId].labels);
+  assert.ok(labeled.length > 0, 'samples in withLabels kept their labels');
+  for (const labels of labeled) assert.deepEqual(labels, { endpoint: '', tenant: 'acme' });
+  // pprof-format, an independent reader, sees the same: the empty string (id 0).
+  const { p: decoded, str } = decodePprof(pprof);
+  const endpoint = decoded.sample.flatMap((s) => s.label).filter((l) => str(l.key) === 'endpoint');
+  assert.ok(endpoint.length > 0 && endpoint.every((l) => str(l.str) === '' && Number(l.num) === 0));
+});
+
 test('pprof from another producer (@datadog/pprof) reads in: samples, functions, labels', async () => {
   // Its wall profiler installs its own SIGPROF handler: run it in a child process.
   const script = `

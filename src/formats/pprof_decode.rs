@@ -10,7 +10,8 @@
 //! from 0 ms. Each location's lines become frames (inlined callees first, as pprof lists
 //! them); a sample whose only frame is `(idle)`, `(garbage collector)` or `(program)`
 //! becomes a marker sample, and `(root)` a sample with no stack. String labels (and
-//! numeric ones, as text) become the sample's context.
+//! numeric ones, as text; a label with neither is an empty string) become the sample's
+//! context.
 //!
 //! Hostile input: before decoding, `prescan` walks the protobuf (no allocation) and
 //! estimates what decoding would allocate (a 2-byte empty sample decodes to a 72-byte
@@ -365,10 +366,14 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
     let mut labels: LabelSet = Vec::with_capacity(s.label.len());
     for l in &s.label {
       let key = str(l.key)?.to_owned();
+      // A string label's value, else a number as text. Neither (string id 0, number 0, no
+      // unit) is an empty string: how selfprof writes `""` (Go's reader drops such a label).
       let value = if l.str != 0 {
         str(l.str)?.to_owned()
-      } else {
+      } else if l.num != 0 || l.num_unit != 0 {
         l.num.to_string()
+      } else {
+        String::new()
       };
       labels.push((key, value));
     }
