@@ -130,9 +130,13 @@ async function measure(mode, samples, msPerSample) {
   const cpu1 = native.threadCpuNs();
   longest = Math.max(longest, cpu1 - lastCpu);
   clearInterval(ticker);
+  // The peak of the recording and its stop, read before the result is counted below: a
+  // pprof's count comes from decoding it in JS (pprof-format), which took more memory than
+  // the stop (~85 MiB at ~100k samples) and was in the pprof modes' peaks until 2026-11-25.
+  const peakMiB = hwmMiB();
   const count =
     mode === 'bare' ? result.samples.length : mode === 'selfprof-json' ? result.samples.length : pprofSamples(result);
-  return { mode, samples: count, requests: next, bufferedMiB: buffered, blockMs: longest / 1e6, mainCpuMs: (cpu1 - cpu0) / 1e6, readyMs: ready, peakMiB: hwmMiB() };
+  return { mode, samples: count, requests: next, bufferedMiB: buffered, blockMs: longest / 1e6, mainCpuMs: (cpu1 - cpu0) / 1e6, readyMs: ready, peakMiB };
 }
 
 function pprofSamples(buffer) {
