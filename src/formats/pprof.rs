@@ -275,39 +275,39 @@ const PARALLEL_CONTEXTS: usize = 8192;
 /// `strings` after, its ids moved past the first's (~7.5 ms in all; the event loop's
 /// thread waits for the build meanwhile, so the core is otherwise idle). A string both
 /// halves use is then in the table twice (a request's endpoint, say); the profile means
-/// the same.
+/// the same. `count`: how many labels the contexts hold (the room to make: counting
+/// them again would read every label set once more).
 fn intern_labels<'a>(
   contexts: &'a [Context],
+  count: usize,
   dialect: &Dialect,
   strings: &mut Strings<'a>,
 ) -> (Vec<Label>, Vec<(u32, u32)>) {
+  // Room for all of them (a second half's are appended): no copy as they grow.
+  let mut labels = Vec::with_capacity(count);
+  let mut ranges = Vec::with_capacity(contexts.len());
   if contexts.len() < PARALLEL_CONTEXTS {
-    return intern_labels_here(contexts, dialect, strings);
+    intern_labels_into(contexts, dialect, strings, &mut labels, &mut ranges);
+    return (labels, ranges);
   }
   let (first, second) = contexts.split_at(contexts.len() / 2);
-  let (mut labels, mut ranges, later) = std::thread::scope(|scope| {
+  // The second half's labels, ranges and strings (a table of its own, ~a value per set).
+  let second_half = || {
+    let mut own = Strings::with_capacities(second.len() + 16, 16 + VALUES_TRIED as usize);
+    let (mut labels, mut ranges) = (Vec::with_capacity(count / 2 + 16), Vec::with_capacity(second.len()));
+    intern_labels_into(second, dialect, &mut own, &mut labels, &mut ranges);
+    (labels, ranges, own)
+  };
+  let later = std::thread::scope(|scope| {
     let spawned = std::thread::Builder::new()
       .name("selfprof-labels".into())
-      .spawn_scoped(scope, || {
-        let values: usize = second.iter().map(|c| c.labels.len()).sum();
-        let mut own = Strings::with_capacities(values + 16, 16 + VALUES_TRIED as usize);
-        let (labels, ranges) = intern_labels_here(second, dialect, &mut own);
-        (labels, ranges, own)
-      });
-    // Room for both halves (the second's are appended): no copy as they grow.
-    let mut labels = Vec::with_capacity(contexts.iter().map(|c| c.labels.len()).sum());
-    let mut ranges = Vec::with_capacity(contexts.len());
+      .spawn_scoped(scope, second_half);
     intern_labels_into(first, dialect, strings, &mut labels, &mut ranges);
-    // A thread that could not start: the second half here, after the first.
-    let later = match spawned {
+    match spawned {
       Ok(h) => h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-      Err(_) => {
-        let mut own = Strings::new();
-        let (labels, ranges) = intern_labels_here(second, dialect, &mut own);
-        (labels, ranges, own)
-      }
-    };
-    (labels, ranges, later)
+      // A thread that could not start: the second half here, after the first.
+      Err(_) => second_half(),
+    }
   });
   let (later_labels, later_ranges, later_strings) = later;
   let moved = strings.append(later_strings);
@@ -322,17 +322,6 @@ fn intern_labels<'a>(
   (labels, ranges)
 }
 
-fn intern_labels_here<'a>(
-  contexts: &'a [Context],
-  dialect: &Dialect,
-  strings: &mut Strings<'a>,
-) -> (Vec<Label>, Vec<(u32, u32)>) {
-  let mut labels = Vec::new();
-  let mut ranges = Vec::new();
-  intern_labels_into(contexts, dialect, strings, &mut labels, &mut ranges);
-  (labels, ranges)
-}
-
 /// Appends each context's labels to `labels`, and its range in them to `ranges`.
 fn intern_labels_into<'a>(
   contexts: &'a [Context],
@@ -341,8 +330,6 @@ fn intern_labels_into<'a>(
   labels: &mut Vec<Label>,
   ranges: &mut Vec<(u32, u32)>,
 ) {
-  labels.reserve(contexts.iter().map(|c| c.labels.len()).sum());
-  ranges.reserve(contexts.len());
   let mut out_labels = Vec::new();
   for c in contexts {
     let start = labels.len() as u32;
@@ -473,7 +460,7 @@ impl<'a> Encoder<'a> {
 
     // Label keys and values, per context, as the dialect names them: one array, and each
     // context's range in it.
-    let (labels, label_ranges) = intern_labels(&trace.contexts, dialect, &mut strings);
+    let (labels, label_ranges) = intern_labels(&trace.contexts, label_strings / 2, dialect, &mut strings);
     let every: Vec<Label> = dialect
       .every_sample()
       .into_iter()
