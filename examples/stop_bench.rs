@@ -78,7 +78,7 @@ fn main() {
     let t1 = Instant::now();
     let mut builder = TraceBuilder::with_labeler(Labeler {
       entries: entries.clone(),
-      lookup: &lookup,
+      lookup: Box::new(lookup),
       cpu_start_ns: Some(0),
     });
     builder

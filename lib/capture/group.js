@@ -17,6 +17,10 @@
 // of console.profile(title) in one CpuProfiler, which logs code once while any runs. So
 // the group starts the other kind of profile, then stops the running one: no re-log, no
 // gap (the two overlap by a few samples; the trace build drops the repeats).
+//
+// A long recording is handed off the same way every SEGMENT_SIGNALS signals, to members
+// that take segments (`onSegment`): each joins what it was handed on the thread pool while
+// it records (a Profiler's TraceJoin), so its stop has only the last segment left to join.
 
 const { post } = require('./inspector-post');
 const { native } = require('../native');
@@ -49,6 +53,12 @@ const gcdOf = (members) => members.reduce((g, m) => gcd(g, m.intervalUs), 0);
 
 /** The longest sampling interval the inspector takes: `interval` is an int32 of µs. */
 const MAX_INTERVAL_US = 2 ** 31 - 1;
+/**
+ * Signals between segment hand-offs: V8's stop of a segment blocks the event loop for
+ * ~2-4 ms (~0.2 µs a sample), every ~1.6 s at 0.1 ms and ~16 s at 1 ms (service mode's
+ * 60 s at 99 Hz is one segment).
+ */
+const SEGMENT_SIGNALS = 16384;
 /** setTimeout's longest delay (ms); longer ones fire after 1 ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -103,6 +113,12 @@ class ProfilerGroup {
   /** Console profiles of ours that V8 has started (title -> true) or finished (-> profile). */
   #consoleProfiles = new Map();
   #titles = 0;
+  /** The signal count at the last start or hand-off. */
+  #segmentSince = 0;
+  /** False once a hand-off could not start the other profile: no more segments. */
+  #segmenting = true;
+  /** Segment hand-offs so far (for tests and diagnostics). */
+  #segments = 0;
   /** Our console profiles someone else's console.profileEnd() ended (Node < 24), in order. */
   #ended = [];
   // console.profile reaches every session of this isolate: a prefix no other copy of this
@@ -168,6 +184,11 @@ class ProfilerGroup {
 
   get size() {
     return this.#members.size;
+  }
+
+  /** Segment hand-offs so far. */
+  get segments() {
+    return this.#segments;
   }
 
   /** Samples member `m` has taken so far (estimated from the signal handler's count). */
@@ -255,6 +276,7 @@ class ProfilerGroup {
       warnOnce('signal', `selfprof: samples will carry no labels: ${err.message}`);
     }
     this.#common = common;
+    this.#segmentSince = native.signalCount();
     this.#schedule();
   }
 
@@ -268,9 +290,8 @@ class ProfilerGroup {
    * at the same interval, handing off to the other kind of profile where it can; returns
    * whether it did (else V8 is stopped).
    */
-  #collect(keep = false) {
+  #collect(keep = false, next = keep ? this.#startOther() : undefined) {
     if (this.#common === 0) return false;
-    const next = keep ? this.#startOther() : undefined;
     const profiles = this.#ended.splice(0);
     let failure = null;
     try {
@@ -288,6 +309,7 @@ class ProfilerGroup {
       m.samples = this.#samplesOf(m, signals);
       m.since = signals;
     }
+    this.#segmentSince = signals;
     if (failure !== null) {
       if (next === undefined) throw failure;
       // The next profile runs: only this recording is lost.
@@ -330,6 +352,27 @@ class ProfilerGroup {
     return profile;
   }
 
+  /** Whether a member takes segments and V8 can hand off. */
+  #segmented() {
+    return this.#segmenting && this.#common !== 0 && [...this.#members].some((m) => m.onSegment);
+  }
+
+  /**
+   * Hands V8's recording so far to every member without a gap, and lets the members that
+   * take segments start on theirs. If the other profile cannot start, segments stop (a
+   * stop and restart would leave a gap): the recording goes whole to the stop.
+   */
+  #segment() {
+    const next = this.#startOther();
+    if (next === undefined) {
+      this.#segmenting = false;
+      return;
+    }
+    this.#collect(true, next);
+    this.#segments++;
+    for (const m of this.#members) m.onSegment?.();
+  }
+
   #shutdown() {
     clearTimeout(this.#timer);
     this.#timer = null;
@@ -358,6 +401,10 @@ class ProfilerGroup {
       const left = m.maxSamples - this.#samplesOf(m, signals);
       soonest = Math.min(soonest, (Math.max(0, left) * m.intervalUs) / 1000);
     }
+    if (this.#segmented()) {
+      const left = SEGMENT_SIGNALS - (signals - this.#segmentSince);
+      soonest = Math.min(soonest, (Math.max(0, left) * this.#common) / 1000);
+    }
     if (soonest === Infinity) return;
     // setTimeout turns more than its longest delay into 1 ms: check again then.
     this.#timer = setTimeout(() => this.#check(), Math.min(Math.max(1, soonest), MAX_TIMER_MS));
@@ -371,7 +418,10 @@ class ProfilerGroup {
       const full = [...this.#members].filter((m) => this.#samplesOf(m, signals) >= m.maxSamples);
       for (const m of full) this.leave(m);
       for (const m of full) m.onFull();
-      if (this.#members.size > 0 && full.length === 0) this.#schedule();
+      if (this.#members.size > 0 && full.length === 0) {
+        if (this.#segmented() && signals - this.#segmentSince >= SEGMENT_SIGNALS) this.#segment();
+        this.#schedule();
+      }
     } catch (err) {
       warnOnce('group-check', `selfprof: the sample buffer check failed: ${err.message}`);
     }

@@ -227,7 +227,7 @@ function labelsForTrace() {
 
 /** Counts for tests and diagnostics (process-wide). */
 function labelStats() {
-  return available ? native.labelStats() : { saved: 0, bytes: 0, dropped: 0, unbuilt: 0, prefetched: 0, prefetchHits: 0 };
+  return available ? native.labelStats() : { saved: 0, bytes: 0, dropped: 0, unbuilt: 0, prefetched: 0, prefetchHits: 0, records: 0 };
 }
 
 // --- label sets ----------------------------------------------------------------------

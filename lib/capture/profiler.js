@@ -8,6 +8,7 @@ const { timeOriginUs } = require('./clock');
 const { group } = require('./group');
 const labels = require('./labels');
 const { traceObject } = require('./trace-object');
+const { warnOnce } = require('../log');
 const symbolize = require('../symbolize');
 
 const MAX_BUFFER_SIZE = 2 ** 32 - 1; // WebIDL unsigned long
@@ -81,6 +82,7 @@ const abandoned = new FinalizationRegistry((member) => {
   }
   member.state = 'abandoned';
   member.recordings = [];
+  member.join = null;
   labels.recordingBuilt(member.startedAs);
 });
 
@@ -109,6 +111,23 @@ class Profiler extends EventTarget {
       startedAs: labels.recordingStarted(),
       tid: native.threadId(),
       cpuStartNs: native.threadCpuNs(),
+      // A long recording's segments, joined while it records (see joinSegments).
+      onSegment: () => scheduleJoin(member),
+      join: null,
+      joinScheduled: false,
+      joinFailed: false,
+      joinedScripts: new Set(), // the joined segments' scripts, for their source maps
+      joinedSamples: 0,
+      joinedUntilMs: 0,
+    };
+    member.window = {
+      originUs: timeOriginUs(),
+      fromMs: this.#startedAt,
+      maxSamples: maxBufferSize,
+      labels: true,
+      tid: member.tid,
+      cpuStartNs: member.cpuStartNs,
+      recording: member.startedAs || undefined,
     };
     try {
       group.join(member);
@@ -190,7 +209,7 @@ class Profiler extends EventTarget {
   [stopSync](format, alsoFormat) {
     const taken = this.#take(format, alsoFormat, {}, false);
     try {
-      return native.buildTraceSync(...forBuild(taken));
+      return native.buildTraceSync(...forBuild(taken), taken.join);
     } finally {
       labels.recordingBuilt(taken.member.startedAs);
     }
@@ -219,7 +238,9 @@ class Profiler extends EventTarget {
       })
       .then(([chunks, build]) =>
         // The trace object is made from parts, in slices (trace-object.js): no one long block.
-        format === 'json' ? native.buildTraceParts(chunks, build).then(traceObject) : native.buildTrace(chunks, build),
+        format === 'json'
+          ? native.buildTraceParts(chunks, build, taken.join).then(traceObject)
+          : native.buildTrace(chunks, build, taken.join),
       )
       .finally(() => labels.recordingBuilt(taken.member.startedAs));
   }
@@ -237,8 +258,10 @@ class Profiler extends EventTarget {
     // failed lookup only means the build looks them up itself. Not for a short recording:
     // the lookup would save it little, and competes with V8's stop for a core (~0.1 ms
     // more of the stop's block at ~12k samples on 2 cores).
-    const long = prefetch && member.startedAs && group.samplesTaken(member) >= PREFETCH_MIN_SAMPLES;
-    const prefetched = long ? prefetchLabels(member.startedAs, this.#startedAt) : undefined;
+    // (Of a recording joined in segments, only the samples since the last one.)
+    const unjoined = group.samplesTaken(member) - (member.join === null ? 0 : member.joinedSamples);
+    const long = prefetch && member.startedAs && unjoined >= PREFETCH_MIN_SAMPLES;
+    const prefetched = long ? prefetchLabels(member.startedAs, member.join === null ? this.#startedAt : member.joinedUntilMs) : undefined;
     if (member.state === 'recording') {
       group.leave(member);
       labels.recordingStopped();
@@ -251,6 +274,7 @@ class Profiler extends EventTarget {
     } catch (err) {
       labels.recordingBuilt(member.startedAs); // a stop that fails lets go of what it held
       member.recordings = [];
+      member.join = null;
       throw err;
     }
     const build = {
@@ -272,7 +296,9 @@ class Profiler extends EventTarget {
     };
     const recordings = member.recordings;
     member.recordings = [];
-    return { recordings, build, member, sourceMaps: pprof.sourceMaps, prefetched };
+    const join = member.join ?? undefined;
+    member.join = null;
+    return { recordings, build, member, sourceMaps: pprof.sourceMaps, prefetched, join, joinedScripts: member.joinedScripts };
   }
 }
 
@@ -291,11 +317,49 @@ function prefetchLabels(token, fromMs) {
 }
 
 /** The native build's arguments for what #take took: the recordings' JSON and the options. */
-function forBuild({ recordings, build, sourceMaps }) {
+function forBuild({ recordings, build, sourceMaps, joinedScripts = new Set() }) {
   const taken = recordings.map(({ recording, stride }) => ({ ...recording.take(), stride }));
   // Source maps are applied in the build; Node's maps for scripts compiled in memory go with it.
-  Object.assign(build, symbolize.buildOptions(sourceMaps, taken.flatMap((t) => t.scripts)));
-  return [taken.map(({ json, samples, timeDeltas, stride }) => ({ profile: json, samples, timeDeltas, stride })), build];
+  Object.assign(build, symbolize.buildOptions(sourceMaps, [...joinedScripts, ...taken.flatMap((t) => t.scripts)]));
+  return [chunksOf(taken), build];
+}
+
+const chunksOf = (taken) => taken.map(({ json, samples, timeDeltas, stride }) => ({ profile: json, samples, timeDeltas, stride }));
+
+/**
+ * The group handed member `m` a segment of its recording: it is joined on the thread pool
+ * from the next turn of the event loop (the hand-off's turn is V8's stop alone), so that
+ * the stop has only the last segment to join. Until then the segment waits in
+ * `m.recordings`, where a stop in between takes it as it would without segments.
+ */
+function scheduleJoin(m) {
+  if (m.joinScheduled || m.joinFailed) return;
+  m.joinScheduled = true;
+  setImmediate(() => {
+    m.joinScheduled = false;
+    joinSegments(m);
+  }).unref();
+}
+
+function joinSegments(m) {
+  if (m.state !== 'recording' || m.recordings.length === 0) return;
+  const recordings = m.recordings;
+  try {
+    // The sets the segment's signals sampled are saved before its samples look them up.
+    labels.labelsForTrace();
+    m.join ??= new native.TraceJoin(m.window);
+    const taken = recordings.map(({ recording, stride }) => ({ ...recording.take(), stride }));
+    m.join.add(chunksOf(taken)).catch(() => {}); // a failure fails the build, which says why
+    m.recordings = [];
+    for (const t of taken) for (const url of t.scripts) m.joinedScripts.add(url);
+    m.joinedSamples = m.samples; // as of the last hand-off: what these recordings hold
+    m.joinedUntilMs = performance.now();
+  } catch (err) {
+    // These segments (and all later ones) stay for the stop, which builds on from those
+    // joined before: none is lost.
+    m.joinFailed = true;
+    warnOnce('join', `selfprof: a long recording's segments could not be joined as it records; its stop joins them: ${err.message}`);
+  }
 }
 
 Object.defineProperty(Profiler.prototype, Symbol.toStringTag, { value: 'Profiler', configurable: true });

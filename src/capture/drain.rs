@@ -148,6 +148,27 @@ pub fn recording_built(tid: i32, token: u32) {
   });
 }
 
+/// Recording `token` of thread `tid` was joined up to its records from `from_ns` on (a
+/// long recording's segments, `trace::join`): those before (less the slack) go, unless an
+/// older unbuilt recording of the thread still needs them.
+pub fn recording_joined(tid: i32, token: u32, from_ns: u64) {
+  with_logs(|logs| {
+    let Some(log) = logs.threads.get_mut(&tid) else {
+      return;
+    };
+    for (t, start) in log.unbuilt.iter_mut() {
+      if *t == token {
+        *start = (*start).max(from_ns);
+      }
+    }
+    if let Some(start) = log.oldest_start() {
+      while log.records.front().is_some_and(|e| e.before_ns + SLACK_NS < start) {
+        log.records.pop_front();
+      }
+    }
+  });
+}
+
 /// Thread `tid` is gone (a worker ended): its log goes.
 pub fn forget_thread(tid: i32) {
   with_logs(|logs| {
@@ -165,7 +186,16 @@ pub fn each_record(tid: i32, from_ns: u64, until_ns: u64, mut visit: impl FnMut(
     drain_into(logs, &RING, RING_WRITE.load(Ordering::Acquire));
     let mut logged = false;
     if let Some(log) = logs.threads.get(&tid) {
-      for e in log.records.iter().filter(in_window) {
+      // A thread's records are in time order (its signals never overlap): a build that
+      // joins a long recording in segments reads from where the last one ended, not the
+      // whole log again.
+      let first = log.records.partition_point(|e| e.before_ns < from_ns);
+      for e in log
+        .records
+        .range(first..)
+        .take_while(|e| e.before_ns <= until_ns)
+        .filter(in_window)
+      {
         logged = true;
         visit(e);
       }

@@ -69,6 +69,13 @@ pub struct Cursor {
 }
 
 impl Cursor {
+  /// How many of `entries` lie wholly behind the cursor: all before the bracket of the
+  /// last stamp sought (a later stamp finds its bracket, or the one before it, at or after
+  /// that one).
+  pub fn passed(&self, entries: &[Entry]) -> usize {
+    self.at.min(entries.len()).saturating_sub(1)
+  }
+
   fn seek(&mut self, entries: &[Entry], t: u64) -> usize {
     if t < self.last || self.at > entries.len() {
       self.at = point(entries, t);

@@ -3,6 +3,7 @@
 //! processing model ("take a sample", "get a stack ID", "get a frame ID",
 //! "get an element ID").
 
+pub mod join;
 pub mod v8_profile;
 
 use crate::capture::ring::{self, Entry};
@@ -304,13 +305,15 @@ pub struct Added {
 }
 
 /// Looks up the labels of a context id.
-pub type LabelLookup<'a> = dyn Fn(u32) -> Option<Labels> + 'a;
+pub type LabelLookup<'a> = dyn FnMut(u32) -> Option<Labels> + Send + 'a;
 
 /// Joins samples to SIGPROF ring entries for their labels and CPU time.
 pub struct Labeler<'a> {
-  /// This thread's ring entries, sorted by time.
+  /// This thread's ring entries, sorted by time: all of the recording's, or, when its
+  /// profiles are added as they arrive, those from the last sample joined on (more come
+  /// with `add_brackets`).
   pub entries: Vec<Entry>,
-  pub lookup: &'a LabelLookup<'a>,
+  pub lookup: Box<LabelLookup<'a>>,
   /// Thread CPU time when the recording started.
   pub cpu_start_ns: Option<u64>,
 }
@@ -403,7 +406,7 @@ impl<'a> TraceBuilder<'a> {
     if let Some(c) = self.context_ids.get(&id) {
       return Some(*c);
     }
-    let labels = self.labeler.as_ref().and_then(|l| (l.lookup)(id))?;
+    let labels = self.labeler.as_mut().and_then(|l| (l.lookup)(id))?;
     let index = self.trace.contexts.len() as u32;
     self.trace.contexts.push(Context { labels });
     self.context_ids.insert(id, index);
@@ -455,6 +458,26 @@ impl<'a> TraceBuilder<'a> {
     }
     self.prev_cpu_ns = Some(entry.cpu_ns);
     self.set_context(sample, entry.context);
+  }
+
+  /// Brackets recorded after those the labeler has (later than all of them, in time
+  /// order), for profiles added from now on. Those before the last sample's bracket go:
+  /// samples are added in time order, so no later sample can fall in them.
+  pub fn add_brackets(&mut self, more: Vec<Entry>) {
+    let Some(labeler) = self.labeler.as_mut() else {
+      return;
+    };
+    let passed = self.cursor.passed(&labeler.entries);
+    labeler.entries.drain(..passed);
+    self.cursor = ring::Cursor::default();
+    labeler.entries.extend(more);
+  }
+
+  /// Looks labels up with `lookup` from now on.
+  pub fn set_lookup(&mut self, lookup: Box<LabelLookup<'a>>) {
+    if let Some(labeler) = self.labeler.as_mut() {
+      labeler.lookup = lookup;
+    }
   }
 
   pub fn samples_len(&self) -> usize {

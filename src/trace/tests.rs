@@ -369,7 +369,7 @@ fn labeler_joins_samples_to_brackets_for_labels_and_cpu_time() {
   ];
   let mut b = TraceBuilder::with_labeler(Labeler {
     entries,
-    lookup: &labels,
+    lookup: Box::new(labels),
     cpu_start_ns: Some(100_000),
   });
   b.add_profile(
@@ -461,7 +461,7 @@ fn a_second_sample_in_one_bracket_is_not_the_signals() {
   ];
   let mut b = TraceBuilder::with_labeler(Labeler {
     entries,
-    lookup: &labels,
+    lookup: Box::new(labels),
     cpu_start_ns: Some(100_000),
   });
   b.add_profile(&p, &Window::default()).unwrap();
@@ -533,4 +533,55 @@ fn parts_carry_every_contexts_labels_as_columns_js_slices_in_utf16_units() {
     assert_eq!(at, units.len(), "a piece holds exactly its values");
   }
   assert_eq!((c, v), (5000, p.value_ends.len()));
+}
+
+#[test]
+fn a_recording_joined_in_segments_is_the_recording_joined_whole() {
+  // lib/capture/group.js hands a long recording over in segments, each joined as it
+  // arrives (trace::join): the brackets come in pieces, the second segment repeats the
+  // first's last tick, and the trace must be the one a single build makes.
+  let labels = |id: u32| -> Option<Labels> { Some(Labels::from(vec![("span_id".into(), format!("{id:016x}"))])) };
+  let gen = |e: Entry, generation: u32| Entry { generation, ..e };
+  let brackets = vec![
+    gen(entry(1_001_000, 7, 500), 1),
+    gen(entry(1_002_000, 9, 900), 2),
+    gen(entry(1_003_000, 9, 1_300), 3),
+    // V8's own samples at 1003.01 ms (first segment) and 1003.5 ms (second) lie between
+    // these two: same context, same generation.
+    gen(entry(1_004_000, 9, 1_700), 3),
+    gen(entry(1_005_000, 7, 2_000), 4),
+    gen(entry(1_006_000, 11, 2_100), 5),
+    gen(entry(1_007_000, 11, 2_200), 5),
+  ];
+  let labeler = |entries: Vec<Entry>| Labeler {
+    entries,
+    lookup: Box::new(labels),
+    cpu_start_ns: Some(100_000),
+  };
+  let w = Window {
+    origin_us: 1_000_000.0,
+    ..Window::default()
+  };
+  let mut whole = TraceBuilder::with_labeler(labeler(brackets.clone()));
+  let all = profile(
+    &[3, 5, 3, 3, 3, 5, 3, 6, 7],
+    &[1000.0, 1000.0, 1000.0, 10.0, 490.0, 500.0, 1000.0, 1000.0, 1000.0],
+  );
+  whole.add_profile(&all, &w).unwrap();
+  let whole = whole.finish();
+
+  // The first segment is joined while the recording runs: the brackets so far include
+  // the next segment's first signal.
+  let mut parts = TraceBuilder::with_labeler(labeler(brackets[..4].to_vec()));
+  let first = profile(&[3, 5, 3, 3], &[1000.0, 1000.0, 1000.0, 10.0]);
+  parts.add_profile(&first, &w).unwrap();
+  parts.add_brackets(brackets[4..].to_vec());
+  let second = profile(&[3, 3, 5, 3, 6, 7], &[3010.0, 490.0, 500.0, 1000.0, 1000.0, 1000.0]);
+  parts.add_profile(&second, &w).unwrap();
+  let parts = parts.finish();
+
+  let meta = whole.metadata.clone().unwrap();
+  assert_eq!((meta.matched_samples, meta.between_signals_samples), (7, 2));
+  assert_eq!(whole.samples.len(), 9);
+  assert_eq!(parts.to_json(), whole.to_json());
 }
