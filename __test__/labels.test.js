@@ -307,7 +307,7 @@ test('100 start/stop cycles with labels active: no crash, no leaked label sets',
   // Each trace has its request's labels (a loaded machine may starve a trace of samples).
   assert.ok(contexts >= 90, `traces with labels: ${contexts} contexts in 100 traces`);
   const { prefetchHits, ...left } = after;
-  assert.deepEqual(left, { saved: 0, bytes: 0, unbuilt: 0, dropped: 0, prefetched: 0 });
+  assert.deepEqual(left, { saved: 0, bytes: 0, unbuilt: 0, dropped: 0, prefetched: 0, records: 0 });
   assert.equal(native.signalHandlerInstalled(), false, 'V8 took the chain down with its sampler');
 });
 
