@@ -174,25 +174,39 @@ impl Chunk {
 }
 
 /// Segments of a recording still running, joined as they arrive (`trace::join`); its stop
-/// builds on from them.
+/// builds on from them. The queue has a lock of its own: the event loop's thread only ever
+/// appends to it, and never waits for a join under way on the thread pool.
 #[derive(Default)]
 struct Joined {
-  join: Option<Join>,
   /// Segments handed over, not joined yet (in time order).
-  queue: std::collections::VecDeque<Chunk>,
+  queue: Mutex<std::collections::VecDeque<Chunk>>,
+  state: Mutex<JoinState>,
+}
+
+#[derive(Default)]
+struct JoinState {
+  join: Option<Join>,
   /// Why a segment could not be joined: the build fails with it.
   error: Option<String>,
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+  m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Joined {
-  /// Joins the segments queued so far.
-  fn catch_up(&mut self) -> Result<()> {
-    while let Some(mut chunk) = self.queue.pop_front() {
-      let Some(join) = self.join.as_mut() else {
-        self.queue.clear();
+  /// Joins the segments queued so far, under the state's lock (`state`): one joiner at a
+  /// time, so they are joined in the order they were queued.
+  fn catch_up(&self, state: &mut JoinState) -> Result<()> {
+    loop {
+      let Some(mut chunk) = lock(&self.queue).pop_front() else {
         break;
       };
-      if self.error.is_some() {
+      let Some(join) = state.join.as_mut() else {
+        lock(&self.queue).clear();
+        break;
+      };
+      if state.error.is_some() {
         continue;
       }
       // Every segment ends before the stop: all of its samples are in the window's end.
@@ -200,18 +214,14 @@ impl Joined {
         .profile()
         .and_then(|p| join.add(&p, chunk.stride, f64::INFINITY).map_err(invalid));
       if let Err(e) = added {
-        self.error = Some(e.reason.clone());
+        state.error = Some(e.reason.clone());
       }
     }
-    match &self.error {
+    match &state.error {
       Some(e) => Err(invalid(e)),
       None => Ok(()),
     }
   }
-}
-
-fn lock(shared: &Mutex<Joined>) -> std::sync::MutexGuard<'_, Joined> {
-  shared.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A labeled recording's trace, built as the recording runs: `add` takes each segment
@@ -219,7 +229,7 @@ fn lock(shared: &Mutex<Joined>) -> std::sync::MutexGuard<'_, Joined> {
 /// builds on from it at the stop. Segments of one recording, in time order.
 #[napi]
 pub struct TraceJoin {
-  shared: Arc<Mutex<Joined>>,
+  shared: Arc<Joined>,
 }
 
 #[napi]
@@ -234,10 +244,13 @@ impl TraceJoin {
       recording: src.recording,
     });
     Ok(TraceJoin {
-      shared: Arc::new(Mutex::new(Joined {
-        join: Some(Join::new(window, labels)),
+      shared: Arc::new(Joined {
+        state: Mutex::new(JoinState {
+          join: Some(Join::new(window, labels)),
+          error: None,
+        }),
         ..Joined::default()
-      })),
+      }),
     })
   }
 
@@ -246,19 +259,19 @@ impl TraceJoin {
   #[napi(ts_return_type = "Promise<void>")]
   pub fn add(&self, chunks: Vec<TraceChunk>) -> Result<AsyncTask<JoinQueued>> {
     let chunks = Chunk::all(chunks)?;
-    lock(&self.shared).queue.extend(chunks);
+    lock(&self.shared.queue).extend(chunks);
     Ok(AsyncTask::new(JoinQueued(Arc::clone(&self.shared))))
   }
 }
 
-pub struct JoinQueued(Arc<Mutex<Joined>>);
+pub struct JoinQueued(Arc<Joined>);
 
 impl Task for JoinQueued {
   type Output = ();
   type JsValue = ();
 
   fn compute(&mut self) -> Result<()> {
-    let joined = lock(&self.0).catch_up();
+    let joined = self.0.catch_up(&mut lock(&self.0.state));
     // A segment's parse and join free a few MB of short-lived buffers on this pool
     // thread's malloc arena, which glibc keeps: while the recording runs, that showed as
     // ~8 MiB more RSS at ~100k samples. Give the free pages back.
@@ -288,7 +301,7 @@ pub struct BuildTrace {
   formats: Vec<Format>,
   labels: Option<LabelSource>,
   /// The segments of the recording joined while it ran, if any.
-  joined: Option<Arc<Mutex<Joined>>>,
+  joined: Option<Arc<Joined>>,
   dialects: Vec<(formats::dialect::Dialect, pprof::Timing)>,
   /// This thread's (name, id, os id) and the other threads' traces, when merging.
   threads: Option<((String, String, Option<String>), Vec<formats::threads::ThreadTrace>)>,
@@ -300,9 +313,9 @@ impl BuildTrace {
   fn build(&mut self) -> Result<trace::Trace> {
     let mut join = match self.joined.take() {
       Some(shared) => {
-        let mut joined = lock(&shared);
-        joined.catch_up()?;
-        joined
+        let mut state = lock(&shared.state);
+        shared.catch_up(&mut state)?;
+        state
           .join
           .take()
           .ok_or_else(|| Error::from_reason("this recording's trace was already built"))?
