@@ -55,8 +55,8 @@ const gcdOf = (members) => members.reduce((g, m) => gcd(g, m.intervalUs), 0);
 const MAX_INTERVAL_US = 2 ** 31 - 1;
 /**
  * Signals between segment hand-offs: V8's stop of a segment blocks the event loop for
- * ~2-4 ms (~0.2 µs a sample), every ~1.6 s at 0.1 ms and ~16 s at 1 ms (service mode's
- * 60 s at 99 Hz is one segment).
+ * ~4-5 ms, every ~1.6 s at 0.1 ms and ~16 s at 1 ms (service mode's 60 s at 99 Hz is one
+ * segment).
  */
 const SEGMENT_SIGNALS = 16384;
 /** setTimeout's longest delay (ms); longer ones fire after 1 ms. */
