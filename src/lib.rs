@@ -28,7 +28,7 @@ use trace::v8_profile::CpuProfile;
 /// data from outside files: fast, and no crafted input can force collisions.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::{Arc, Mutex};
-use trace::join::{bracket_range_ns, Join};
+use trace::join::{bracket_range_ns, Join, LabelSource};
 use trace::Window;
 
 fn invalid(e: impl std::fmt::Display) -> Error {
@@ -110,13 +110,6 @@ fn thread_trace(t: ThreadInput) -> Result<formats::threads::ThreadTrace> {
     os_id: t.os_id,
     offset_ms: t.offset_ms.unwrap_or(0.0),
   })
-}
-
-/// How to label a recording's samples (label sets come from `capture::labels`).
-struct LabelSource {
-  tid: i32,
-  cpu_start_ns: Option<u64>,
-  recording: Option<u32>,
 }
 
 /// One V8 recording of a trace: the JSON of `Profiler.stop`'s `profile`, and the
@@ -238,11 +231,7 @@ impl TraceJoin {
   #[napi(constructor)]
   pub fn new(options: TraceOptions) -> Result<TraceJoin> {
     let window = window_of(&options);
-    let labels = label_source(&options).map(|src| trace::join::LabelSource {
-      tid: src.tid,
-      cpu_start_ns: src.cpu_start_ns,
-      recording: src.recording,
-    });
+    let labels = label_source(&options);
     Ok(TraceJoin {
       shared: Arc::new(Joined {
         state: Mutex::new(JoinState {
@@ -320,14 +309,7 @@ impl BuildTrace {
           .take()
           .ok_or_else(|| Error::from_reason("this recording's trace was already built"))?
       }
-      None => Join::new(
-        self.window,
-        self.labels.as_ref().map(|src| trace::join::LabelSource {
-          tid: src.tid,
-          cpu_start_ns: src.cpu_start_ns,
-          recording: src.recording,
-        }),
-      ),
+      None => Join::new(self.window, self.labels),
     };
     // Sets looked up while V8 stopped (`labels_prefetch`), then the store for the rest.
     let prefetched = self

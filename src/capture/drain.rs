@@ -35,6 +35,16 @@ impl ThreadLog {
   fn oldest_start(&self) -> Option<u64> {
     self.unbuilt.iter().map(|(_, start)| *start).min()
   }
+
+  /// Drops the records no unbuilt recording can reference: those more than the slack
+  /// before the oldest one's start.
+  fn prune(&mut self) {
+    if let Some(start) = self.oldest_start() {
+      while self.records.front().is_some_and(|e| e.before_ns + SLACK_NS < start) {
+        self.records.pop_front();
+      }
+    }
+  }
 }
 
 #[derive(Default)]
@@ -134,15 +144,10 @@ pub fn recording_built(tid: i32, token: u32) {
   with_logs(|logs| {
     if let Some(log) = logs.threads.get_mut(&tid) {
       log.unbuilt.retain(|(t, _)| *t != token);
-      match log.oldest_start() {
-        None => {
-          logs.threads.remove(&tid);
-        }
-        Some(start) => {
-          while log.records.front().is_some_and(|e| e.before_ns + SLACK_NS < start) {
-            log.records.pop_front();
-          }
-        }
+      if log.unbuilt.is_empty() {
+        logs.threads.remove(&tid);
+      } else {
+        log.prune();
       }
     }
   });
@@ -161,11 +166,7 @@ pub fn recording_joined(tid: i32, token: u32, from_ns: u64) {
         *start = (*start).max(from_ns);
       }
     }
-    if let Some(start) = log.oldest_start() {
-      while log.records.front().is_some_and(|e| e.before_ns + SLACK_NS < start) {
-        log.records.pop_front();
-      }
-    }
+    log.prune();
   });
 }
 

@@ -1,7 +1,7 @@
 //! A recording's trace, built as its V8 profiles arrive rather than all at its stop.
 //!
 //! A long recording is handed over in segments (lib/capture/group.js hands V8's profile off
-//! every `SEGMENT_SAMPLES` signals without a gap): each is parsed and joined to the
+//! every `SEGMENT_SIGNALS` signals without a gap): each is parsed and joined to the
 //! signal handler's brackets on the thread pool while the recording runs, so its stop only
 //! joins the last segment and encodes. The join is the one a single build does: the
 //! brackets arrive in pieces (`TraceBuilder::add_brackets`), the samples in time order.
@@ -21,7 +21,8 @@ pub fn bracket_range_ns(origin_us: f64, from_ms: f64, until_ms: f64) -> (u64, u6
   )
 }
 
-/// Where a recording's labels come from: thread `tid`'s brackets, in the drained log.
+/// Where a recording's labels come from: thread `tid`'s brackets, in the drained log, and
+/// the label sets they name (`capture::labels`).
 #[derive(Clone, Copy)]
 pub struct LabelSource {
   pub tid: i32,

@@ -344,6 +344,14 @@ fn entry(before_us: u64, context: u32, cpu_us: u64) -> Entry {
   }
 }
 
+/// `entry` of a context's generation (a switch of context starts a new one).
+fn entry_in(before_us: u64, context: u32, cpu_us: u64, generation: u32) -> Entry {
+  Entry {
+    generation,
+    ..entry(before_us, context, cpu_us)
+  }
+}
+
 #[test]
 fn labeler_joins_samples_to_brackets_for_labels_and_cpu_time() {
   // Samples at 1001, 1002, 1003, 1004, 1005, 1006 ms on V8's clock (µs stamps); the
@@ -453,11 +461,10 @@ fn a_second_sample_in_one_bracket_is_not_the_signals() {
   // inside the match slack): only the first takes the bracket.
   let p = profile(&[3, 3, 3, 3, 3], &[1000.0, 10.0, 990.0, 10.0, 990.0]);
   let labels = |id: u32| -> Option<Labels> { Some(Labels::from(vec![("endpoint".into(), format!("GET /{id}"))])) };
-  let gen = |e: Entry, generation: u32| Entry { generation, ..e };
   let entries = vec![
-    gen(entry(1_001_000, 7, 500), 1),
-    gen(entry(1_002_000, 7, 900), 1),
-    gen(entry(1_003_000, 9, 1_300), 2),
+    entry_in(1_001_000, 7, 500, 1),
+    entry_in(1_002_000, 7, 900, 1),
+    entry_in(1_003_000, 9, 1_300, 2),
   ];
   let mut b = TraceBuilder::with_labeler(Labeler {
     entries,
@@ -541,17 +548,16 @@ fn a_recording_joined_in_segments_is_the_recording_joined_whole() {
   // arrives (trace::join): the brackets come in pieces, the second segment repeats the
   // first's last tick, and the trace must be the one a single build makes.
   let labels = |id: u32| -> Option<Labels> { Some(Labels::from(vec![("span_id".into(), format!("{id:016x}"))])) };
-  let gen = |e: Entry, generation: u32| Entry { generation, ..e };
   let brackets = vec![
-    gen(entry(1_001_000, 7, 500), 1),
-    gen(entry(1_002_000, 9, 900), 2),
-    gen(entry(1_003_000, 9, 1_300), 3),
+    entry_in(1_001_000, 7, 500, 1),
+    entry_in(1_002_000, 9, 900, 2),
+    entry_in(1_003_000, 9, 1_300, 3),
     // V8's own samples at 1003.01 ms (first segment) and 1003.5 ms (second) lie between
     // these two: same context, same generation.
-    gen(entry(1_004_000, 9, 1_700), 3),
-    gen(entry(1_005_000, 7, 2_000), 4),
-    gen(entry(1_006_000, 11, 2_100), 5),
-    gen(entry(1_007_000, 11, 2_200), 5),
+    entry_in(1_004_000, 9, 1_700, 3),
+    entry_in(1_005_000, 7, 2_000, 4),
+    entry_in(1_006_000, 11, 2_100, 5),
+    entry_in(1_007_000, 11, 2_200, 5),
   ];
   let labeler = |entries: Vec<Entry>| Labeler {
     entries,
@@ -580,7 +586,7 @@ fn a_recording_joined_in_segments_is_the_recording_joined_whole() {
   parts.add_profile(&second, &w).unwrap();
   let parts = parts.finish();
 
-  let meta = whole.metadata.clone().unwrap();
+  let meta = whole.metadata.unwrap();
   assert_eq!((meta.matched_samples, meta.between_signals_samples), (7, 2));
   assert_eq!(whole.samples.len(), 9);
   assert_eq!(parts.to_json(), whole.to_json());
