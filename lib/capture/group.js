@@ -18,9 +18,9 @@
 // the group starts the other kind of profile, then stops the running one: no re-log, no
 // gap (the two overlap by a few samples; the trace build drops the repeats).
 //
-// A long recording is handed off the same way every SEGMENT_SIGNALS signals, to members
-// that take segments (`onSegment`): each joins what it was handed on the thread pool while
-// it records (a Profiler's TraceJoin), so its stop has only the last segment left to join.
+// A long recording is handed off the same way every SEGMENT_SIGNALS signals, and each
+// member told (`onSegment`): it joins what it was handed on the thread pool while it
+// records (a Profiler's TraceJoin), so its stop has only the last segment left to join.
 
 const { post } = require('./inspector-post');
 const { native } = require('../native');
@@ -98,7 +98,7 @@ class Recording {
 }
 
 /**
- * A member: `{ intervalUs, maxSamples, onFull }`, given by the group: `recordings`
+ * A member: `{ intervalUs, maxSamples, onFull, onSegment }`, given by the group: `recordings`
  * ([{ recording: Recording, stride }] in time order), `samples` (its samples in them, estimated from
  * the signal handler's count) and `since` (the signal count it was last counted from).
  */
@@ -352,14 +352,14 @@ class ProfilerGroup {
     return profile;
   }
 
-  /** Whether a member takes segments and V8 can hand off. */
+  /** Whether V8 is sampling and can hand off. */
   #segmented() {
-    return this.#segmenting && this.#common !== 0 && [...this.#members].some((m) => m.onSegment);
+    return this.#segmenting && this.#common !== 0;
   }
 
   /**
-   * Hands V8's recording so far to every member without a gap, and lets the members that
-   * take segments start on theirs. If the other profile cannot start, segments stop (a
+   * Hands V8's recording so far to every member without a gap, and lets each start on its
+   * segment. If the other profile cannot start, segments stop (a
    * stop and restart would leave a gap): the recording goes whole to the stop.
    */
   #segment() {
@@ -370,7 +370,7 @@ class ProfilerGroup {
     }
     this.#collect(true, next);
     this.#segments++;
-    for (const m of this.#members) m.onSegment?.();
+    for (const m of this.#members) m.onSegment();
   }
 
   #shutdown() {

@@ -88,7 +88,6 @@ const abandoned = new FinalizationRegistry((member) => {
 
 class Profiler extends EventTarget {
   #sampleInterval;
-  #maxBufferSize;
   #startedAt;
   #member;
   #stopped = false;
@@ -100,7 +99,6 @@ class Profiler extends EventTarget {
     const { sampleInterval, maxBufferSize } = validateInitOptions(options);
     const intervalUs = group.intervalFor(sampleInterval);
     this.#sampleInterval = intervalUs / 1000;
-    this.#maxBufferSize = maxBufferSize;
     this.#startedAt = performance.now();
     const self = new WeakRef(this);
     const member = {
@@ -117,9 +115,11 @@ class Profiler extends EventTarget {
       joinScheduled: false,
       joinFailed: false,
       joinedScripts: new Set(), // the joined segments' scripts, for their source maps
+      // Samples and time the joined segments cover (none yet: the recording's start).
       joinedSamples: 0,
-      joinedUntilMs: 0,
+      joinedUntilMs: this.#startedAt,
     };
+    // What every build of this recording is for: a TraceJoin's, and the stop's (#take).
     member.window = {
       originUs: timeOriginUs(),
       fromMs: this.#startedAt,
@@ -127,6 +127,7 @@ class Profiler extends EventTarget {
       labels: true,
       tid: member.tid,
       cpuStartNs: member.cpuStartNs,
+      // The build lets go of this recording's label sets on the thread pool once joined.
       recording: member.startedAs || undefined,
     };
     try {
@@ -259,9 +260,9 @@ class Profiler extends EventTarget {
     // the lookup would save it little, and competes with V8's stop for a core (~0.1 ms
     // more of the stop's block at ~12k samples on 2 cores).
     // (Of a recording joined in segments, only the samples since the last one.)
-    const unjoined = group.samplesTaken(member) - (member.join === null ? 0 : member.joinedSamples);
+    const unjoined = group.samplesTaken(member) - member.joinedSamples;
     const long = prefetch && member.startedAs && unjoined >= PREFETCH_MIN_SAMPLES;
-    const prefetched = long ? prefetchLabels(member.startedAs, member.join === null ? this.#startedAt : member.joinedUntilMs) : undefined;
+    const prefetched = long ? prefetchLabels(member.startedAs, member.joinedUntilMs) : undefined;
     if (member.state === 'recording') {
       group.leave(member);
       labels.recordingStopped();
@@ -278,17 +279,10 @@ class Profiler extends EventTarget {
       throw err;
     }
     const build = {
-      originUs: timeOriginUs(),
-      fromMs: this.#startedAt,
+      ...member.window,
       untilMs,
-      maxSamples: this.#maxBufferSize,
       format,
       alsoFormat,
-      labels: true,
-      tid: member.tid,
-      // The build lets go of this recording's label sets on the thread pool once joined.
-      recording: member.startedAs || undefined,
-      cpuStartNs: member.cpuStartNs,
       timeOriginUnixMs: performance.timeOrigin,
       periodNs: this.#sampleInterval * 1e6,
       cpuTime: pprof.cpuTime ?? true,
