@@ -17,6 +17,8 @@
 //  - main CPU: the main thread's CPU time from stop() to the result, all of it (the sum
 //    of the blocks: what the event loop gave up to the stop);
 //  - peak: peak RSS (VmHWM, reset before the recording) of the whole recording and stop;
+//  - while recording (selfprof): the main thread's CPU time of each segment hand-off (V8's
+//    stop of the segment) and of its join's turn, and both per second recorded;
 // and prints medians over rounds with their range, ratios to the bare inspector and to
 // @datadog/pprof, and each mode's stop cost growth per extra sample between the sizes.
 
@@ -113,6 +115,9 @@ async function measure(mode, samples, msPerSample) {
     }),
   );
   const buffered = rssMiB() - rss0;
+  const recordMs = samples * msPerSample;
+  // What the recording's segment hand-offs took of the main thread (selfprof) until now.
+  const segments = mode.startsWith('selfprof') ? require('../lib/capture/group').group.segmentCosts : undefined;
 
   // The longest block, in main-thread CPU time between 1 ms ticks.
   let lastCpu = native.threadCpuNs();
@@ -136,7 +141,7 @@ async function measure(mode, samples, msPerSample) {
   const peakMiB = hwmMiB();
   const count =
     mode === 'bare' ? result.samples.length : mode === 'selfprof-json' ? result.samples.length : pprofSamples(result);
-  return { mode, samples: count, requests: next, bufferedMiB: buffered, blockMs: longest / 1e6, mainCpuMs: (cpu1 - cpu0) / 1e6, readyMs: ready, peakMiB };
+  return { mode, samples: count, requests: next, bufferedMiB: buffered, blockMs: longest / 1e6, mainCpuMs: (cpu1 - cpu0) / 1e6, readyMs: ready, peakMiB, recordMs, segments };
 }
 
 function pprofSamples(buffer) {
@@ -201,6 +206,15 @@ function parent() {
       return (median(results[size][mode].map((m) => m[key])) / median(results[size][base].map((m) => m[key]))).toFixed(2);
     };
     for (const mode of modes.filter((m) => m.startsWith('selfprof'))) {
+      const ms = results[size][mode].filter((m) => m.segments);
+      const seg = (key) => median(ms.map((m) => m.segments[key]));
+      const perSecond = median(ms.map((m) => ((m.segments.handOffMs + m.segments.joinMs) * 1000) / m.recordMs));
+      console.log(
+        `  ${MODES[mode]}, while recording: ${seg('segments')} segment hand-offs; main-thread CPU per hand-off ` +
+          `${(seg('handOffMs') / Math.max(1, seg('segments'))).toFixed(2)} ms (longest ${seg('maxHandOffMs').toFixed(2)}), ` +
+          `per join ${(seg('joinMs') / Math.max(1, seg('segments'))).toFixed(2)} ms (longest ${seg('maxJoinMs').toFixed(2)}); ` +
+          `${perSecond.toFixed(2)} ms per second recorded`,
+      );
       console.log(
         `  ${MODES[mode]}: block ${ratio(mode, 'bare', 'blockMs')}× bare, ${ratio(mode, 'datadog', 'blockMs')}× @datadog/pprof; ` +
           `main CPU ${ratio(mode, 'bare', 'mainCpuMs')}× bare, ${ratio(mode, 'datadog', 'mainCpuMs')}× @datadog/pprof; ` +

@@ -54,11 +54,13 @@ const gcdOf = (members) => members.reduce((g, m) => gcd(g, m.intervalUs), 0);
 /** The longest sampling interval the inspector takes: `interval` is an int32 of µs. */
 const MAX_INTERVAL_US = 2 ** 31 - 1;
 /**
- * Signals between segment hand-offs: V8's stop of a segment blocks the event loop for
- * ~4-5 ms, every ~1.6 s at 0.1 ms and ~16 s at 1 ms (service mode's 60 s at 99 Hz is one
- * segment).
+ * Signals between segment hand-offs (~0.4-0.9 s at 0.1 ms, ~4 s at 1 ms, ~41 s at 99 Hz).
+ * The stop of a recording stops V8 on, and joins, only what came after the last
+ * hand-off, so this bounds the stop's own V8 stop; each hand-off blocks the event loop
+ * for V8's stop of one segment (~2 ms for 4,096 samples of a labeled service). Longer
+ * segments make fewer, longer blocks (16,384: ~4-5 ms each, and ~3 ms of a 10k stop).
  */
-const SEGMENT_SIGNALS = 16384;
+const SEGMENT_SIGNALS = 4096;
 /** setTimeout's longest delay (ms); longer ones fire after 1 ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -117,8 +119,10 @@ class ProfilerGroup {
   #segmentSince = 0;
   /** False once a hand-off could not start the other profile: no more segments. */
   #segmenting = true;
-  /** Segment hand-offs so far (for tests and diagnostics). */
+  /** Segment hand-offs so far. */
   #segments = 0;
+  /** The main thread's CPU time (ns) the hand-offs took, and their joins' turns: in all, and the most of one. */
+  #segmentCosts = { handOff: [0, 0], join: [0, 0] };
   /** Our console profiles someone else's console.profileEnd() ended (Node < 24), in order. */
   #ended = [];
   // console.profile reaches every session of this isolate: a prefix no other copy of this
@@ -189,6 +193,23 @@ class ProfilerGroup {
   /** Segment hand-offs so far. */
   get segments() {
     return this.#segments;
+  }
+
+  /**
+   * What the segments took of the main thread, in ms (for benchmarks and diagnostics): the
+   * hand-offs (V8's stop of each segment) and the members' joins of them (the next turn's
+   * handing of each to the thread pool), in all and the longest one.
+   */
+  get segmentCosts() {
+    const { handOff, join } = this.#segmentCosts;
+    return { segments: this.#segments, handOffMs: handOff[0] / 1e6, maxHandOffMs: handOff[1] / 1e6, joinMs: join[0] / 1e6, maxJoinMs: join[1] / 1e6 };
+  }
+
+  /** Counts `ns` of the main thread's CPU time spent on a segment: kind 'handOff' or 'join'. */
+  noteSegmentCost(kind, ns) {
+    const c = this.#segmentCosts[kind];
+    c[0] += ns;
+    c[1] = Math.max(c[1], ns);
   }
 
   /** Samples member `m` has taken so far (estimated from the signal handler's count). */
@@ -363,6 +384,7 @@ class ProfilerGroup {
    * stop and restart would leave a gap): the recording goes whole to the stop.
    */
   #segment() {
+    const cpu0 = native.threadCpuNs();
     const next = this.#startOther();
     if (next === undefined) {
       this.#segmenting = false;
@@ -371,6 +393,7 @@ class ProfilerGroup {
     this.#collect(true, next);
     this.#segments++;
     for (const m of this.#members) m.onSegment();
+    this.noteSegmentCost('handOff', native.threadCpuNs() - cpu0);
   }
 
   #shutdown() {
@@ -428,4 +451,4 @@ class ProfilerGroup {
   }
 }
 
-module.exports = { group: new ProfilerGroup() };
+module.exports = { group: new ProfilerGroup(), SEGMENT_SIGNALS };

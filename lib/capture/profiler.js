@@ -337,6 +337,7 @@ function scheduleJoin(m) {
 
 function joinSegments(m) {
   if (m.state !== 'recording' || m.recordings.length === 0) return;
+  const cpu0 = native.threadCpuNs();
   const recordings = m.recordings;
   try {
     // The sets the segment's signals sampled are saved before its samples look them up.
@@ -348,6 +349,7 @@ function joinSegments(m) {
     for (const t of taken) for (const url of t.scripts) m.joinedScripts.add(url);
     m.joinedSamples = m.samples; // as of the last hand-off: what these recordings hold
     m.joinedUntilMs = performance.now();
+    group.noteSegmentCost('join', native.threadCpuNs() - cpu0);
   } catch (err) {
     // These segments (and all later ones) stay for the stop, which builds on from those
     // joined before: none is lost.
