@@ -288,3 +288,20 @@ test("stop()'s own turn of the event loop is V8's stop alone: the recording's JS
   const trace = assertValidTrace(await stopped);
   assert.ok(trace.samples.length > 0);
 });
+
+test("the last stop lets the inspector session go after the stop's turn; a profiler started before then keeps it", async () => {
+  const first = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
+  spin(30);
+  const stopping = first.stop();
+  // V8 stopped sampling; the session goes once the stop's build has started.
+  assert.equal(group.size, 0);
+  assert.equal(group.connected, true, "the session is let go after the stop's turn, not in it");
+  const second = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
+  assert.ok(assertValidTrace(await stopping).samples.length > 0);
+  await sleep(50);
+  assert.equal(group.connected, true, 'a profiler that joined in between keeps the session');
+  spin(30);
+  assert.ok(assertValidTrace(await second.stop()).samples.length > 0, 'and samples on it');
+  await sleep(100);
+  assert.equal(group.connected, false, 'the session went after the last stop');
+});

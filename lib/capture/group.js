@@ -61,6 +61,8 @@ const MAX_INTERVAL_US = 2 ** 31 - 1;
  * segments make fewer, longer blocks (16,384: ~4-5 ms each, and ~3 ms of a 10k stop).
  */
 const SEGMENT_SIGNALS = 4096;
+/** How long the session outlives the last member (ms). */
+const SHUTDOWN_DELAY_MS = 20;
 /** setTimeout's longest delay (ms); longer ones fire after 1 ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -110,6 +112,8 @@ class ProfilerGroup {
   #baseUs = 1000;
   #common = 0; // the sampler's interval (µs) while recording, 0 when not
   #timer = null;
+  /** The session's shutdown once the last member left (see #resume), or null. */
+  #shutdownTimer = null;
   /** The console profile recording (its title), or null while the front end's is. */
   #console = null;
   /** Console profiles of ours that V8 has started (title -> true) or finished (-> profile). */
@@ -170,10 +174,21 @@ class ProfilerGroup {
     else this.#resume();
   }
 
-  /** Restarts V8 for the members left (or shuts it down when none is). */
+  /**
+   * Restarts V8 for the members left, or when none is, lets the session go a little later
+   * (V8 stopped sampling already): after the stop that emptied the group has started its
+   * build (in the next turn of the event loop; a 1 ms timer could fire before that turn,
+   * a stop of a few ms having passed it). A member that joins before then keeps the session.
+   */
   #resume() {
     if (this.#members.size === 0) {
-      if (this.#session !== null) this.#shutdown();
+      if (this.#session !== null && this.#shutdownTimer === null) {
+        this.#shutdownTimer = setTimeout(() => {
+          this.#shutdownTimer = null;
+          if (this.#members.size === 0 && this.#session !== null) this.#shutdown();
+        }, SHUTDOWN_DELAY_MS);
+        this.#shutdownTimer.unref();
+      }
       return;
     }
     try {
@@ -188,6 +203,11 @@ class ProfilerGroup {
 
   get size() {
     return this.#members.size;
+  }
+
+  /** Whether the group holds an inspector session (from the first member until a little after the last). */
+  get connected() {
+    return this.#session !== null;
   }
 
   /** Segment hand-offs so far. */
@@ -254,6 +274,8 @@ class ProfilerGroup {
 
   #start() {
     const common = gcdOf([...this.#members]);
+    clearTimeout(this.#shutdownTimer);
+    this.#shutdownTimer = null;
     if (this.#session === null) {
       const session = new (loadInspector().Session)();
       session.connect();
