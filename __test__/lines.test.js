@@ -68,7 +68,13 @@ test('a recording carries V8 line ticks: the hot line of a function, adding up t
   // them had one. selfprof passes V8's ticks on: never more than the samples.
   assert.ok(ticks <= self && ticks >= self * 0.5, `its lines cover its samples: ${ticks} of ${self}`);
   assert.ok(lines.get(hot) > ticks / 2, `line ${hot} is the hot one: ${JSON.stringify([...lines])}`);
-  for (const line of lines.keys()) assert.ok(line >= def && line <= def + 8, `line ${line} is in the function`);
+  // V8 counts a sample taken inside a function it inlined (here `performance.now`'s Node
+  // internals) at the inlined function's line, under the caller (README, "Line ticks"):
+  // a stray tick outside the body. Under CI's load on Node 22 that was 1 of ~220 ticks in
+  // 1 run of 5, at line 139 or 546; the rest must be the function's own lines.
+  const outside = [...lines].filter(([line]) => line < def || line > def + 8);
+  const strays = outside.reduce((n, [, t]) => n + t, 0);
+  assert.ok(strays <= Math.max(2, ticks * 0.02), `${strays} of ${ticks} ticks outside the function: ${JSON.stringify(outside)}`);
   // Per stack too, never more ticks than samples.
   for (const id of stacks) {
     const onStack = trace.samples.filter((s) => s.stackId === id && s.marker === undefined).length;
