@@ -22,40 +22,55 @@ const MARKERS = [undefined, 'gc', 'idle', 'other'];
 async function traceObject(parts) {
   const head = JSON.parse(parts.head);
   const keySets = JSON.parse(parts.keySets);
-  const { contextKeys, valueEnds, pieceContexts } = parts;
   const contexts = [];
-  let c = 0;
-  let v = 0;
+  const at = { context: 0, value: 0 };
   for (let p = 0; p < parts.values.length; p++) {
     await nextTurn();
-    const text = parts.values[p];
-    let at = 0;
-    for (const end = c + pieceContexts[p]; c < end; c++) {
-      const keys = keySets[contextKeys[c]];
-      const labels = {};
-      for (let k = 0; k < keys.length; k++) {
-        const until = valueEnds[v++];
-        // Keys come from withLabels/setLabels, which refuse "__proto__".
-        labels[keys[k]] = text.slice(at, until);
-        at = until;
-      }
-      contexts.push({ labels });
-    }
+    makeContexts(contexts, parts, p, keySets, at);
   }
-  const { timestamp, stack, marker, context, cpuTime } = parts;
-  const n = timestamp.length;
+  const n = parts.timestamp.length;
   const samples = new Array(n);
-  for (let i = 0; i < n; ) {
+  for (let i = 0; i < n; i += SLICE) {
     if (i > 0) await nextTurn();
-    for (const end = Math.min(n, i + SLICE); i < end; i++) {
-      samples[i] = sample(timestamp[i], stack[i], marker[i], context[i], cpuTime[i]);
-    }
+    makeSamples(samples, parts, i, Math.min(n, i + SLICE));
   }
   const trace = { resources: head.resources, frames: head.frames, stacks: head.stacks, samples, contexts };
   if (head.metadata !== undefined) trace.metadata = head.metadata;
   if (head.lineTicks !== undefined) trace.lineTicks = head.lineTicks;
   if (head.sourceMaps !== undefined) trace.sourceMaps = head.sourceMaps;
   return trace;
+}
+
+// The loops are plain functions, not inlined in traceObject: V8 optimizes a loop inside an
+// async function poorly (each turn resumes it), and these run ~100k times per stop: the
+// samples took 18-28 ms in the async function, 7-9 ms here (~97k samples, Node 20).
+
+/** Appends piece `p`'s contexts; `at` is where the piece's contexts and values start. */
+function makeContexts(contexts, { contextKeys, valueEnds, pieceContexts, values }, p, keySets, at) {
+  const text = values[p];
+  let c = at.context;
+  let v = at.value;
+  let from = 0;
+  for (const end = c + pieceContexts[p]; c < end; c++) {
+    const keys = keySets[contextKeys[c]];
+    const labels = {};
+    for (let k = 0; k < keys.length; k++) {
+      const until = valueEnds[v++];
+      // Keys come from withLabels/setLabels, which refuse "__proto__".
+      labels[keys[k]] = text.slice(from, until);
+      from = until;
+    }
+    contexts.push({ labels });
+  }
+  at.context = c;
+  at.value = v;
+}
+
+/** Makes samples `from` to `to` (exclusive). */
+function makeSamples(samples, { timestamp, stack, marker, context, cpuTime }, from, to) {
+  for (let i = from; i < to; i++) {
+    samples[i] = sample(timestamp[i], stack[i], marker[i], context[i], cpuTime[i]);
+  }
 }
 
 /**
