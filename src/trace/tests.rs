@@ -492,9 +492,22 @@ fn a_second_sample_in_one_bracket_is_not_the_signals() {
 
 #[test]
 fn parts_carry_every_contexts_labels_as_columns_js_slices_in_utf16_units() {
+  check_parts(5000, 3);
+}
+
+#[test]
+fn parts_of_many_contexts_made_in_two_halves_are_the_contexts_in_order() {
+  // Past PARALLEL_CONTEXTS the second half's columns are made on a thread of their own
+  // and appended: key sets seen only in the first half, only in the second, and in both
+  // must still name each context's own keys.
+  check_parts(3 * PARALLEL_CONTEXTS, 5);
+}
+
+/// `n` contexts as parts, read back as JS reads them; `key_set_count` distinct key sets.
+fn check_parts(n: usize, key_set_count: usize) {
   // More contexts than a piece holds, key sets that change, values of every width.
   let widths = ["GET /a", "", "é", "日本語", "😀 grin", "e\u{301}", "\u{10ffff}"];
-  let contexts: Vec<Context> = (0..5000)
+  let contexts: Vec<Context> = (0..n)
     .map(|i| {
       let mut set = vec![
         ("endpoint".to_string(), format!("{} {i}", widths[i % widths.len()])),
@@ -506,6 +519,15 @@ fn parts_carry_every_contexts_labels_as_columns_js_slices_in_utf16_units() {
       if i % 1000 == 999 {
         set = vec![("1".to_string(), "numeric key".to_string())];
       }
+      if n > PARALLEL_CONTEXTS && i < n / 8 && i % 11 == 5 {
+        set = vec![("early".to_string(), format!("{i}"))];
+      }
+      if n > PARALLEL_CONTEXTS && i > n * 7 / 8 && i % 13 == 5 {
+        set = vec![
+          ("late".to_string(), "é".repeat(i % 4)),
+          ("z".to_string(), format!("{i}")),
+        ];
+      }
       Context::new(set)
     })
     .collect();
@@ -515,17 +537,17 @@ fn parts_carry_every_contexts_labels_as_columns_js_slices_in_utf16_units() {
   };
   let p = trace.parts();
   let key_sets: Vec<Vec<String>> = serde_json::from_str(&p.key_sets).unwrap();
-  assert_eq!(key_sets.len(), 3, "{key_sets:?}");
-  assert_eq!(p.context_keys.len(), 5000);
-  assert!(p.values.len() >= 3, "5000 contexts take several pieces");
-  assert_eq!(p.piece_contexts.iter().sum::<u32>(), 5000);
+  assert_eq!(key_sets.len(), key_set_count, "{key_sets:?}");
+  assert_eq!(p.context_keys.len(), n);
+  assert!(p.values.len() >= 3, "{n} contexts take several pieces");
+  assert_eq!(p.piece_contexts.iter().sum::<u32>() as usize, n);
   assert!(p.piece_contexts.iter().all(|n| *n as usize <= CONTEXTS_PER_PIECE));
   // What JS does: slice each piece's UTF-16 code units at the value ends.
   let (mut c, mut v) = (0usize, 0usize);
-  for (piece, &n) in p.values.iter().zip(&p.piece_contexts) {
+  for (piece, &in_piece) in p.values.iter().zip(&p.piece_contexts) {
     let units: Vec<u16> = piece.encode_utf16().collect();
     let mut at = 0usize;
-    for _ in 0..n {
+    for _ in 0..in_piece {
       let keys = &key_sets[p.context_keys[c] as usize];
       let mut got = Vec::new();
       for k in keys {
@@ -539,7 +561,7 @@ fn parts_carry_every_contexts_labels_as_columns_js_slices_in_utf16_units() {
     }
     assert_eq!(at, units.len(), "a piece holds exactly its values");
   }
-  assert_eq!((c, v), (5000, p.value_ends.len()));
+  assert_eq!((c, v), (n, p.value_ends.len()));
 }
 
 #[test]
