@@ -9,6 +9,7 @@
 
 pub mod capture;
 pub mod formats;
+pub mod parallel;
 pub mod symbolize;
 pub mod trace;
 
@@ -421,27 +422,28 @@ impl Task for BuildParts {
 
   fn compute(&mut self) -> Result<Self::Output> {
     let trace = self.0.build()?;
-    // The event loop waits for the parts with nothing to do: the label sets are let go on
-    // a thread of their own beside the parts (~3.5 ms at ~80k sets), and the trace is
-    // dropped on another once they are made (~1.5 ms at ~100k samples).
+    // The event loop waits for the parts with nothing to do. Of a large trace, the label
+    // sets are let go on a thread of their own beside the parts (~3.5 ms at ~80k sets),
+    // and the trace is dropped on another once they are made (~1.5 ms at ~100k samples).
+    let large = trace.contexts.len() >= parallel::PARALLEL_CONTEXTS;
     let release = self.0.release_labels();
-    let (trace, parts) = std::thread::scope(|scope| {
-      let released = std::thread::Builder::new()
-        .name("selfprof-release".into())
-        .spawn_scoped(scope, release.clone());
+    let made = || {
       let trace = self.0.completed(trace);
       let parts = trace.parts();
-      match released {
-        Ok(h) => h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-        // A thread that could not start: here, after the parts.
-        Err(_) => release(),
-      }
       (trace, parts)
-    });
-    // A thread that could not start drops it here, with the closure.
-    let _ = std::thread::Builder::new()
-      .name("selfprof-drop".into())
-      .spawn(move || drop(trace));
+    };
+    let (trace, parts) = if large {
+      parallel::both(made, "selfprof-release", release).0
+    } else {
+      release();
+      made()
+    };
+    if large {
+      // A thread that could not start drops it here, with the closure.
+      let _ = std::thread::Builder::new()
+        .name("selfprof-drop".into())
+        .spawn(move || drop(trace));
+    }
     Ok(parts)
   }
 

@@ -12,6 +12,7 @@
 //! count sample type and which label keys and values it joins on (see `dialect.rs`).
 
 pub use crate::formats::dialect::Dialect;
+use crate::parallel::PARALLEL_CONTEXTS;
 use crate::trace::{Context, Marker, Metadata, Sample as TraceSample, Trace};
 use prost::Message;
 use std::borrow::Cow;
@@ -265,9 +266,6 @@ impl<'a> Strings<'a> {
   }
 }
 
-/// Contexts from which their labels are interned on two threads (`intern_labels`).
-const PARALLEL_CONTEXTS: usize = 8192;
-
 /// Each context's labels as the dialect names them, interned in `strings`: one array, and
 /// each context's range in it. Many contexts (a span id per request: ~90k at ~100k
 /// samples, ~10 ms on one thread, most of it a cache miss per label set) are split in two:
@@ -298,17 +296,11 @@ fn intern_labels<'a>(
     intern_labels_into(second, dialect, &mut own, &mut labels, &mut ranges);
     (labels, ranges, own)
   };
-  let later = std::thread::scope(|scope| {
-    let spawned = std::thread::Builder::new()
-      .name("selfprof-labels".into())
-      .spawn_scoped(scope, second_half);
-    intern_labels_into(first, dialect, strings, &mut labels, &mut ranges);
-    match spawned {
-      Ok(h) => h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-      // A thread that could not start: the second half here, after the first.
-      Err(_) => second_half(),
-    }
-  });
+  let ((), later) = crate::parallel::both(
+    || intern_labels_into(first, dialect, strings, &mut labels, &mut ranges),
+    "selfprof-labels",
+    second_half,
+  );
   let (later_labels, later_ranges, later_strings) = later;
   let moved = strings.append(later_strings);
   let at = labels.len() as u32;

@@ -7,6 +7,7 @@ pub mod join;
 pub mod v8_profile;
 
 use crate::capture::ring::{self, Entry};
+use crate::parallel::PARALLEL_CONTEXTS;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -803,9 +804,6 @@ impl<'a> ContextColumns<'a> {
   }
 }
 
-/// Contexts from which `Trace::parts` makes their columns on a thread of their own.
-pub(crate) const PARALLEL_CONTEXTS: usize = 8192;
-
 /// `Parts`' sample columns.
 struct SampleColumns {
   timestamp: Vec<f64>,
@@ -893,19 +891,13 @@ impl Trace {
       // Split at a piece's end, so that each half's pieces are whole.
       let mid = self.contexts.len() / 2 / CONTEXTS_PER_PIECE * CONTEXTS_PER_PIECE;
       let (first, second) = self.contexts.split_at(mid);
-      std::thread::scope(|scope| {
-        let spawned = std::thread::Builder::new()
-          .name("selfprof-parts".into())
-          .spawn_scoped(scope, || ContextColumns::of(second));
-        let mut columns = ContextColumns::of(first);
-        let rest = match spawned {
-          Ok(h) => h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-          // A thread that could not start: here, after the first half.
-          Err(_) => ContextColumns::of(second),
-        };
-        columns.append(rest);
-        columns
-      })
+      let (mut columns, rest) = crate::parallel::both(
+        || ContextColumns::of(first),
+        "selfprof-parts",
+        || ContextColumns::of(second),
+      );
+      columns.append(rest);
+      columns
     } else {
       ContextColumns::of(&self.contexts)
     };
