@@ -10,6 +10,11 @@
 // Per mode, size and round, in a fresh process: profile at 0.1 ms until about N samples,
 // then measure
 //  - buffered: RSS growth from before the recording to just before stop(), per 10k samples;
+//    and the same without V8's young generation (its semi-spaces: allocation room, not
+//    what the recording holds), which V8 grows once enough has survived its scavenges:
+//    on Node 24 from 64 to 128 MiB within 20 s of the labeled workload, and within 60 s
+//    without labels or profiler too, so it moves raw RSS by ~6 MiB per 10k at ~100k
+//    samples depending on when it happened;
 //  - block: the longest event-loop block from stop() to the result, in the main thread's
 //    CPU time (a 1 ms ticker reads CLOCK_THREAD_CPUTIME_ID; the largest CPU time between
 //    two ticks is the longest block: on a shared machine, preemption does not count);
@@ -41,6 +46,12 @@ function arg(name, fallback) {
 
 const hwmMiB = () => Number(/^VmHWM:\s+(\d+)/m.exec(fs.readFileSync('/proc/self/status', 'utf8'))[1]) / 1024;
 const rssMiB = () => process.memoryUsage().rss / 2 ** 20;
+/** The young generation's size (V8's new space and its large objects), MiB. */
+const youngMiB = () =>
+  require('node:v8')
+    .getHeapSpaceStatistics()
+    .filter((s) => s.space_name === 'new_space' || s.space_name === 'new_large_object_space')
+    .reduce((sum, s) => sum + s.space_size, 0) / 2 ** 20;
 
 // --- one measurement (child process) -----------------------------------------------
 
@@ -53,6 +64,7 @@ async function measure(mode, samples, msPerSample) {
   let stop;
   fs.writeFileSync('/proc/self/clear_refs', '5');
   const rss0 = rssMiB();
+  const young0 = youngMiB();
   if (mode === 'bare') {
     const inspector = require('node:inspector');
     const session = new inspector.Session();
@@ -115,6 +127,7 @@ async function measure(mode, samples, msPerSample) {
     }),
   );
   const buffered = rssMiB() - rss0;
+  const bufferedOld = buffered - (youngMiB() - young0);
   const recordMs = samples * msPerSample;
   // What the recording's segment hand-offs took of the main thread (selfprof) until now.
   const segments = mode.startsWith('selfprof') ? require('../lib/capture/group').group.segmentCosts : undefined;
@@ -141,7 +154,7 @@ async function measure(mode, samples, msPerSample) {
   const peakMiB = hwmMiB();
   const count =
     mode === 'bare' ? result.samples.length : mode === 'selfprof-json' ? result.samples.length : pprofSamples(result);
-  return { mode, samples: count, requests: next, bufferedMiB: buffered, blockMs: longest / 1e6, mainCpuMs: (cpu1 - cpu0) / 1e6, readyMs: ready, peakMiB, recordMs, segments };
+  return { mode, samples: count, requests: next, bufferedMiB: buffered, bufferedOldMiB: bufferedOld, blockMs: longest / 1e6, mainCpuMs: (cpu1 - cpu0) / 1e6, readyMs: ready, peakMiB, recordMs, segments };
 }
 
 function pprofSamples(buffer) {
@@ -193,12 +206,13 @@ function parent() {
   const fmt = (xs, digits = 1) => `${median(xs).toFixed(digits)} [${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)}]`;
   for (const size of sizes) {
     console.log(`\n~${size} samples`);
-    console.log(`${'mode'.padEnd(30)}${'samples'.padStart(8)}  ${'longest block ms'.padEnd(20)}${'main CPU ms'.padEnd(20)}${'until the result ms'.padEnd(22)}${'RSS per 10k buffered MiB'.padEnd(26)}peak RSS MiB`);
+    console.log(`${'mode'.padEnd(30)}${'samples'.padStart(8)}  ${'longest block ms'.padEnd(20)}${'main CPU ms'.padEnd(20)}${'until the result ms'.padEnd(22)}${'RSS per 10k buffered MiB'.padEnd(26)}${'same, w/o young gen'.padEnd(22)}peak RSS MiB`);
     for (const mode of modes) {
       const ms = results[size][mode];
       const per10k = ms.map((m) => (m.bufferedMiB * 10_000) / m.samples);
+      const oldPer10k = ms.map((m) => (m.bufferedOldMiB * 10_000) / m.samples);
       console.log(
-        `${MODES[mode].padEnd(30)}${String(median(ms.map((m) => m.samples))).padStart(8)}  ${fmt(ms.map((m) => m.blockMs)).padEnd(20)}${fmt(ms.map((m) => m.mainCpuMs)).padEnd(20)}${fmt(ms.map((m) => m.readyMs)).padEnd(22)}${fmt(per10k, 2).padEnd(26)}${fmt(ms.map((m) => m.peakMiB), 0)}`,
+        `${MODES[mode].padEnd(30)}${String(median(ms.map((m) => m.samples))).padStart(8)}  ${fmt(ms.map((m) => m.blockMs)).padEnd(20)}${fmt(ms.map((m) => m.mainCpuMs)).padEnd(20)}${fmt(ms.map((m) => m.readyMs)).padEnd(22)}${fmt(per10k, 2).padEnd(26)}${fmt(oldPer10k, 2).padEnd(22)}${fmt(ms.map((m) => m.peakMiB), 0)}`,
       );
     }
     const ratio = (mode, base, key) => {
