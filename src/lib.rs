@@ -432,18 +432,15 @@ impl Task for BuildParts {
       let parts = trace.parts();
       (trace, parts)
     };
-    let (trace, parts) = if large {
-      parallel::both(made, "selfprof-release", release).0
-    } else {
+    if !large {
       release();
-      made()
-    };
-    if large {
-      // A thread that could not start drops it here, with the closure.
-      let _ = std::thread::Builder::new()
-        .name("selfprof-drop".into())
-        .spawn(move || drop(trace));
+      return Ok(made().1);
     }
+    let ((trace, parts), ()) = parallel::both(made, "selfprof-release", release);
+    // A thread that could not start drops it here, with the closure.
+    let _ = std::thread::Builder::new()
+      .name("selfprof-drop".into())
+      .spawn(move || drop(trace));
     Ok(parts)
   }
 

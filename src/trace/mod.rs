@@ -804,41 +804,6 @@ impl<'a> ContextColumns<'a> {
   }
 }
 
-/// `Parts`' sample columns.
-struct SampleColumns {
-  timestamp: Vec<f64>,
-  stack: Vec<i32>,
-  marker: Vec<u8>,
-  context: Vec<i32>,
-  cpu_time: Vec<f64>,
-}
-
-impl SampleColumns {
-  fn of(samples: &[Sample]) -> SampleColumns {
-    let n = samples.len();
-    let mut p = SampleColumns {
-      timestamp: Vec::with_capacity(n),
-      stack: Vec::with_capacity(n),
-      marker: Vec::with_capacity(n),
-      context: Vec::with_capacity(n),
-      cpu_time: Vec::with_capacity(n),
-    };
-    for s in samples {
-      p.timestamp.push(s.timestamp);
-      p.stack.push(s.stack_id.map_or(-1, |id| id as i32));
-      p.marker.push(match s.marker {
-        None => 0,
-        Some(Marker::Gc) => 1,
-        Some(Marker::Idle) => 2,
-        Some(Marker::Other) => 3,
-      });
-      p.context.push(s.context_id.map_or(-1, |id| id as i32));
-      p.cpu_time.push(s.cpu_time.unwrap_or(f64::NAN));
-    }
-    p
-  }
-}
-
 /// The length of `s` in UTF-16 code units.
 fn utf16_len(s: &str) -> usize {
   if s.is_ascii() {
@@ -886,7 +851,6 @@ impl Trace {
     };
     // Serializing plain structs of strings and numbers cannot fail.
     let head = serde_json::to_string(&head).unwrap_or_default();
-    let samples = SampleColumns::of(&self.samples);
     let contexts = if self.contexts.len() >= PARALLEL_CONTEXTS {
       // Split at a piece's end, so that each half's pieces are whole.
       let mid = self.contexts.len() / 2 / CONTEXTS_PER_PIECE * CONTEXTS_PER_PIECE;
@@ -901,19 +865,33 @@ impl Trace {
     } else {
       ContextColumns::of(&self.contexts)
     };
-    Parts {
+    let n = self.samples.len();
+    let mut p = Parts {
       head,
       key_sets: serde_json::to_string(&contexts.key_sets).unwrap_or_default(),
       context_keys: contexts.context_keys,
       values: contexts.values,
       value_ends: contexts.value_ends,
       piece_contexts: contexts.piece_contexts,
-      timestamp: samples.timestamp,
-      stack: samples.stack,
-      marker: samples.marker,
-      context: samples.context,
-      cpu_time: samples.cpu_time,
+      timestamp: Vec::with_capacity(n),
+      stack: Vec::with_capacity(n),
+      marker: Vec::with_capacity(n),
+      context: Vec::with_capacity(n),
+      cpu_time: Vec::with_capacity(n),
+    };
+    for s in &self.samples {
+      p.timestamp.push(s.timestamp);
+      p.stack.push(s.stack_id.map_or(-1, |id| id as i32));
+      p.marker.push(match s.marker {
+        None => 0,
+        Some(Marker::Gc) => 1,
+        Some(Marker::Idle) => 2,
+        Some(Marker::Other) => 3,
+      });
+      p.context.push(s.context_id.map_or(-1, |id| id as i32));
+      p.cpu_time.push(s.cpu_time.unwrap_or(f64::NAN));
     }
+    p
   }
 
   pub fn to_json(&self) -> String {
