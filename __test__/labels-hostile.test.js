@@ -84,6 +84,26 @@ test('label values of every width come back whole in the trace object, keys in o
   assert.deepEqual([...got].sort(), expected.sort());
 });
 
+test("each context's labels are its own, whether its values repeat across contexts or not", async () => {
+  // A repeating value (an endpoint, a method) reaches the trace object as one string for
+  // all its contexts (src/trace/mod.rs, Repeats), a unique one (a span id) as a slice:
+  // past the 1,024 values tried per key, each context must still get its own pairs.
+  const endpoints = ['GET /a', 'POST /orders', 'GET /日本', 'GET /😀'];
+  const methods = ['GET', 'POST', ''];
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  for (let i = 0; i < 1400; i++) {
+    const labels = { endpoint: endpoints[i % 4], method: methods[i % 3], span_id: (0x1000 + i).toString(16).padStart(16, '0') };
+    withLabels(labels, () => spin(1.2));
+  }
+  const trace = await p.stop();
+  const own = trace.contexts.filter((c) => c.labels.span_id !== undefined);
+  assert.ok(own.length > 1100, `${own.length} contexts with a span id`);
+  for (const { labels } of own) {
+    const i = parseInt(labels.span_id, 16) - 0x1000;
+    assert.deepEqual(labels, { endpoint: endpoints[i % 4], method: methods[i % 3], span_id: labels.span_id }, `request ${i}`);
+  }
+});
+
 test('service mode keeps exporting when a client puts a lone surrogate into a label', async () => {
   const received = [];
   const srv = http.createServer((req, res) => {

@@ -511,6 +511,7 @@ fn check_parts(n: usize, key_set_count: usize) {
     .map(|i| {
       let mut set = vec![
         ("endpoint".to_string(), format!("{} {i}", widths[i % widths.len()])),
+        ("method".to_string(), widths[i % 3].to_string()),
         ("span_id".to_string(), format!("{:016x}", i)),
       ];
       if i % 3 == 0 {
@@ -542,7 +543,14 @@ fn check_parts(n: usize, key_set_count: usize) {
   assert!(p.values.len() >= 3, "{n} contexts take several pieces");
   assert_eq!(p.piece_contexts.iter().sum::<u32>() as usize, n);
   assert!(p.piece_contexts.iter().all(|n| *n as usize <= CONTEXTS_PER_PIECE));
-  // What JS does: slice each piece's UTF-16 code units at the value ends.
+  // The repeating values ("method"'s three, "tenant"'s and "1"'s few) go to JS once (in
+  // each half's table), and the values of the unique keys never.
+  assert!(p.shared.len() <= 2 * (3 + 7 * 5 + 1), "{:?} shared values", p.shared);
+  for method in &widths[..3] {
+    assert!(p.shared.iter().any(|s| s == method), "{method:?} is shared");
+  }
+  // What JS does: slice each piece's UTF-16 code units at the value ends, or take a
+  // shared value.
   let (mut c, mut v) = (0usize, 0usize);
   for (piece, &in_piece) in p.values.iter().zip(&p.piece_contexts) {
     let units: Vec<u16> = piece.encode_utf16().collect();
@@ -551,8 +559,13 @@ fn check_parts(n: usize, key_set_count: usize) {
       let keys = &key_sets[p.context_keys[c] as usize];
       let mut got = Vec::new();
       for k in keys {
-        let end = p.value_ends[v] as usize;
+        let end = p.value_ends[v];
         v += 1;
+        if end < 0 {
+          got.push((k.clone(), p.shared[(-1 - end) as usize].clone()));
+          continue;
+        }
+        let end = end as usize;
         got.push((k.clone(), String::from_utf16(&units[at..end]).unwrap()));
         at = end;
       }
