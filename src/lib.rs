@@ -341,28 +341,7 @@ impl Task for BuildTrace {
   type JsValue = Either3<String, Buffer, Vec<Buffer>>;
 
   fn compute(&mut self) -> Result<Self::Output> {
-    let trace = self.build()?;
-    // The trace holds what it needs of the label sets (shared buffers): those only this
-    // recording could reference are let go. The event loop waits for the encoding, so of
-    // a large trace that happens on a thread beside it (~5 ms at ~80k sets), and the
-    // trace is dropped on another once encoded (~1.5 ms at ~100k samples).
-    let release = self.release_labels();
-    if trace.contexts.len() < parallel::PARALLEL_CONTEXTS {
-      release();
-      let trace = self.completed(trace);
-      return self.encode(&trace);
-    }
-    let encoded = || {
-      let trace = self.completed(trace);
-      let out = self.encode(&trace);
-      (trace, out)
-    };
-    let ((trace, out), ()) = parallel::both(encoded, "selfprof-release", release);
-    // A thread that could not start drops it here, with the closure.
-    let _ = std::thread::Builder::new()
-      .name("selfprof-drop".into())
-      .spawn(move || drop(trace));
-    out
+    self.build_into(|task, trace| task.encode(trace))?
   }
 
   fn resolve(&mut self, _env: Env, mut output: Self::Output) -> Result<Self::JsValue> {
@@ -418,27 +397,7 @@ impl Task for BuildParts {
   type JsValue = TraceParts;
 
   fn compute(&mut self) -> Result<Self::Output> {
-    let trace = self.0.build()?;
-    // The event loop waits for the parts with nothing to do. Of a large trace, the label
-    // sets are let go on a thread of their own beside the parts (~3.5 ms at ~80k sets),
-    // and the trace is dropped on another once they are made (~1.5 ms at ~100k samples).
-    let large = trace.contexts.len() >= parallel::PARALLEL_CONTEXTS;
-    let release = self.0.release_labels();
-    let made = || {
-      let trace = self.0.completed(trace);
-      let parts = trace.parts();
-      (trace, parts)
-    };
-    if !large {
-      release();
-      return Ok(made().1);
-    }
-    let ((trace, parts), ()) = parallel::both(made, "selfprof-release", release);
-    // A thread that could not start drops it here, with the closure.
-    let _ = std::thread::Builder::new()
-      .name("selfprof-drop".into())
-      .spawn(move || drop(trace));
-    Ok(parts)
+    self.0.build_into(|_, trace| trace.parts())
   }
 
   fn resolve(&mut self, _env: Env, p: Self::Output) -> Result<Self::JsValue> {
@@ -486,6 +445,32 @@ pub fn build_trace_sync(
 }
 
 impl BuildTrace {
+  /// Builds the trace (source-mapped and merged as asked) and makes `out` of it. The
+  /// event loop waits for that with nothing to do, so of a large trace the label sets only
+  /// this recording could reference are let go on a thread beside it (3.5–6 ms at ~80k
+  /// sets), and the trace is dropped on another once `out` is made (~1.5 ms at ~100k
+  /// samples). The trace holds what it needs of the label sets (shared buffers).
+  fn build_into<T>(&mut self, out: impl FnOnce(&BuildTrace, &trace::Trace) -> T) -> Result<T> {
+    let trace = self.build()?;
+    let release = self.release_labels();
+    if trace.contexts.len() < parallel::PARALLEL_CONTEXTS {
+      release();
+      let trace = self.completed(trace);
+      return Ok(out(self, &trace));
+    }
+    let made = || {
+      let trace = self.completed(trace);
+      let made = out(self, &trace);
+      (trace, made)
+    };
+    let ((trace, made), ()) = parallel::both(made, "selfprof-release", release);
+    // A thread that could not start drops it here, with the closure.
+    let _ = std::thread::Builder::new()
+      .name("selfprof-drop".into())
+      .spawn(move || drop(trace));
+    Ok(made)
+  }
+
   /// The trace in each format asked for, then in each backend dialect.
   fn encode(&self, trace: &trace::Trace) -> Result<Vec<Vec<u8>>> {
     let io = |e: std::io::Error| Error::from_reason(e.to_string());
