@@ -13,7 +13,7 @@
 
 pub use crate::formats::dialect::Dialect;
 use crate::parallel::PARALLEL_CONTEXTS;
-use crate::trace::{Context, Marker, Metadata, Sample as TraceSample, Trace};
+use crate::trace::{Context, KeyValues, Marker, Metadata, Sample as TraceSample, Trace, VALUES_TRIED};
 use prost::Message;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -131,32 +131,13 @@ pub(crate) struct Strings<'a> {
   table: Vec<Cow<'a, str>>,
   ids: crate::FastMap<Cow<'a, str>, i64>,
   /// Per label key (its string id): whether its values are looked up (see `value_id`).
-  values: crate::FastMap<i64, Values>,
+  values: crate::FastMap<i64, KeyValues>,
   /// Label keys seen last, by where their text is, and their ids (see `key_id`).
   recent_keys: Vec<(usize, usize, i64)>,
 }
 
 /// Label keys `key_id` remembers by address.
 const RECENT_KEYS: usize = 16;
-
-/// How a key's values enter the table.
-#[derive(Clone, Copy)]
-enum Values {
-  /// Looked up so far: how many, and how many of them were new.
-  Trying {
-    tried: u32,
-    new: u32,
-  },
-  Deduplicated,
-  Appended,
-}
-
-/// Values of one key looked up before deciding whether that key's values are worth
-/// deduplicating.
-const VALUES_TRIED: u32 = 1024;
-/// Past `VALUES_TRIED`, a key whose values were at least this many in 1,024 new is
-/// unique per label set (a span id per request): its values are appended, not looked up.
-const VALUES_NEW: u32 = 960;
 
 impl<'a> Strings<'a> {
   /// Room for `n` strings, `looked_up` of them in the lookup map (values appended
@@ -226,28 +207,18 @@ impl<'a> Strings<'a> {
   /// misses the cache each time, and was the largest part of a labeled stop's encoding.
   /// A value repeated under such a key is stored twice; the profile means the same.
   pub(crate) fn value_id(&mut self, key: i64, v: impl Into<Cow<'a, str>>) -> i64 {
-    let (tried, new) = match self
-      .values
-      .get(&key)
-      .copied()
-      .unwrap_or(Values::Trying { tried: 0, new: 0 })
-    {
-      Values::Deduplicated => return self.id(v),
-      Values::Appended => {
+    let state = self.values.get(&key).copied().unwrap_or(KeyValues::FIRST);
+    match state {
+      KeyValues::Repeating => return self.id(v),
+      KeyValues::Unique => {
         self.table.push(v.into());
         return self.table.len() as i64 - 1;
       }
-      Values::Trying { tried, new } => (tried, new),
-    };
+      KeyValues::Trying { .. } => {}
+    }
     let before = self.table.len();
     let id = self.id(v);
-    let (tried, new) = (tried + 1, new + u32::from(self.table.len() > before));
-    let next = match tried {
-      VALUES_TRIED if new >= VALUES_NEW => Values::Appended,
-      VALUES_TRIED => Values::Deduplicated,
-      _ => Values::Trying { tried, new },
-    };
-    self.values.insert(key, next);
+    self.values.insert(key, state.after(self.table.len() > before));
     id
   }
 

@@ -834,8 +834,13 @@ struct Repeats<'a> {
   ids: crate::FastMap<&'a str, u32>,
 }
 
+/// How a label key's values fare where each could be looked up in a table of those seen:
+/// the first `VALUES_TRIED` are; if nearly all of them were new (a span id per request),
+/// the key's values are unique and no longer looked up (a lookup of ~100k distinct values
+/// misses the cache each time), else they repeat and are looked up from then on. pprof's
+/// string table (`formats::pprof`) and `Parts::shared` decide alike.
 #[derive(Clone, Copy)]
-enum KeyValues {
+pub(crate) enum KeyValues {
   /// Looked up so far: how many, and how many of them were new.
   Trying {
     tried: u32,
@@ -845,14 +850,33 @@ enum KeyValues {
   Unique,
 }
 
+/// A key's values looked up before deciding whether they repeat.
+pub(crate) const VALUES_TRIED: u32 = 1024;
+/// Past `VALUES_TRIED`, a key with at least this many new values in 1,024 is unique per
+/// label set: its values are no longer looked up.
+const VALUES_NEW: u32 = 960;
+
+impl KeyValues {
+  /// A key none of whose values was looked up yet.
+  pub(crate) const FIRST: KeyValues = KeyValues::Trying { tried: 0, new: 0 };
+
+  /// After one more of the key's values was looked up (`new`: not seen before).
+  pub(crate) fn after(self, new: bool) -> KeyValues {
+    let KeyValues::Trying { tried, new: fresh } = self else {
+      return self;
+    };
+    let (tried, fresh) = (tried + 1, fresh + u32::from(new));
+    match tried {
+      VALUES_TRIED if fresh >= VALUES_NEW => KeyValues::Unique,
+      VALUES_TRIED => KeyValues::Repeating,
+      _ => KeyValues::Trying { tried, new: fresh },
+    }
+  }
+}
+
 const ONCE: u32 = u32::MAX;
 /// Label keys whose values are considered for sharing (the rest are sliced).
 const KEYS_TRACKED: usize = 32;
-/// A key's values looked up before deciding whether they repeat.
-const VALUES_TRIED: u32 = 1024;
-/// Past `VALUES_TRIED`, a key with at least this many new values in 1,024 is unique per
-/// context: its values are no longer looked up.
-const VALUES_NEW: u32 = 960;
 /// At most this many values remembered; later new ones are sliced.
 const VALUES_SEEN: usize = 1 << 16;
 
@@ -868,7 +892,7 @@ impl<'a> Repeats<'a> {
     {
       Some(slot) => slot,
       None if self.keys.len() < KEYS_TRACKED => {
-        self.keys.push((k, KeyValues::Trying { tried: 0, new: 0 }));
+        self.keys.push((k, KeyValues::FIRST));
         self.keys.len() - 1
       }
       None => return None,
@@ -892,14 +916,7 @@ impl<'a> Repeats<'a> {
         (None, true)
       }
     };
-    if let KeyValues::Trying { tried, new: fresh } = state {
-      let (tried, fresh) = (tried + 1, fresh + u32::from(new));
-      self.keys[slot].1 = match (tried, fresh) {
-        (VALUES_TRIED, f) if f >= VALUES_NEW => KeyValues::Unique,
-        (VALUES_TRIED, _) => KeyValues::Repeating,
-        _ => KeyValues::Trying { tried, new: fresh },
-      };
-    }
+    self.keys[slot].1 = state.after(new);
     id
   }
 }
