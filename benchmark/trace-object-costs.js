@@ -27,6 +27,13 @@ function arg(name, fallback) {
   return i > 0 ? process.argv[i + 1] : fallback;
 }
 
+/** A count option: a whole number from 1 to 10 million, else one error naming it. */
+function count(name, fallback) {
+  const v = Number(arg(name, fallback));
+  if (!Number.isInteger(v) || v < 1 || v > 1e7) throw new RangeError(`--${name} must be a whole number from 1 to 10000000, got ${JSON.stringify(arg(name))}`);
+  return v;
+}
+
 /** Parts of `n` samples and `c` contexts `{ endpoint, span_id }`, in `form`. */
 function parts(form, n, c) {
   const values = [];
@@ -108,11 +115,22 @@ if (process.argv.includes('--child')) {
     },
   );
 } else {
+  try {
+    main();
+  } catch (err) {
+    console.error(`trace-object-costs: ${err.message}`);
+    process.exitCode = 2;
+  }
+}
+
+function main() {
   const node = arg('node', process.execPath);
-  const n = Number(arg('samples', 95000));
-  const c = Number(arg('contexts', 78000));
-  const rounds = Number(arg('rounds', 6));
-  const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim();
+  const n = count('samples', 95000);
+  const c = count('contexts', 78000);
+  const rounds = count('rounds', 6);
+  const probe = spawnSync(node, ['--version'], { encoding: 'utf8' });
+  if (probe.status !== 0) throw new Error(`--node ${node} does not run: ${probe.error?.message ?? probe.stderr}`);
+  const version = probe.stdout.trim();
   console.log(`trace object of ${n} samples and ${c} contexts, Node ${version}, ${rounds} rounds, forms alternated`);
   const got = Object.fromEntries(FORMS.map((f) => [f, []]));
   for (let r = 0; r < rounds; r++) {

@@ -39,6 +39,13 @@ function arg(name, fallback) {
   return i > 0 ? process.argv[i + 1] : fallback;
 }
 
+/** A size option (MiB): a positive number, else one error naming the option. */
+function mib(name, fallback) {
+  const v = Number(arg(name, fallback));
+  if (!(v > 0 && Number.isFinite(v))) throw new RangeError(`--${name} must be a positive number of MiB, got ${JSON.stringify(arg(name))}`);
+  return v;
+}
+
 // --- a seeded PRNG (mulberry32) ---------------------------------------------------------
 
 function prng(seed) {
@@ -327,7 +334,7 @@ async function child() {
   const seed = Number(arg('seed', 1));
   const formats = arg('formats', FORMATS.join(',')).split(',');
   const maxCaseMs = Number(arg('max-case-ms', 2000));
-  const maxCaseRss = Number(arg('max-case-rss-mib', 384));
+  const maxCaseRss = mib('max-case-rss-mib', 384);
   fs.mkdirSync(outDir, { recursive: true });
   const seeds = await makeSeeds();
   for (const [name, bytes] of Object.entries(seeds)) fs.writeFileSync(path.join(outDir, `seed.${name}`), bytes);
@@ -410,7 +417,7 @@ async function child() {
 function driver() {
   const args = process.argv.slice(2);
   const seed = Number(arg('seed', 1));
-  const maxCaseRss = Number(arg('max-case-rss-mib', 384));
+  const maxCaseRss = mib('max-case-rss-mib', 384);
   const maxCaseMs = Number(arg('max-case-ms', 2000));
   // A data-size limit well above the RSS bound: a runaway allocation aborts the child.
   const limit = String(2048 * 2 ** 20);
@@ -464,5 +471,10 @@ if (process.argv.includes('--child')) {
     process.exit(2);
   });
 } else {
-  driver();
+  try {
+    driver();
+  } catch (err) {
+    console.error(`fuzz: ${err.message}`);
+    process.exitCode = 2;
+  }
 }
