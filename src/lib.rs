@@ -720,6 +720,20 @@ pub fn save_labels(id: u32, flat: Vec<String>) -> Result<()> {
   Ok(())
 }
 
+/// Replaces kept set `id` of the calling thread with `[key, value, ...]`: its labels
+/// completed after it was sampled (a request's route). Traces not built yet get the new
+/// labels. Returns false if the set is no longer kept.
+#[napi]
+pub fn amend_labels(id: u32, flat: Vec<String>) -> Result<bool> {
+  let set = capture::labels::label_set(flat).ok_or_else(|| invalid("labels must come as key, value pairs"))?;
+  Ok(capture::labels::amend(
+    signal::gettid(),
+    id,
+    set,
+    signal::bracket_clock_ns(),
+  ))
+}
+
 /// A recording starts on the calling thread: returns its token for `labelsRecordingBuilt`,
 /// and counts it in the thread's cell.
 #[napi]

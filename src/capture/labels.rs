@@ -15,6 +15,10 @@
 //! - Sets are encoded one after another into chunks, one thread's at a time (`Chunk`): a
 //!   trace build reads ~100k of them in the order they were saved, and holds, then lets
 //!   go of, a few chunks rather than a buffer per set.
+//! - A kept set can be completed after it was sampled (`amend`: a request's route is known
+//!   only once routing ran, after its first samples). Amendments are logged, and a build
+//!   looks the sets amended since its recording started up again when it finishes
+//!   (`amended_since`), so segments joined earlier get the completed labels too.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -141,6 +145,16 @@ impl Keys {
   }
 }
 
+/// A recording whose trace is not built yet.
+#[derive(Clone, Copy)]
+struct Unbuilt {
+  token: u32,
+  start_ns: u64,
+  /// The amendment sequence number when it started: its build looks up again the sets
+  /// amended from there on.
+  amend_mark: u64,
+}
+
 struct Store {
   max_sets: usize,
   max_bytes: usize,
@@ -151,8 +165,12 @@ struct Store {
   open: HashMap<i32, u32>,
   next_chunk: u32,
   keys: Keys,
-  /// Unbuilt recordings per thread: `(token, start_ns)`.
-  unbuilt: HashMap<i32, Vec<(u32, u64)>>,
+  /// Unbuilt recordings per thread.
+  unbuilt: HashMap<i32, Vec<Unbuilt>>,
+  /// Sets replaced by `amend`, in the order amended: `(sequence number, id)`.
+  amended: std::collections::VecDeque<(u64, u32)>,
+  /// The sequence number of the next amendment.
+  amend_seq: u64,
   /// The chunks' bytes and the sets' overhead.
   bytes: usize,
   dropped: u64,
@@ -170,6 +188,8 @@ impl Default for Store {
       next_chunk: 0,
       keys: Keys::default(),
       unbuilt: HashMap::new(),
+      amended: Default::default(),
+      amend_seq: 0,
       bytes: 0,
       dropped: 0,
       next_token: 0,
@@ -303,12 +323,50 @@ impl Store {
     }
   }
 
+  /// Replaces kept set `id` with `labels`, completed after it was sampled, and logs it
+  /// for the builds under way. A set no longer kept stays gone: nothing references it.
+  fn amend(&mut self, tid: i32, id: u32, labels: &LabelSet, now_ns: u64) -> bool {
+    if !self.sets.contains_key(&id) {
+      return false;
+    }
+    self.save(tid, id, labels, now_ns);
+    self.amended.push_back((self.amend_seq, id));
+    self.amend_seq += 1;
+    self.trim_amended();
+    true
+  }
+
+  /// Drops what no build needs of the amendment log: entries older than every unbuilt
+  /// recording, and, once the log outgrows the kept sets, those of sets no longer kept.
+  fn trim_amended(&mut self) {
+    let oldest = self
+      .unbuilt
+      .values()
+      .flatten()
+      .map(|u| u.amend_mark)
+      .min()
+      .unwrap_or(self.amend_seq);
+    while self.amended.front().is_some_and(|(seq, _)| *seq < oldest) {
+      self.amended.pop_front();
+    }
+    if self.amended.len() > 2 * self.sets.len() + 1024 {
+      let sets = &self.sets;
+      self.amended.retain(|(_, id)| sets.contains_key(id));
+    }
+  }
+
+  /// The ids amended from mark `mark` on, in the order amended (an id may repeat).
+  fn amended_since(&self, mark: u64) -> Vec<u32> {
+    let start = self.amended.partition_point(|(seq, _)| *seq < mark);
+    self.amended.range(start..).map(|(_, id)| *id).collect()
+  }
+
   /// Drops thread `tid`'s sets that no unbuilt recording of it can reference.
   fn prune(&mut self, tid: i32) {
     let cutoff = self
       .unbuilt
       .get(&tid)
-      .and_then(|r| r.iter().map(|(_, start)| *start).min())
+      .and_then(|r| r.iter().map(|u| u.start_ns).min())
       .unwrap_or(u64::MAX);
     let mut gone = Vec::new();
     self.sets.retain(|_, s| {
@@ -357,6 +415,36 @@ pub fn save(tid: i32, id: u32, labels: LabelSet, now_ns: u64) {
     s.save(tid, id, &labels, now_ns);
     s.evict();
   });
+}
+
+/// Replaces kept set `id` of thread `tid` with `labels`: a request's labels completed
+/// after the set was sampled (its route, known once routing ran). Builds under way look it
+/// up again when they finish. Returns whether the set was kept.
+pub fn amend(tid: i32, id: u32, labels: LabelSet, now_ns: u64) -> bool {
+  id != 0 && with_store(|s| s.amend(tid, id, &labels, now_ns))
+}
+
+/// Where the amendment log is now: a build takes it as it starts when it has no recording
+/// token (`recording_amend_mark`).
+pub fn amend_mark() -> u64 {
+  with_store(|s| s.amend_seq)
+}
+
+/// The amendment mark of unbuilt recording `token` of thread `tid`: the log's position
+/// when it started.
+pub fn recording_amend_mark(tid: i32, token: u32) -> Option<u64> {
+  with_store(|s| {
+    s.unbuilt
+      .get(&tid)?
+      .iter()
+      .find(|u| u.token == token)
+      .map(|u| u.amend_mark)
+  })
+}
+
+/// The ids of the sets amended from `mark` on (a finished build looks them up again).
+pub fn amended_since(mark: u64) -> Vec<u32> {
+  with_store(|s| s.amended_since(mark))
 }
 
 /// The labels of set `id`, if kept: shared with the store, not copied (a trace build looks
@@ -429,7 +517,7 @@ pub fn prefetch(tid: i32, token: u32, ids: impl IntoIterator<Item = u32>) {
   // PREFETCHED, then the store: `recording_built` lets go of the token in the store first,
   // then of what is here, so either it sees this or this sees the token gone.
   let mut pre = PREFETCHED.lock().unwrap_or_else(|e| e.into_inner());
-  let unbuilt = with_store(|s| s.unbuilt.get(&tid).is_some_and(|l| l.iter().any(|(t, _)| *t == token)));
+  let unbuilt = with_store(|s| s.unbuilt.get(&tid).is_some_and(|l| l.iter().any(|u| u.token == token)));
   pre.retain(|(_, t, _)| *t != token);
   if unbuilt {
     pre.push((tid, token, found));
@@ -546,7 +634,12 @@ pub fn recording_started(tid: i32, start_ns: u64) -> u32 {
   with_store(|s| {
     s.next_token = s.next_token.wrapping_add(1).max(1);
     let token = s.next_token;
-    s.unbuilt.entry(tid).or_default().push((token, start_ns));
+    let amend_mark = s.amend_seq;
+    s.unbuilt.entry(tid).or_default().push(Unbuilt {
+      token,
+      start_ns,
+      amend_mark,
+    });
     token
   })
 }
@@ -559,7 +652,7 @@ pub fn recording_built(tid: i32, token: u32) {
       return;
     };
     let before = list.len();
-    list.retain(|(t, _)| *t != token);
+    list.retain(|u| u.token != token);
     if list.len() == before {
       return;
     }
@@ -567,6 +660,7 @@ pub fn recording_built(tid: i32, token: u32) {
       s.unbuilt.remove(&tid);
     }
     s.prune(tid);
+    s.trim_amended();
   });
   drop(take_prefetched(token));
 }
@@ -833,6 +927,35 @@ mod tests {
     assert_eq!(lookup(id + 2).unwrap().to_set()[0].1, "GET /c");
     recording_built(tid, later);
     assert!(lookup(id + 2).is_none(), "no recording left to reference it");
+  }
+
+  #[test]
+  fn an_amended_set_is_replaced_and_logged_for_the_builds_under_way() {
+    let mut s = Store::default();
+    let token = 1;
+    s.unbuilt.entry(1).or_default().push(Unbuilt {
+      token,
+      start_ns: 0,
+      amend_mark: s.amend_seq,
+    });
+    s.save(1, 10, &set("endpoint", "GET"), 10);
+    s.save(1, 11, &set("endpoint", "POST"), 11);
+    let held = s.lookup(10).unwrap(); // a segment joined before the route was known
+    assert!(s.amend(1, 10, &set("endpoint", "GET /users/:id"), 20));
+    assert!(
+      !s.amend(1, 12, &set("endpoint", "GET /x"), 21),
+      "a set not kept stays gone"
+    );
+    assert_eq!(s.lookup(10).unwrap().to_set(), set("endpoint", "GET /users/:id"));
+    assert_eq!(held.to_set(), set("endpoint", "GET"), "what a build holds is unchanged");
+    assert_eq!(s.amended_since(0), vec![10]);
+    let mark = s.amend_seq;
+    assert!(s.amend(1, 11, &set("endpoint", "POST /orders"), 22));
+    assert_eq!(s.amended_since(mark), vec![11], "only those since a later mark");
+    // The log goes with the last recording that could need it.
+    s.unbuilt.clear();
+    s.trim_amended();
+    assert!(s.amended.is_empty());
   }
 
   #[test]

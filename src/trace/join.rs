@@ -45,6 +45,9 @@ pub struct Join {
   /// The thread whose brackets the samples join, and where its next brackets start.
   brackets: Option<(i32, u64)>,
   recording: Option<u32>,
+  /// Where the label store's amendment log stood when the recording started: the sets
+  /// amended since then are looked up again at the finish.
+  amend_mark: Option<u64>,
 }
 
 impl Join {
@@ -60,7 +63,14 @@ impl Join {
       None => TraceBuilder::new(),
     };
     let from_ns = bracket_range_ns(window.origin_us, window.from_ms, f64::INFINITY).0;
+    let amend_mark = labels.map(|src| {
+      src
+        .recording
+        .and_then(|token| labels::recording_amend_mark(src.tid, token))
+        .unwrap_or_else(labels::amend_mark)
+    });
     Join {
+      amend_mark,
       builder,
       window,
       brackets: labels.map(|src| (src.tid, from_ns)),
@@ -97,7 +107,19 @@ impl Join {
     self.builder.add_profile(profile, &window)
   }
 
-  pub fn finish(self) -> Trace {
+  /// The trace, with the labels of sets amended while it was built (a request's route,
+  /// known after its first samples were joined) as they are now.
+  pub fn finish(mut self) -> Trace {
+    if let Some(mark) = self.amend_mark {
+      let mut ids = labels::amended_since(mark);
+      if !ids.is_empty() {
+        ids.sort_unstable();
+        ids.dedup();
+        self
+          .builder
+          .refresh_contexts(&ids, |id| labels::lookup(id).map(Labels::from));
+      }
+    }
     self.builder.finish()
   }
 }

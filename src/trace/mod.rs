@@ -474,6 +474,19 @@ impl<'a> TraceBuilder<'a> {
     labeler.entries.extend(more);
   }
 
+  /// Looks the labels of the contexts of label-set `ids` up again (sets completed after
+  /// they were first looked up); ids this trace has no context for are left out.
+  pub fn refresh_contexts(&mut self, ids: &[u32], mut lookup: impl FnMut(u32) -> Option<Labels>) {
+    for id in ids {
+      let Some(&index) = self.context_ids.get(id) else {
+        continue;
+      };
+      if let (Some(labels), Some(context)) = (lookup(*id), self.trace.contexts.get_mut(index as usize)) {
+        context.labels = labels;
+      }
+    }
+  }
+
   /// Looks labels up with `lookup` from now on.
   pub fn set_lookup(&mut self, lookup: Box<LabelLookup<'a>>) {
     if let Some(labeler) = self.labeler.as_mut() {
