@@ -272,6 +272,11 @@ export interface StartOptions {
   workers?: boolean
   /** Map frames through source maps (default true, unless `SELFPROF_SOURCE_MAPS=0`). */
   sourceMaps?: boolean
+  /**
+   * Label samples from the app's tracer, dd-trace or OpenTelemetry's SDK, wiring it
+   * without code (default true; $SELFPROF_SPAN_LABELS).
+   */
+  spanLabels?: boolean
   exporters?: Array<DatadogExporterOptions | PyroscopeExporterOptions | OtlpExporterOptions | FileExporterOptions>
   pyroscope?: {
     /** Sample labels that become Pyroscope series labels (default `['endpoint']`). */
@@ -290,8 +295,9 @@ export interface ProfilingSession {
 export declare function start(options?: StartOptions): ProfilingSession
 
 /**
- * An OpenTelemetry SpanProcessor (needs `@opentelemetry/api`): a starting local root span's
- * span_id, trace_id and endpoint become the labels of the async context that started it.
+ * An OpenTelemetry SpanProcessor: a starting local root span of a request (kind SERVER or
+ * CONSUMER) gives its span_id, trace_id and endpoint to the async context that started it;
+ * the endpoint follows the span's final route. Service mode adds one by itself.
  */
 export declare function openTelemetrySpanProcessor(): {
   onStart(span: unknown, parentContext: unknown): void
@@ -303,8 +309,9 @@ export declare function openTelemetrySpanProcessor(): {
 
 /**
  * dd-trace integration (dd-trace must be installed; selfprof never requires it): a
- * starting local root span's span_id, trace_id and endpoint become the labels of the async
- * context that started it, and finished web requests are counted per endpoint.
+ * starting local root span of a request gives its span_id, trace_id and endpoint to the
+ * async context that started it, and finished web requests are counted per endpoint.
+ * Service mode does this by itself.
  */
 export declare function ddTraceIntegration(): { disable(): void }
 

@@ -16,9 +16,10 @@
 // only sampled label sets are kept, nothing is serialized at stop, and ids come from one
 // process-wide counter, so copies of this module loaded side by side never share an id.
 
-const { AsyncLocalStorage, createHook } = require('node:async_hooks');
+const { AsyncLocalStorage, createHook, executionAsyncResource } = require('node:async_hooks');
 const { native } = require('../native');
 const { warnOnce } = require('../log');
+const { watchRequests, claimRequest } = require('../integrations/http-requests');
 
 const MAX_KEYS = 64;
 const MAX_KEY_LENGTH = 256;
@@ -49,12 +50,20 @@ function save(store) {
   if (store.id === 0) return;
   const stamp = recordingsStarted();
   if (store.savedFor === stamp) return;
+  labelsOf(store);
   store.flat ??= Object.entries(store.labels).flat();
   try {
     native.saveLabels(store.id, store.flat);
     store.savedFor = stamp;
   } catch (err) {
     warnOnce('labels-save', `selfprof: a label set could not be kept: ${err.message}`);
+    return;
+  }
+  const derived = store.derived;
+  if (derived?.open && !derived.saved.includes(store)) {
+    derived.saved.push(store);
+    openDerived.add(derived);
+    if (openDerived.size > MAX_OPEN_DERIVED) closeDerived(openDerived.values().next().value, false);
   }
 }
 
@@ -217,17 +226,119 @@ function recordingBuilt(token) {
   if (available && token) native.labelsRecordingBuilt(token);
 }
 
-/** Before a trace is built: saves what a signal recorded since JS last looked. */
+/** Before a trace is built: saves what a signal recorded since JS last looked, and brings
+ * the sampled labels of spans still in flight up to what is known now. */
 function labelsForTrace() {
   if (!available) return;
   noteSampled();
   save(currentStore);
   save(previousStore);
+  for (const derived of openDerived) updateDerived(derived);
 }
 
 /** Counts for tests and diagnostics (process-wide). */
 function labelStats() {
   return available ? native.labelStats() : { saved: 0, bytes: 0, dropped: 0, unbuilt: 0, prefetched: 0, prefetchHits: 0, records: 0 };
+}
+
+// --- labels derived from a span ------------------------------------------------------
+//
+// A tracing integration labels a request from its root span when the span starts, but
+// some of those labels are known only later: the route is set once the framework has
+// routed the request (OpenTelemetry renames the span at its end; dd-trace sets the
+// resource then). Samples are joined to label sets when a trace is built, so a set can
+// still be completed after its samples were taken: the integration gives a `Derived`
+// that reads the span as it is now, and updates it as the span changes and when it ends.
+// The sets already saved for samples are then amended natively (traces not yet built
+// take the new labels), and the sets saved later carry the new values. Only stores made
+// in the request's own context (its store, and stores merged over it) take a span's
+// values, so no sample gets another request's.
+
+/** Spans in flight whose labels were sampled: brought up to date when a trace is built. */
+const openDerived = new Set();
+/** Past this many, the oldest is left with what it had (a span that never ends). */
+const MAX_OPEN_DERIVED = 16384;
+
+/** A label value a span gives: a non-empty string, or nothing ("undefined" is nothing). */
+function derivedValue(value) {
+  if (typeof value !== 'string' || value === '' || value === 'undefined') return undefined;
+  return value.length > MAX_VALUE_LENGTH ? value.slice(0, MAX_VALUE_LENGTH) : value;
+}
+
+/** Labels of a span, read with `current()` now and whenever `updateDerived` is called. */
+function derivedLabels(keys, current) {
+  const derived = { keys, current, values: null, version: 0, saved: [], open: true };
+  derived.values = readDerived(derived) ?? {};
+  return derived;
+}
+
+function readDerived(derived) {
+  let read;
+  try {
+    read = derived.current();
+  } catch (err) {
+    warnOnce('labels-derived', `selfprof: could not read a span's labels: ${err.message}`);
+    return null;
+  }
+  const values = {};
+  for (const key of derived.keys) {
+    const value = derivedValue(read?.[key]);
+    if (value !== undefined) values[key] = value;
+  }
+  return values;
+}
+
+/** The span changed: its stores' labels follow, those already sampled amended natively. */
+function updateDerived(derived) {
+  if (!derived?.open) return;
+  const values = readDerived(derived);
+  if (values === null || derived.keys.every((k) => values[k] === derived.values[k])) return;
+  derived.values = values;
+  derived.version++;
+  for (const store of derived.saved) {
+    const before = store.labels;
+    labelsOf(store);
+    if (store.labels === before) continue;
+    store.flat = Object.entries(store.labels).flat();
+    try {
+      native.amendLabels(store.id, store.flat);
+    } catch (err) {
+      warnOnce('labels-save', `selfprof: a label set could not be kept: ${err.message}`);
+    }
+  }
+}
+
+/** The span ended: its final state is what its samples carry. */
+function closeDerived(derived, update = true) {
+  if (!derived?.open) return;
+  if (update) updateDerived(derived);
+  derived.open = false;
+  derived.saved = [];
+  openDerived.delete(derived);
+  const entered = derived.entered;
+  if (entered !== undefined) {
+    derived.entered = undefined;
+    if (entered.resource[als.kResourceStore] === entered.store) {
+      entered.resource[als.kResourceStore] = entered.outer;
+      publish(currentStoreOfContext());
+    }
+  }
+}
+
+/** `store`'s labels, with the current values of the span it derives from. */
+function labelsOf(store) {
+  const derived = store.derived;
+  if (derived === undefined || store.derivedVersion === derived.version) return store.labels;
+  const out = { ...store.labels };
+  for (const key of store.derivedKeys) {
+    const value = derived.values[key];
+    if (value === undefined) delete out[key];
+    else out[key] = value;
+  }
+  store.labels = Object.freeze(out);
+  store.flat = null;
+  store.derivedVersion = derived.version;
+  return store.labels;
 }
 
 // --- label sets ----------------------------------------------------------------------
@@ -262,12 +373,15 @@ function labelValue(fn, key, value) {
   return value;
 }
 
-/** A store for `labels` merged over the current ones (null/undefined values remove a key). */
-function storeWith(fn, labels) {
+/** A store for `labels` merged over the current ones (null/undefined values remove a key).
+ * Labels the current store derives from a span, and that `labels` leave alone, stay
+ * derived from it; `derived` (from an integration) adds a span's own. */
+function storeWith(fn, labels, derived) {
   if (labels === null || typeof labels !== 'object' || Array.isArray(labels)) {
     throw new TypeError(`${fn}: labels must be an object like { endpoint: 'GET /users/:id' }`);
   }
-  const base = currentStoreOfContext().labels;
+  const current = currentStoreOfContext();
+  const base = labelsOf(current);
   const out = base === EMPTY.labels ? {} : { ...base };
   for (const key in labels) {
     if (!Object.hasOwn(labels, key)) continue;
@@ -280,17 +394,30 @@ function storeWith(fn, labels) {
     if (value === undefined || value === null) delete out[key];
     else out[key] = labelValue(fn, key, value);
   }
+  let from = current.derived;
+  let keys = from === undefined ? undefined : current.derivedKeys.filter((k) => !Object.hasOwn(labels, k));
+  if (derived !== undefined) {
+    from = derived;
+    keys = derived.keys;
+    Object.assign(out, derived.values);
+  }
   let count = 0;
   for (const key in out) if (++count > MAX_KEYS) {
     throw new RangeError(`${fn}: at most ${MAX_KEYS} labels per set, got ${Object.keys(out).length}`);
   }
-  if (count === 0) return EMPTY;
-  return { id: newId(), labels: Object.freeze(out), flat: null, savedFor: -1 };
+  if (count === 0 && derived === undefined) return EMPTY;
+  const store = { id: newId(), labels: Object.freeze(out), flat: null, savedFor: -1 };
+  if (from !== undefined && keys.length > 0) {
+    store.derived = from;
+    store.derivedKeys = keys;
+    store.derivedVersion = from.version;
+  }
+  return store;
 }
 
 /** The labels in effect (a frozen object). */
 function getLabels() {
-  return currentStoreOfContext().labels;
+  return labelsOf(currentStoreOfContext());
 }
 
 /**
@@ -316,10 +443,40 @@ function withLabels(labels, fn, ...args) {
 
 /** Merges `labels` over the current ones for the rest of the current async context. */
 function setLabels(labels) {
-  const store = storeWith('setLabels', labels);
+  enterLabels('setLabels', labels, undefined);
+}
+
+/** `setLabels` for the tracing integrations: `labels`, and those `derived` reads from a
+ * span as it changes (`derivedLabels`). The HTTP request being handled, if any, runs its
+ * events with them too. */
+function setSpanLabels(labels, derived) {
+  watchRequests(runWithStore);
+  enterLabels('setSpanLabels', labels, derived);
+}
+
+/** Runs `fn` with `store` current (as `withLabels` does). */
+function runWithStore(store, fn, thisArg, args) {
+  publish(store);
+  try {
+    return als.run(store, () => fn.apply(thisArg, args));
+  } finally {
+    publish(currentStoreOfContext());
+  }
+}
+
+function enterLabels(fn, labels, derived) {
+  const store = storeWith(fn, labels, derived);
   if (!labelsUsed) {
     labelsUsed = true;
     updateHook();
+  }
+  if (derived !== undefined) claimRequest(store);
+  if (derived !== undefined && typeof als.kResourceStore === 'symbol') {
+    // AsyncLocalStorage on async_hooks (Node < 24) keeps the store on the resource being
+    // run, which for a request is its connection's: note it, to take it back at the span's
+    // end (`closeDerived`), or the next request on the connection starts with this one's.
+    const resource = executionAsyncResource();
+    derived.entered = { resource, store, outer: resource[als.kResourceStore] };
   }
   als.enterWith(store);
   publish(store);
@@ -334,4 +491,8 @@ module.exports = {
   recordingBuilt,
   labelsForTrace,
   labelStats,
+  setSpanLabels,
+  derivedLabels,
+  updateDerived,
+  closeDerived,
 };

@@ -2,13 +2,16 @@
 // dd-trace integration (opt-in, no dependency: dd-trace is never required here). dd-trace
 // publishes each span it starts on the `dd-trace:span:start` diagnostics channel; like the
 // OpenTelemetry processor, when the span is a local root (the first span of its trace in
-// this process: a request entering the service) its ids and endpoint become the labels of
-// the async context that started it, so every sample of the request carries them:
+// this process) of a request or message (span.kind server or consumer, as dd-trace tags it
+// right after it starts), its ids and endpoint become the labels of the async context that
+// started it, so every sample of the request carries them:
 //
 //   span_id   the local root span's id, 16 hex digits (Datadog's pprof gets it in decimal)
 //   trace_id  the trace id, 32 hex digits
 //   endpoint  resource.name, else `<http.method> <http.route>` (dd-trace's endpoint name),
-//             set as soon as the span's tags tell it and updated as routing refines it
+//             as the span ends: routing sets them after the request began, and the
+//             request's samples, those before routing too, carry the final one (a request
+//             still running when a trace is built carries what its tags say then)
 //
 //   require('dd-trace').init();
 //   require('selfprof').ddTraceIntegration();
@@ -17,7 +20,7 @@
 // endpoint_counts), as dd-trace's own profiler counts them.
 
 const dc = require('node:diagnostics_channel');
-const { setLabels, getLabels } = require('../capture/labels');
+const { setSpanLabels, derivedLabels, updateDerived, closeDerived } = require('../capture/labels');
 const { warnOnce } = require('../log');
 const { countRequest } = require('./requests');
 
@@ -41,6 +44,13 @@ function endpointOf(span) {
   return endpoint || undefined;
 }
 
+/** A server or consumer span (dd-trace's span.kind), or a web one. */
+function isRequest(span) {
+  const tags = span.context().getTags?.() ?? {};
+  const kind = tags['span.kind'];
+  return kind === 'server' || kind === 'consumer' || tags['span.type'] === 'web';
+}
+
 function hexIds(span) {
   const ctx = span.context();
   return { span_id: ctx.toSpanId(true), trace_id: ctx.toTraceId(true) };
@@ -48,7 +58,7 @@ function hexIds(span) {
 
 /**
  * Labels samples with dd-trace's local root spans. Returns `{ disable() }`. Throws if
- * dd-trace cannot be found.
+ * dd-trace cannot be found. (Service mode does this itself: `subscribeDdTrace`.)
  */
 function ddTraceIntegration() {
   if (!global._ddtrace) {
@@ -58,34 +68,49 @@ function ddTraceIntegration() {
       throw new Error('selfprof: ddTraceIntegration needs dd-trace installed');
     }
   }
+  return subscribeDdTrace();
+}
+
+/** Listens to dd-trace's span channels (once), whether dd-trace is loaded yet or not. */
+function subscribeDdTrace() {
   if (active) return active;
+  /** Local root span -> its derived labels (the endpoint, read from its tags), or null
+   * until its tags say it is a request. */
+  const roots = new WeakMap();
+  // A local root labels what follows only once its tags say it is a request or message
+  // entering the service (dd-trace sets them right after the span starts, in the same
+  // turn): a DNS lookup or connection at start-up would label everything after it.
+  const label = (span) => {
+    if (roots.get(span) !== null || !isRequest(span)) return;
+    const derived = derivedLabels(['endpoint'], () => ({ endpoint: endpointOf(span) }));
+    roots.set(span, derived);
+    setSpanLabels(hexIds(span), derived);
+  };
   const onStart = ({ span }) => {
     try {
       if (!isLocalRoot(span)) return;
-      const endpoint = endpointOf(span);
-      setLabels({ ...hexIds(span), ...(endpoint && { endpoint }) });
+      roots.set(span, null);
+      label(span);
     } catch (err) {
       warnOnce('ddtrace', `selfprof: could not label a dd-trace span: ${err.message}`);
     }
   };
-  // Routing sets the route after the request began: relabel the rest of it, from the
-  // request's own context only.
+  // Routing sets the route after the request began: the request's labels follow.
   const onTags = (span) => {
     try {
-      if (!isLocalRoot(span)) return;
-      const { span_id: spanId } = hexIds(span);
-      const labels = getLabels();
-      if (labels.span_id !== spanId) return;
-      const endpoint = endpointOf(span);
-      if (endpoint && labels.endpoint !== endpoint) setLabels({ endpoint });
+      label(span);
+      updateDerived(roots.get(span));
     } catch (err) {
       warnOnce('ddtrace', `selfprof: could not label a dd-trace span: ${err.message}`);
     }
   };
   const onFinish = (span) => {
     try {
+      const derived = roots.get(span);
+      if (!derived) return;
+      closeDerived(derived);
       const tags = span.context().getTags?.() ?? {};
-      if (tags['span.type'] === 'web' && isLocalRoot(span)) countRequest(endpointOf(span) ?? '');
+      if (tags['span.type'] === 'web') countRequest(derived.values.endpoint ?? '');
     } catch {
       // A span we cannot read is not counted.
     }
@@ -137,4 +162,4 @@ function untraced(fn) {
   return noopStorage ? noopStorage.run({ noop: true }, fn) : fn();
 }
 
-module.exports = { ddTraceIntegration, ddTraceRuntimeId, untraced };
+module.exports = { ddTraceIntegration, subscribeDdTrace, ddTraceRuntimeId, untraced };

@@ -17,6 +17,7 @@ const { gitMetadata } = require('./git');
 const symbolize = require('../symbolize');
 const { startHeapSampling, checkHeapInterval, DEFAULT_HEAP_INTERVAL } = require('../capture/heap');
 const { ThreadHub, wrapWorkers, threadName } = require('./threads');
+const { wireTracers } = require('../integrations/auto');
 
 const DEFAULT_INTERVAL_MS = 1000 / 99; // 99 Hz, off the beat of 10 ms timers
 const DEFAULT_PERIOD_MS = 60_000;
@@ -92,6 +93,12 @@ function fromEnv(env) {
     else if (['1', 'true', 'yes', 'on'].includes(v)) options.workers = true;
     else throw new TypeError(`start: SELFPROF_WORKERS must be 1 or 0 (true or false), got ${JSON.stringify(env.SELFPROF_WORKERS)}`);
   }
+  if (env.SELFPROF_SPAN_LABELS !== undefined && env.SELFPROF_SPAN_LABELS.trim() !== '') {
+    const v = env.SELFPROF_SPAN_LABELS.trim().toLowerCase();
+    if (['0', 'false', 'no', 'off'].includes(v)) options.spanLabels = false;
+    else if (['1', 'true', 'yes', 'on'].includes(v)) options.spanLabels = true;
+    else throw new TypeError(`start: SELFPROF_SPAN_LABELS must be 1 or 0 (true or false), got ${JSON.stringify(env.SELFPROF_SPAN_LABELS)}`);
+  }
   if (env.SELFPROF_HEAP_SAMPLING_INTERVAL) {
     const text = env.SELFPROF_HEAP_SAMPLING_INTERVAL.trim();
     const n = Number(text);
@@ -126,7 +133,7 @@ function validate(options) {
   for (const [k, v] of Object.entries(tags)) {
     if (typeof v !== 'string') throw new TypeError(`start: tag ${JSON.stringify(k)} must be a string`);
   }
-  for (const key of ['collectCpuTime', 'lines', 'heap', 'workers', 'sourceMaps']) {
+  for (const key of ['collectCpuTime', 'lines', 'heap', 'workers', 'sourceMaps', 'spanLabels']) {
     if (o[key] !== undefined && typeof o[key] !== 'boolean') throw new TypeError(`start: ${key} must be a boolean`);
   }
   const exporters = o.exporters ?? [];
@@ -147,6 +154,7 @@ function validate(options) {
     collectCpuTime: o.collectCpuTime ?? true,
     heap: o.heap ?? true,
     workers: o.workers ?? true,
+    spanLabels: o.spanLabels ?? true,
     heapSamplingInterval: checkHeapIntervalOption(o.heapSamplingInterval ?? DEFAULT_HEAP_INTERVAL),
     lines: o.lines ?? false,
     // undefined: on, unless SELFPROF_SOURCE_MAPS=0 (read at each build).
@@ -176,6 +184,7 @@ class Session {
   #stopped = false;
   #withTrace = false;
   #requests = requestCounter();
+  #tracers = null;
 
   constructor(options) {
     this.#options = validate(options);
@@ -197,6 +206,13 @@ class Session {
       warnOnce('unavailable', unavailable('profiling').message);
       this.#stopped = true;
       return;
+    }
+    if (this.#options.spanLabels) {
+      try {
+        this.#tracers = wireTracers();
+      } catch (err) {
+        warnOnce('service-tracers', `selfprof: samples will not carry span labels: ${err.message}`);
+      }
     }
     this.#begin();
     if (this.#options.heap) {
@@ -239,6 +255,7 @@ class Session {
 
   /** Ends the current period: starts the next profiler, then ships the finished one. */
   #rotate(last = false) {
+    this.#tracers?.rotate();
     const finished = this.#profiler;
     if (last) this.#profiler = null;
     else this.#begin();
@@ -348,6 +365,7 @@ class Session {
     this.#stopped = true;
     clearInterval(this.#timer);
     exitGuard.remove(this);
+    this.#tracers?.stop();
     const deadline = performance.now() + timeoutMs;
     await this.#rotate(true);
     this.#releaseHeap();

@@ -1,0 +1,57 @@
+'use strict';
+// The events of a request a span labels (its body's 'data' and 'end', the response's
+// 'finish' and 'close') run with the request's labels.
+//
+// A tracer labels a request where its server span starts, inside the HTTP server's
+// 'request' event, and AsyncLocalStorage carries that to what the request starts. But the
+// request's and response's own events are emitted from the connection, which was set up
+// before the request began: on Node >= 24 (AsyncLocalStorage on V8's continuation data)
+// they run with the connection's context, so a handler that runs once the body has
+// arrived (any POST through a body parser) would carry no labels. The tracers bind those
+// emitters to their own context for the same reason; this binds them to selfprof's.
+//
+// Node publishes `http.server.request.start` just before it emits 'request', in the same
+// turn; the first request span labeled before that turn ends claims the request.
+
+const dc = require('node:diagnostics_channel');
+
+let watching = false;
+/** The request whose 'request' event is being emitted: `{ store }`, until claimed. */
+let emitting = null;
+let runWith = null;
+
+function onRequestStart({ request, response }) {
+  const holder = { store: null };
+  bind(request, holder);
+  bind(response, holder);
+  emitting = holder;
+  queueMicrotask(() => {
+    if (emitting === holder) emitting = null;
+  });
+}
+
+function bind(emitter, holder) {
+  if (!emitter || typeof emitter.emit !== 'function') return;
+  const emit = emitter.emit;
+  emitter.emit = function emitWithLabels(...args) {
+    const store = holder.store;
+    return store === null ? emit.apply(this, args) : runWith(store, emit, this, args);
+  };
+}
+
+/** Starts binding requests' events (once); `run(store, fn, thisArg, args)` runs with a store. */
+function watchRequests(run) {
+  if (watching) return;
+  watching = true;
+  runWith = run;
+  dc.subscribe('http.server.request.start', onRequestStart);
+}
+
+/** A request span labeled `store`: the request being emitted now (if any) takes it. */
+function claimRequest(store) {
+  if (emitting === null) return;
+  emitting.store = store;
+  emitting = null;
+}
+
+module.exports = { watchRequests, claimRequest };
