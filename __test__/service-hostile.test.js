@@ -411,6 +411,67 @@ test('bad backend variables: one warning naming the variable, no secret, the app
   }
 });
 
+test('credentials, headers and URLs HTTP cannot carry are refused at start, naming the variable or option', async () => {
+  // Each was accepted before, and then every upload failed (or start said only "URI malformed").
+  const app = `console.log('app ran'); setTimeout(() => {}, 50);`;
+  const url = 'http://127.0.0.1:1';
+  const envCases = [
+    [{ SELFPROF_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_HEADERS: 'content-length=5' }, /OTEL_EXPORTER_OTLP_HEADERS entry 1 sets content-length, which HTTP sets itself for each request$/m],
+    [{ SELFPROF_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_HEADERS: 'x-a=TOPSECRET,Transfer-Encoding=chunked' }, /OTEL_EXPORTER_OTLP_HEADERS entry 2 sets transfer-encoding, which HTTP sets/],
+    [{ SELFPROF_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROFILES_HEADERS: 'Connection=close' }, /OTEL_EXPORTER_OTLP_PROFILES_HEADERS entry 1 sets connection, which HTTP sets/],
+    [{ SELFPROF_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_HEADERS: 'x-key=TOPSECRET%0D%0AX-Evil: 1' }, /OTEL_EXPORTER_OTLP_HEADERS entry 1 has a line break \(character 10 of 20\), which an HTTP header cannot carry$/m],
+    [{ SELFPROF_EXPORTER: 'datadog', SELFPROF_API_KEY: 'TOPSECRET\r\nX-Evil: 1' }, /SELFPROF_API_KEY has a line break \(character 10 of 20\), which an HTTP header cannot carry$/m],
+    [{ SELFPROF_EXPORTER: 'pyroscope', SELFPROF_EXPORTER_URL: url, SELFPROF_AUTH_TOKEN: 'TOPSECRET\n' }, /SELFPROF_AUTH_TOKEN has a line break \(character 10 of 10\)/],
+    [{ SELFPROF_EXPORTER: 'pyroscope', SELFPROF_EXPORTER_URL: url, SELFPROF_TENANT_ID: 'TOPSECRET\u0007' }, /SELFPROF_TENANT_ID has a control character \(character 10 of 10\)/],
+    [{ SELFPROF_EXPORTER: 'datadog', SELFPROF_EXPORTER_URL: 'http://user:TOPSECRET%@127.0.0.1:1' }, /SELFPROF_EXPORTER_URL's password is not valid percent-encoding \(write a % in it as %25\)/],
+    [{ SELFPROF_EXPORTER: 'datadog', DD_TRACE_AGENT_URL: 'http://user:TOP%SECRET@127.0.0.1:1' }, /DD_TRACE_AGENT_URL's password is not valid percent-encoding/],
+    [{ SELFPROF_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://TOP%zzSECRET:x@127.0.0.1:1' }, /OTEL_EXPORTER_OTLP_ENDPOINT's user name is not valid percent-encoding/],
+  ];
+  const runs = await Promise.all(
+    envCases.map(([env]) => new Promise((resolve) => {
+      const p = spawn(process.execPath, ['-r', './start.js', '-e', app], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      p.stdout.on('data', (d) => (stdout += d));
+      p.stderr.on('data', (d) => (stderr += d));
+      p.on('exit', (code) => resolve({ code, stdout, stderr }));
+    })),
+  );
+  envCases.forEach(([env, message], i) => {
+    const r = runs[i];
+    const what = JSON.stringify(env);
+    assert.equal(r.code, 0, `${what}: ${r.stderr}`);
+    assert.match(r.stdout, /app ran/, what);
+    assert.match(r.stderr, message, `${what}: ${r.stderr}`);
+    assert.equal(r.stderr.match(/selfprof/g)?.length, 1, `${what}: one warning: ${r.stderr}`);
+    assert.doesNotMatch(r.stderr, /TOPSECRET|TOP%|%zz/, `${what}: no secret in ${r.stderr}`);
+  });
+
+  const optionCases = [
+    [{ type: 'datadog', url, apiKey: 'TOPSECRET\r\nX-Evil: 1' }, /exporter apiKey has a line break \(character 10 of 20\)/],
+    [{ type: 'pyroscope', url, authToken: 'TOPSECRET\n' }, /exporter authToken has a line break/],
+    [{ type: 'pyroscope', url, tenantId: 'TOP\u0000SECRET' }, /exporter tenantId has a control character \(character 4 of 10\)/],
+    [{ type: 'datadog', url, apiKey: 'TOPSECRET\u2122' }, /exporter apiKey has a character outside Latin-1 \(character 10 of 10\), which an HTTP header cannot carry/],
+    [{ type: 'pyroscope', url, basicAuthUser: 'TOP:SECRET' }, /exporter basicAuthUser cannot contain ":"/],
+    [{ type: 'otlp', url, headers: { 'Content-Length': '5' } }, /the otlp exporter's header "Content-Length" is one HTTP sets itself for each request/],
+    [{ type: 'otlp', url, headers: { 'transfer-encoding': 'chunked' } }, /header "transfer-encoding" is one HTTP sets/],
+    [{ type: 'otlp', url, headers: { connection: 'close' } }, /header "connection" is one HTTP sets/],
+    [{ type: 'otlp', url, headers: { 'x-key': 'TOPSECRET\r\n' } }, /the otlp exporter's header "x-key" has a line break/],
+    [{ type: 'datadog', url: 'http://user:TOPSECRET%@127.0.0.1:1' }, /exporter url's password is not valid percent-encoding/],
+  ];
+  // Every header HTTP sets itself, in any case.
+  for (const name of ['content-length', 'Transfer-Encoding', 'connection', 'Keep-Alive', 'proxy-connection', 'upgrade', 'TE', 'trailer', 'expect']) {
+    optionCases.push([{ type: 'otlp', url, headers: { [name]: 'x' } }, new RegExp(`header "${name}" is one HTTP sets itself`)]);
+  }
+  for (const [exporter, message] of optionCases) {
+    assert.throws(
+      () => start({ exporters: [exporter] }),
+      (err) => err instanceof TypeError && message.test(err.message) && !/TOPSECRET/.test(err.message),
+      JSON.stringify(exporter),
+    );
+  }
+});
+
 test('hostile label values reach every backend without breaking a profile', async () => {
   const got = { datadog: [], pyroscope: [], otlp: [] };
   const receivers = await Promise.all(
