@@ -207,6 +207,25 @@ test('an upload under way when the work ends holds the exit at most 2 s; one tha
   assert.match(lost[0], /could not send \d+ profiles? before shutdown \(.*\d{4}-\d\d-\d\dT[\d:.]+Z to [\d:.]+Z \(the last\)\): upload to http:\/\/127\.0\.0\.1:\d+\/profiling\/v1\/input was abandoned unanswered at shutdown$/);
 });
 
+test('SIGTERM with an upload under way: the signal ends the process within 2 s, after the warning', async () => {
+  const never = await server(() => {});
+  const service = heldApp.replace("console.log('done ' + Date.now())", "(setInterval(() => {}, 1000), console.log('done ' + Date.now()))");
+  let signalled = 0;
+  const r = await child(service, [never.url], {
+    killAfterMs: 8000,
+    onStdout: (p, out) => {
+      if (!signalled && out.includes('done')) {
+        signalled = Date.now();
+        p.kill('SIGTERM');
+      }
+    },
+  });
+  await never.close();
+  assert.equal(r.signal, 'SIGTERM', r.stderr);
+  assert.ok(r.exitedAt - signalled <= 2000 + EXIT_MARGIN_MS, `ended ${r.exitedAt - signalled} ms after the signal`);
+  assert.match(r.stderr, /selfprof: datadog exporter could not send \d+ profiles? before shutdown \(.*\(the last\)\): .* was abandoned unanswered at shutdown/, r.stderr);
+});
+
 test('503 or 429 until the app ends: each waiting profile is tried once more, then one warning says what was lost', async () => {
   const always503 = await server((req, res) => res.writeHead(503).end());
   const always429 = await server((req, res) => res.writeHead(429, { 'retry-after': '3600' }).end());

@@ -381,7 +381,8 @@ const exitGuard = {
         if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
       };
       setTimeout(raise, EXIT_FLUSH_MS + 500);
-      stopAll().then(raise);
+      // After the warnings stop() emitted (process.emitWarning writes on a later tick).
+      stopAll().then(() => setImmediate(raise));
     };
     this.handlers = [
       ['beforeExit', () => stopAll()],
