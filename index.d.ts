@@ -227,7 +227,10 @@ export interface OtlpExporterOptions extends ExporterTuning {
    * `http://localhost:4318/v1development/profiles`.
    */
   url?: string
-  /** Default: $OTEL_EXPORTER_OTLP_PROFILES_HEADERS, else $OTEL_EXPORTER_OTLP_HEADERS (`k=v,k2=v2`). */
+  /**
+   * Default: $OTEL_EXPORTER_OTLP_PROFILES_HEADERS, else $OTEL_EXPORTER_OTLP_HEADERS (`k=v,k2=v2`).
+   * Headers HTTP sets itself (`content-length`, `transfer-encoding`, `connection`, …) are refused.
+   */
   headers?: Record<string, string>
   /** Default: $OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION / $OTEL_EXPORTER_OTLP_COMPRESSION, else 'none'. */
   compression?: 'gzip' | 'none'
@@ -287,7 +290,11 @@ export interface StartOptions {
 export interface ProfilingSession {
   /** Ships the current period now; waits for the uploads up to `timeoutMs`. */
   flush(timeoutMs?: number): Promise<void>
-  /** Stops profiling; the last partial period is shipped. */
+  /**
+   * Stops profiling; the last partial period is shipped. Waits up to `timeoutMs` (2000) for
+   * the uploads (each waiting profile tried once more), then abandons them: one warning
+   * per exporter names what was not sent.
+   */
   stop(timeoutMs?: number): Promise<void>
 }
 

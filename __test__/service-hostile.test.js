@@ -14,15 +14,25 @@ const { spin } = require('./helpers');
 
 const root = path.join(__dirname, '..');
 
-/** A loopback HTTP server; `handler(req, res, body)` answers (or not). */
-async function server(handler) {
+/**
+ * A loopback HTTP server; `handler(req, res, body)` answers (or not) once the body is read.
+ * `early(req, res)`, if given, is called as the request arrives instead, its body unread.
+ * `GET /seen` (not recorded) answers how many requests it has recorded: the app in a
+ * child asks it to know an upload is under way.
+ */
+async function server(handler, { early } = {}) {
   const requests = [];
   const sockets = new Set();
   const srv = http.createServer((req, res) => {
+    if (req.url === '/seen') return res.end(String(requests.length));
+    if (early) {
+      requests.push({ url: req.url, headers: req.headers, body: null, at: Date.now() });
+      return early(req, res);
+    }
     const chunks = [];
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
-      const record = { url: req.url, headers: req.headers, body: Buffer.concat(chunks) };
+      const record = { url: req.url, headers: req.headers, body: Buffer.concat(chunks), at: Date.now() };
       requests.push(record);
       handler(req, res, record);
     });
@@ -42,11 +52,16 @@ async function server(handler) {
   };
 }
 
-/** Runs `script` in a child Node process; resolves to { code, signal, stdout, stderr, ms }. */
-function child(script, args = [], { onStdout } = {}) {
+/**
+ * Runs `script` in a child Node process; resolves to { code, signal, stdout, stderr, ms,
+ * exitedAt } (exitedAt: Date.now() at its exit). `killAfterMs`: SIGKILL it then (a child
+ * held open by a bug must not hold the test run for long).
+ */
+function child(script, args = [], { onStdout, killAfterMs, env } = {}) {
   return new Promise((resolve) => {
     const started = performance.now();
-    const p = spawn(process.execPath, ['-e', script, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, ['-e', script, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], ...(env && { env: { ...process.env, ...env } }) });
+    const killer = killAfterMs && setTimeout(() => p.kill('SIGKILL'), killAfterMs);
     let stdout = '';
     let stderr = '';
     p.stdout.on('data', (d) => {
@@ -54,7 +69,10 @@ function child(script, args = [], { onStdout } = {}) {
       onStdout?.(p, stdout);
     });
     p.stderr.on('data', (d) => (stderr += d));
-    p.on('exit', (code, signal) => resolve({ code, signal, stdout, stderr, ms: performance.now() - started }));
+    p.on('exit', (code, signal) => {
+      clearTimeout(killer);
+      resolve({ code, signal, stdout, stderr, ms: performance.now() - started, exitedAt: Date.now() });
+    });
   });
 }
 
@@ -128,7 +146,178 @@ test('a natural exit does not wait for a receiver that never answers', async () 
   assert.ok(after < 3500, `exited ${after.toFixed(0)} ms after the work ended`);
 });
 
-test('a reply without end is read only as far as a small prefix', async (t) => {
+/**
+ * What an exit may take past the README's 2 s: the last period's encoding and the child's
+ * own teardown on a loaded machine (the time is taken from the end of the app's work, so
+ * process start is not in it).
+ */
+const EXIT_MARGIN_MS = 1000;
+
+/** Whether a Datadog upload is the session's last one (its event's `snapshot` tag). */
+const isLast = (record) => record.body?.includes('snapshot:on_shutdown');
+
+/**
+ * An app whose first upload is under way when its work ends: profiles in 100 ms periods,
+ * works 250 ms, asks the receiver (argv[1]) until it has an upload, then prints
+ * `done <Date.now()>` and has nothing more to do.
+ */
+const heldApp = `
+  const http = require('node:http');
+  const { start, withLabels } = require('.');
+  const url = process.argv[1];
+  start({ service: 'held', period: 100, exporters: [{ type: 'datadog', url }] });
+  withLabels({ endpoint: 'GET /held' }, () => { const end = Date.now() + 250; while (Date.now() < end); });
+  const seen = () => http.get(url + '/seen', { agent: false }, (res) => {
+    let n = '';
+    res.on('data', (d) => (n += d));
+    res.on('end', () => (Number(n) >= 1 ? console.log('done ' + Date.now()) : setTimeout(seen, 20)));
+  });
+  seen();
+`;
+
+test('an upload under way when the work ends or SIGTERM comes holds the exit at most 2 s; one that answers still completes', async () => {
+  const never = await server(() => {}); // reads the profile, never answers
+  // Answers at once, never ends its reply, never reads the profile.
+  const early = await server(null, {
+    early: (req, res) => {
+      res.writeHead(200, { 'content-length': '100' });
+      res.write('partial');
+      req.socket.pause();
+    },
+  });
+  const slow = await server((req, res) => setTimeout(() => res.writeHead(200).end(), 300));
+  const silent = await server(() => {}); // for a service ended by SIGTERM
+  const receivers = { 'never answers': never, 'answers early, stops reading': early, 'answers in 300 ms': slow };
+  // The same, as a service (kept alive by a timer) sent SIGTERM once its upload is under way.
+  const service = heldApp.replace("console.log('done ' + Date.now())", "(setInterval(() => {}, 1000), console.log('done ' + Date.now()))");
+  let signalled = 0;
+  const sigterm = child(service, [silent.url], {
+    killAfterMs: 8000,
+    onStdout: (p, out) => {
+      if (!signalled && out.includes('done')) {
+        signalled = Date.now();
+        p.kill('SIGTERM');
+      }
+    },
+  });
+  const runs = await Promise.all(Object.values(receivers).map((rx) => child(heldApp, [rx.url], { killAfterMs: 8000 })));
+  const term = await sigterm;
+  await Promise.all([...Object.values(receivers), silent].map((rx) => rx.close()));
+  const byName = Object.fromEntries(Object.keys(receivers).map((name, i) => [name, runs[i]]));
+  for (const [name, r] of Object.entries(byName)) {
+    assert.equal(r.code, 0, `${name}: exit ${r.code} ${r.signal}: ${r.stderr}`);
+    const after = r.exitedAt - Number(/done (\d+)/.exec(r.stdout)[1]);
+    assert.ok(after <= 2000 + EXIT_MARGIN_MS, `${name}: exited ${after} ms after the work ended (README: 2 s)`);
+  }
+  // The receiver that answers got every profile, the last one included; nothing was warned.
+  assert.ok(slow.requests.some(isLast), `the last profile reached the slow receiver (${slow.requests.length} uploads)`);
+  assert.doesNotMatch(byName['answers in 300 ms'].stderr, /selfprof/, byName['answers in 300 ms'].stderr);
+  // A reply's status decides: the early receiver's 200 counts, so the last profile went too.
+  assert.ok(early.requests.length >= 2, `the early receiver had ${early.requests.length} uploads`);
+  assert.doesNotMatch(byName['answers early, stops reading'].stderr, /selfprof/, byName['answers early, stops reading'].stderr);
+  // The silent one: the upload under way was abandoned; one warning says what was lost.
+  const lost = byName['never answers'].stderr.match(/selfprof: datadog exporter could not send .*/g) ?? [];
+  assert.equal(lost.length, 1, byName['never answers'].stderr);
+  assert.match(lost[0], /could not send \d+ profiles? before shutdown \(.*\d{4}-\d\d-\d\dT[\d:.]+Z to [\d:.]+Z \(the last\)\): upload to http:\/\/127\.0\.0\.1:\d+\/profiling\/v1\/input was abandoned unanswered at shutdown$/);
+  // SIGTERM: the signal still ends the process, within the 2 s, and after that warning.
+  assert.equal(term.signal, 'SIGTERM', term.stderr);
+  assert.ok(term.exitedAt - signalled <= 2000 + EXIT_MARGIN_MS, `ended ${term.exitedAt - signalled} ms after SIGTERM`);
+  assert.match(term.stderr, /selfprof: datadog exporter could not send \d+ profiles? before shutdown \(.*\(the last\)\): .* was abandoned unanswered at shutdown/, term.stderr);
+});
+
+test('503 or 429 until the app ends: each waiting profile is tried once more, then one warning says what was lost', async () => {
+  const always503 = await server((req, res) => res.writeHead(503).end());
+  const always429 = await server((req, res) => res.writeHead(429, { 'retry-after': '3600' }).end());
+  let recovered = 0;
+  const recovering = await server((req, res) => {
+    if (req.url === '/recover') recovered = Date.now();
+    res.writeHead(recovered ? 200 : 503).end();
+  });
+  // The first attempts fail (the app waits until each receiver has had one), so the
+  // exporters are in their backoff when the work ends; then one receiver recovers.
+  const script = `
+    const http = require('node:http');
+    const { start, withLabels } = require('.');
+    const [dd, py, ot] = process.argv.slice(1);
+    start({ service: 'backoff', period: 100, exporters: [
+      { type: 'datadog', url: dd },
+      { type: 'pyroscope', url: py },
+      { type: 'otlp', url: ot + '/v1development/profiles' },
+    ] });
+    withLabels({ endpoint: 'GET /503' }, () => { const end = Date.now() + 250; while (Date.now() < end); });
+    const get = (url) => new Promise((resolve) => http.get(url, { agent: false }, (res) => {
+      let n = '';
+      res.on('data', (d) => (n += d));
+      res.on('end', () => resolve(n));
+    }));
+    (async () => {
+      for (const url of [dd, py, ot]) while (Number(await get(url + '/seen')) < 1) await new Promise((r) => setTimeout(r, 20));
+      await get(ot + '/recover');
+      console.log('done ' + Date.now());
+    })();
+  `;
+  const r = await child(script, [always503.url, always429.url, recovering.url], { killAfterMs: 8000 });
+  await Promise.all([always503, always429, recovering].map((rx) => rx.close()));
+  assert.equal(r.code, 0, r.stderr);
+  const done = Number(/done (\d+)/.exec(r.stdout)[1]);
+  assert.ok(r.exitedAt - done <= 2000 + EXIT_MARGIN_MS, `exited ${r.exitedAt - done} ms after the work ended`);
+  // Each failing receiver was tried again after the work ended, the last profile included.
+  assert.ok(always503.requests.some((q) => q.at >= done && isLast(q)), 'the last profile was tried at the 503 receiver');
+  assert.ok(always429.requests.some((q) => q.at >= done), 'the 429 receiver was tried again');
+  // One warning per failing exporter, naming the periods it could not send; none for the
+  // one that recovered (its waiting profiles went on the retry).
+  for (const [name, status] of [['datadog', 503], ['pyroscope', 429]]) {
+    const lines = r.stderr.match(new RegExp(`selfprof: ${name} exporter could not send .*`, 'g')) ?? [];
+    assert.equal(lines.length, 1, `${name}: ${r.stderr}`);
+    assert.match(lines[0], new RegExp(`before shutdown \\(.*Z to .*Z \\(the last\\)\\): upload to http://127\\.0\\.0\\.1:\\d+/\\S* answered ${status}$`), lines[0]);
+  }
+  assert.doesNotMatch(r.stderr, /otlp exporter could not send|otlp export failed/, r.stderr);
+  assert.ok(recovering.requests.some((q) => q.at >= recovered && q.url !== '/recover'), 'the recovered receiver got the waiting profiles');
+});
+
+test('a redirect is not followed: no credential or profile goes where it points, and the warning says so', async () => {
+  const elsewhere = await server((req, res) => res.writeHead(200).end());
+  const target = `${elsewhere.url}/steal?token=QSECRET`;
+  const statuses = [301, 302, 307, 308];
+  // The 308's location carries user-info too: the warning shows neither it nor the query.
+  const withUserInfo = target.replace('http://', 'http://bob:LOCSECRET@');
+  const redirecting = await Promise.all(
+    statuses.map((status) => server((req, res) => res.writeHead(status, { location: status === 308 ? withUserInfo : target }).end())),
+  );
+  const script = `
+    const { start, withLabels } = require('.');
+    const url = process.argv[1];
+    const s = start({ service: 'redirected', period: 60000, exporters: [
+      { type: 'datadog', url, apiKey: 'DDKEYSECRET' },
+      { type: 'pyroscope', url, authToken: 'PYTOKENSECRET', tenantId: 'TENANTSECRET' },
+      { type: 'otlp', url: url + '/v1development/profiles', headers: { 'x-api-key': 'OTLPSECRET' } },
+    ] });
+    withLabels({ endpoint: 'GET /r' }, () => { const end = Date.now() + 150; while (Date.now() < end); });
+    s.stop().then(() => console.log('stopped'));
+  `;
+  const runs = await Promise.all(redirecting.map((rx) => child(script, [rx.url], { killAfterMs: 8000 })));
+  await Promise.all([elsewhere, ...redirecting].map((rx) => rx.close()));
+  assert.deepEqual(elsewhere.requests.map((q) => q.url), [], 'nothing reached where the redirects pointed');
+  statuses.forEach((status, i) => {
+    const r = runs[i];
+    assert.equal(r.code, 0, `${status}: ${r.stderr}`);
+    assert.match(r.stdout, /stopped/);
+    for (const name of ['datadog', 'pyroscope', 'otlp']) {
+      // Sent at stop(): the failure is in the warning that says what was not sent.
+      const warning = new RegExp(
+        `selfprof: ${name} exporter could not send \\d+ profiles? before shutdown \\(.*\\): ` +
+          `upload to http://127\\.0\\.0\\.1:\\d+/\\S+ answered ${status}, a redirect to ${elsewhere.url}/steal; not followed`,
+      );
+      assert.match(r.stderr, warning, `${status} ${name}: ${r.stderr}`);
+    }
+    assert.doesNotMatch(r.stderr, /QSECRET|LOCSECRET|bob|DDKEYSECRET|PYTOKENSECRET|TENANTSECRET|OTLPSECRET/, r.stderr);
+    // Not retried: one request per profile (OTLP sends the heap profile on its own).
+    const paths = redirecting[i].requests.map((q) => q.url.replace(/\?.*/, '')).sort();
+    assert.deepEqual(paths, ['/ingest', '/profiling/v1/input', '/v1development/profiles', '/v1development/profiles'], `${status}`);
+  });
+});
+
+test('a reply without end is not read: its status decides', async (t) => {
   let written = 0;
   const chunk = Buffer.alloc(1 << 20, 120);
   const flood = await server((req, res) => {
@@ -237,6 +426,67 @@ test('bad backend variables: one warning naming the variable, no secret, the app
     assert.match(r.stderr, message, what);
     assert.equal(r.stderr.match(/selfprof: not started/g)?.length, 1, `${what}: one warning: ${r.stderr}`);
     assert.doesNotMatch(r.stderr, /TOPSECRET|DDSECRETKEY/, `${what}: no secret in ${r.stderr}`);
+  }
+});
+
+test('credentials, headers and URLs HTTP cannot carry are refused at start, naming the variable or option', async () => {
+  // Each was accepted before, and then every upload failed (or start said only "URI malformed").
+  const app = `console.log('app ran'); setTimeout(() => {}, 50);`;
+  const url = 'http://127.0.0.1:1';
+  const envCases = [
+    [{ SELFPROF_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_HEADERS: 'content-length=5' }, /OTEL_EXPORTER_OTLP_HEADERS entry 1 sets content-length, which HTTP sets itself for each request$/m],
+    [{ SELFPROF_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_HEADERS: 'x-a=TOPSECRET,Transfer-Encoding=chunked' }, /OTEL_EXPORTER_OTLP_HEADERS entry 2 sets transfer-encoding, which HTTP sets/],
+    [{ SELFPROF_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROFILES_HEADERS: 'Connection=close' }, /OTEL_EXPORTER_OTLP_PROFILES_HEADERS entry 1 sets connection, which HTTP sets/],
+    [{ SELFPROF_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_HEADERS: 'x-key=TOPSECRET%0D%0AX-Evil: 1' }, /OTEL_EXPORTER_OTLP_HEADERS entry 1 has a line break \(character 10 of 20\), which an HTTP header cannot carry$/m],
+    [{ SELFPROF_EXPORTER: 'datadog', SELFPROF_API_KEY: 'TOPSECRET\r\nX-Evil: 1' }, /SELFPROF_API_KEY has a line break \(character 10 of 20\), which an HTTP header cannot carry$/m],
+    [{ SELFPROF_EXPORTER: 'pyroscope', SELFPROF_EXPORTER_URL: url, SELFPROF_AUTH_TOKEN: 'TOPSECRET\n' }, /SELFPROF_AUTH_TOKEN has a line break \(character 10 of 10\)/],
+    [{ SELFPROF_EXPORTER: 'pyroscope', SELFPROF_EXPORTER_URL: url, SELFPROF_TENANT_ID: 'TOPSECRET\u0007' }, /SELFPROF_TENANT_ID has a control character \(character 10 of 10\)/],
+    [{ SELFPROF_EXPORTER: 'datadog', SELFPROF_EXPORTER_URL: 'http://user:TOPSECRET%@127.0.0.1:1' }, /SELFPROF_EXPORTER_URL's password is not valid percent-encoding \(write a % in it as %25\)/],
+    [{ SELFPROF_EXPORTER: 'datadog', DD_TRACE_AGENT_URL: 'http://user:TOP%SECRET@127.0.0.1:1' }, /DD_TRACE_AGENT_URL's password is not valid percent-encoding/],
+    [{ SELFPROF_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://TOP%zzSECRET:x@127.0.0.1:1' }, /OTEL_EXPORTER_OTLP_ENDPOINT's user name is not valid percent-encoding/],
+  ];
+  const runs = await Promise.all(
+    envCases.map(([env]) => new Promise((resolve) => {
+      const p = spawn(process.execPath, ['-r', './start.js', '-e', app], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      p.stdout.on('data', (d) => (stdout += d));
+      p.stderr.on('data', (d) => (stderr += d));
+      p.on('exit', (code) => resolve({ code, stdout, stderr }));
+    })),
+  );
+  envCases.forEach(([env, message], i) => {
+    const r = runs[i];
+    const what = JSON.stringify(env);
+    assert.equal(r.code, 0, `${what}: ${r.stderr}`);
+    assert.match(r.stdout, /app ran/, what);
+    assert.match(r.stderr, message, `${what}: ${r.stderr}`);
+    assert.equal(r.stderr.match(/selfprof/g)?.length, 1, `${what}: one warning: ${r.stderr}`);
+    assert.doesNotMatch(r.stderr, /TOPSECRET|TOP%|%zz/, `${what}: no secret in ${r.stderr}`);
+  });
+
+  const optionCases = [
+    [{ type: 'datadog', url, apiKey: 'TOPSECRET\r\nX-Evil: 1' }, /exporter apiKey has a line break \(character 10 of 20\)/],
+    [{ type: 'pyroscope', url, authToken: 'TOPSECRET\n' }, /exporter authToken has a line break/],
+    [{ type: 'pyroscope', url, tenantId: 'TOP\u0000SECRET' }, /exporter tenantId has a control character \(character 4 of 10\)/],
+    [{ type: 'datadog', url, apiKey: 'TOPSECRET\u2122' }, /exporter apiKey has a character outside Latin-1 \(character 10 of 10\), which an HTTP header cannot carry/],
+    [{ type: 'pyroscope', url, basicAuthUser: 'TOP:SECRET' }, /exporter basicAuthUser cannot contain ":"/],
+    [{ type: 'otlp', url, headers: { 'Content-Length': '5' } }, /the otlp exporter's header "Content-Length" is one HTTP sets itself for each request/],
+    [{ type: 'otlp', url, headers: { 'transfer-encoding': 'chunked' } }, /header "transfer-encoding" is one HTTP sets/],
+    [{ type: 'otlp', url, headers: { connection: 'close' } }, /header "connection" is one HTTP sets/],
+    [{ type: 'otlp', url, headers: { 'x-key': 'TOPSECRET\r\n' } }, /the otlp exporter's header "x-key" has a line break/],
+    [{ type: 'datadog', url: 'http://user:TOPSECRET%@127.0.0.1:1' }, /exporter url's password is not valid percent-encoding/],
+  ];
+  // Every header HTTP sets itself, in any case.
+  for (const name of ['content-length', 'Transfer-Encoding', 'connection', 'Keep-Alive', 'proxy-connection', 'upgrade', 'TE', 'trailer', 'expect']) {
+    optionCases.push([{ type: 'otlp', url, headers: { [name]: 'x' } }, new RegExp(`header "${name}" is one HTTP sets itself`)]);
+  }
+  for (const [exporter, message] of optionCases) {
+    assert.throws(
+      () => start({ exporters: [exporter] }),
+      (err) => err instanceof TypeError && message.test(err.message) && !/TOPSECRET/.test(err.message),
+      JSON.stringify(exporter),
+    );
   }
 });
 

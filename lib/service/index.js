@@ -6,7 +6,7 @@
 const os = require('node:os');
 const { performance } = require('node:perf_hooks');
 const { Profiler, stopForExport } = require('../capture/profiler');
-const { createExporter } = require('./exporters');
+const { createExporter, ENV_NAMES } = require('./exporters');
 const { MAX_TIMER_MS } = require('./exporters/uploader');
 const { warnOnce } = require('../log');
 const { parseDdTags } = require('./exporters/env');
@@ -74,11 +74,12 @@ function fromEnv(env) {
   const type = env.SELFPROF_EXPORTER ?? (env.SELFPROF_EXPORTER_URL ? 'datadog' : env.SELFPROF_DIR ? 'file' : undefined);
   if (type) {
     const exporter = { type };
-    if (env.SELFPROF_EXPORTER_URL) exporter.url = env.SELFPROF_EXPORTER_URL;
-    if (env.SELFPROF_DIR) exporter.dir = env.SELFPROF_DIR;
-    if (env.SELFPROF_API_KEY) exporter.apiKey = env.SELFPROF_API_KEY;
-    if (env.SELFPROF_AUTH_TOKEN) exporter.authToken = env.SELFPROF_AUTH_TOKEN;
-    if (env.SELFPROF_TENANT_ID) exporter.tenantId = env.SELFPROF_TENANT_ID;
+    const names = {};
+    for (const [key, name] of [['url', 'SELFPROF_EXPORTER_URL'], ['dir', 'SELFPROF_DIR'], ['apiKey', 'SELFPROF_API_KEY'], ['authToken', 'SELFPROF_AUTH_TOKEN'], ['tenantId', 'SELFPROF_TENANT_ID']]) {
+      if (env[name]) [exporter[key], names[key]] = [env[name], name];
+    }
+    // createExporter's errors name the variable, not the option.
+    Object.defineProperty(exporter, ENV_NAMES, { value: names });
     options.exporters = [exporter];
   }
   if (env.SELFPROF_HEAP !== undefined && env.SELFPROF_HEAP.trim() !== '') {
@@ -398,7 +399,8 @@ const exitGuard = {
         if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
       };
       setTimeout(raise, EXIT_FLUSH_MS + 500);
-      stopAll().then(raise);
+      // After the warnings stop() emitted (process.emitWarning writes on a later tick).
+      stopAll().then(() => setImmediate(raise));
     };
     this.handlers = [
       ['beforeExit', () => stopAll()],

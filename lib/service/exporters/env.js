@@ -3,6 +3,8 @@
 // clients parse them. A bad value is one error naming the variable; a value that may be a
 // secret (OTLP headers) is never repeated in a message.
 
+const { decodeUserInfo } = require('./checks');
+
 /** dd-trace's DD_TAGS: `k:v,k2:v2`, or space-separated when there is no comma (config/parsers.js, tagger.js). */
 function parseDdTags(raw) {
   const out = {};
@@ -34,6 +36,7 @@ function datadogAgentUrl(env) {
     if (u.protocol !== 'http:' && u.protocol !== 'https:') {
       throw new TypeError(`start: ${named} must be an http(s) URL (selfprof does not upload over ${u.protocol} sockets)`);
     }
+    decodeUserInfo(u, named);
     return u.toString();
   }
   const host = (env.DD_AGENT_HOST || env.DD_TRACE_AGENT_HOSTNAME || '127.0.0.1').trim();
@@ -56,9 +59,10 @@ function datadogAgentUrl(env) {
 /**
  * OpenTelemetry's `key=value,key2=value2` lists (OTEL_RESOURCE_ATTRIBUTES,
  * OTEL_EXPORTER_OTLP_HEADERS): W3C-baggage-like, values percent-decoded, surrounding
- * spaces trimmed. `secret`: the values must not appear in an error.
+ * spaces trimmed. `secret`: the values must not appear in an error. `check(key, value,
+ * where)` may refuse an entry (`where`: "NAME entry N").
  */
-function parseOtelList(raw, name, { secret = false } = {}) {
+function parseOtelList(raw, name, { secret = false, check } = {}) {
   const out = [];
   if (raw === undefined || raw.trim() === '') return out;
   const entries = raw.split(',');
@@ -76,7 +80,9 @@ function parseOtelList(raw, name, { secret = false } = {}) {
         throw new TypeError(`start: ${where} is not valid percent-encoding${secret ? '' : `: ${JSON.stringify(entry)}`}`);
       }
     };
-    out.push([decode(entry.slice(0, eq)), decode(entry.slice(eq + 1))]);
+    const pair = [decode(entry.slice(0, eq)), decode(entry.slice(eq + 1))];
+    check?.(...pair, where);
+    out.push(pair);
   });
   return out;
 }
@@ -99,6 +105,7 @@ function checkUrl(text, name) {
     throw new TypeError(`start: ${name} must be an http(s) URL`);
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new TypeError(`start: ${name} must be an http(s) URL`);
+  decodeUserInfo(u, name);
   return u.toString();
 }
 

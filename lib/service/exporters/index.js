@@ -11,6 +11,7 @@ const { pyroscope } = require('./pyroscope');
 const { file } = require('./file');
 const { otlp } = require('./otlp');
 const { datadogAgentUrl, otlpProfilesUrl } = require('./env');
+const { checkHeaderValue, decodeUserInfo } = require('./checks');
 
 const TYPES = { datadog, pyroscope, otlp, file };
 
@@ -19,6 +20,15 @@ const DEFAULT_URL = {
   datadog: (env) => datadogAgentUrl(env),
   otlp: (env) => otlpProfilesUrl(env),
 };
+
+/**
+ * On an exporter made from the environment: which variable each option came from, so an
+ * error names the variable the user set (`{ apiKey: 'SELFPROF_API_KEY', ... }`).
+ */
+const ENV_NAMES = Symbol('selfprof.exporterEnvNames');
+
+/** Options sent as they are in a header (Basic auth's user and password are base64'd). */
+const HEADER_OPTIONS = ['apiKey', 'authToken', 'tenantId'];
 
 /** Numeric options: [min, max, whole number?]. Beyond them a timer would overflow. */
 const NUMBERS = {
@@ -29,16 +39,15 @@ const NUMBERS = {
 };
 
 /**
- * The URL's user-info taken out: `fetch` refuses URLs that carry credentials, and they
- * must never reach a log. They become a Basic `authorization` header instead, unless the
- * exporter has its own credentials.
+ * The URL's user-info taken out: credentials must never reach a log, which a URL does.
+ * They become a Basic `authorization` header instead, unless the exporter has its own
+ * credentials. `urlName`: the option or variable the url came from, for an error.
  */
-function splitCredentials(options) {
+function splitCredentials(options, urlName) {
   const u = new URL(options.url);
   const secrets = [options.apiKey, options.authToken, options.basicAuthPassword].filter(Boolean);
   if (!u.username && !u.password) return { url: u.toString(), auth: { headers: {}, secrets } };
-  const user = decodeURIComponent(u.username);
-  const password = decodeURIComponent(u.password);
+  const { user, password } = decodeUserInfo(u, urlName);
   secrets.push(password, u.password);
   u.username = '';
   u.password = '';
@@ -67,10 +76,17 @@ function createExporter(options, meta, env = process.env) {
       throw new RangeError(`start: exporter ${key} must be ${whole ? 'a whole number' : 'a number'} from ${min} to ${max}, got ${v}`);
     }
   }
+  const envNames = options[ENV_NAMES] ?? {};
+  const nameOf = (key) => envNames[key] ?? `exporter ${key}`;
   for (const key of ['apiKey', 'authToken', 'basicAuthUser', 'basicAuthPassword', 'tenantId', 'appName']) {
     if (options[key] !== undefined && (typeof options[key] !== 'string' || options[key] === '')) {
-      throw new TypeError(`start: exporter ${key} must be a non-empty string`);
+      throw new TypeError(`start: ${nameOf(key)} must be a non-empty string`);
     }
+  }
+  // Refused here, not at every upload: what a header cannot carry.
+  for (const key of HEADER_OPTIONS) if (options[key] !== undefined) checkHeaderValue(options[key], nameOf(key));
+  if (options.basicAuthUser?.includes(':')) {
+    throw new TypeError('start: exporter basicAuthUser cannot contain ":" (Basic authentication splits the user from the password at the first one)');
   }
   if (options.type === 'file') {
     if (typeof options.dir !== 'string' || options.dir === '') throw new TypeError('start: the file exporter needs a dir');
@@ -87,8 +103,8 @@ function createExporter(options, meta, env = process.env) {
   } catch {
     throw new TypeError(`start: the ${options.type} exporter needs an http(s) url, got ${JSON.stringify(redact(String(options.url)))}`);
   }
-  const { url, auth } = splitCredentials(options);
+  const { url, auth } = splitCredentials(options, nameOf('url'));
   return make({ ...options, url }, meta, auth, env);
 }
 
-module.exports = { createExporter };
+module.exports = { createExporter, ENV_NAMES };

@@ -14,6 +14,7 @@ const crypto = require('node:crypto');
 const { promisify } = require('node:util');
 const { Uploader, send } = require('./uploader');
 const { parseOtelList } = require('./env');
+const { checkHeaderValue, validHeaderName, httpOwnHeader } = require('./checks');
 
 const gzip = promisify(zlib.gzip);
 
@@ -41,19 +42,34 @@ function resourceOf(meta, env) {
   return [...attrs];
 }
 
-/** Headers: the exporter's own, else the environment's (the profiles variable wins whole). */
+/**
+ * Headers: the exporter's own, else the environment's (the profiles variable wins whole).
+ * Each is checked here, once: a name HTTP does not take or sets itself, or a value a header
+ * cannot carry, is refused naming the option or variable (an environment entry by its
+ * number: its key and value may be secrets).
+ */
 function headersOf(options, env) {
   if (options.headers !== undefined) {
     if (options.headers === null || typeof options.headers !== 'object' || Array.isArray(options.headers)) {
       throw new TypeError('start: the otlp exporter\'s headers must be an object of strings');
     }
     for (const [k, v] of Object.entries(options.headers)) {
-      if (typeof v !== 'string') throw new TypeError(`start: the otlp exporter's header ${JSON.stringify(k)} must be a string`);
+      const where = `the otlp exporter's header ${JSON.stringify(k)}`;
+      if (typeof v !== 'string') throw new TypeError(`start: ${where} must be a string`);
+      if (!validHeaderName(k)) throw new TypeError(`start: ${where} does not have a valid HTTP header name`);
+      if (httpOwnHeader(k)) throw new TypeError(`start: ${where} is one HTTP sets itself for each request`);
+      checkHeaderValue(v, where);
     }
     return { ...options.headers };
   }
   const name = env.OTEL_EXPORTER_OTLP_PROFILES_HEADERS !== undefined ? 'OTEL_EXPORTER_OTLP_PROFILES_HEADERS' : 'OTEL_EXPORTER_OTLP_HEADERS';
-  return Object.fromEntries(parseOtelList(env[name], name, { secret: true }));
+  const check = (k, v, where) => {
+    if (!validHeaderName(k)) throw new TypeError(`start: ${where}'s key is not a valid HTTP header name`);
+    const own = httpOwnHeader(k);
+    if (own) throw new TypeError(`start: ${where} sets ${own}, which HTTP sets itself for each request`);
+    checkHeaderValue(v, where);
+  };
+  return Object.fromEntries(parseOtelList(env[name], name, { secret: true, check }));
 }
 
 function compressionOf(options, env) {
@@ -67,18 +83,6 @@ function otlp(options, meta, auth, env = process.env) {
   const headers = headersOf(options, env);
   const resource = resourceOf(meta, env);
   const compression = compressionOf(options, env);
-  for (const [k, v] of Object.entries(headers)) {
-    try {
-      new Headers({ [k]: 'x' });
-    } catch {
-      throw new TypeError(`start: OTLP header name ${JSON.stringify(k)} is not a valid HTTP header name`);
-    }
-    try {
-      new Headers({ [k]: v });
-    } catch {
-      throw new TypeError(`start: OTLP header ${JSON.stringify(k)} has a value HTTP cannot carry`);
-    }
-  }
   const secrets = [...auth.secrets, ...Object.values(headers).filter((v) => v.length >= 3)];
   const uploader = new Uploader(
     'otlp',

@@ -1,27 +1,31 @@
 'use strict';
 // The upload machinery every exporter shares: a bounded queue drained one profile at a time,
-// a timeout per attempt, retries with jittered backoff on network errors, 5xx and 429,
-// replies read only as far as a small bounded prefix, and on shutdown a bounded wait after
-// which the in-flight upload is aborted (a receiver that never answers must not hold the
-// process open). Failures are logged once per kind, never thrown into the application, and
-// no message carries a credential.
+// a timeout per attempt, retries with jittered backoff on network errors, 5xx and 429, a
+// reply's status line and headers read but never its body, redirects not followed, and on
+// shutdown one more try for each waiting profile within a bounded wait, after which the
+// upload in flight is abandoned and one warning says what was lost. Uploads never keep the
+// event loop alive on their own (their sockets and timers are unref'd): only the wait at
+// shutdown does, up to its bound. Failures are logged once per kind, never thrown into the
+// application, and no message carries a credential.
 
+const http = require('node:http');
+const https = require('node:https');
+const { performance } = require('node:perf_hooks');
 const { warnOnce } = require('../../log');
 const { untraced } = require('../../integrations/ddtrace');
 
 /** setTimeout's largest delay (ms); more overflows to 1 ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
-/** How much of a receiver's reply is read (the rest is discarded unread). */
-const MAX_REPLY_BYTES = 64 * 1024;
 
 const DEFAULTS = { timeoutMs: 10_000, retries: 3, backoffMs: 500, queueSize: 4 };
 
 class RetryableError extends Error {}
+/** A receiver answered with a redirect: not followed, not retried. */
+class RedirectError extends Error {}
 
 /**
  * `text` with every URL's user-info removed and each secret replaced by `***`: what may
- * go into a log. Node's fetch repeats the whole URL in some errors, and a receiver may echo
- * a header, so every message passes through here.
+ * go into a log. An error may repeat a whole URL, so every message passes through here.
  */
 function scrub(text, secrets = []) {
   let out = String(text).replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^/\s@]*@/gi, '$1');
@@ -31,59 +35,101 @@ function scrub(text, secrets = []) {
   return out;
 }
 
-/** A URL without user-info and query, for messages. */
-function redact(url) {
+/** A URL without user-info and query, for messages; `base` resolves a relative one. */
+function redact(url, base) {
   try {
-    const u = new URL(url);
+    const u = new URL(url, base);
     u.username = '';
     u.password = '';
     u.search = '';
-    return u.toString();
+    u.hash = '';
+    const text = u.toString();
+    return text.length > 200 ? `${text.slice(0, 200)}…` : text;
   } catch {
     return '(invalid URL)';
   }
 }
 
-/** Reads at most MAX_REPLY_BYTES of a reply's body, then drops the rest unread. */
-async function drainReply(res) {
-  if (!res.body) return;
-  const reader = res.body.getReader();
-  let read = 0;
-  try {
-    while (read <= MAX_REPLY_BYTES) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      read += value.byteLength;
-    }
-    await reader.cancel();
-  } catch {
-    // A reply cut short or aborted: nothing to keep from it.
+/** The body's bytes and the headers it needs: a FormData is serialized as fetch would. */
+async function serialize(body, headers) {
+  if (body instanceof FormData) {
+    const form = new Response(body);
+    return { bytes: Buffer.from(await form.arrayBuffer()), headers: { ...headers, 'content-type': form.headers.get('content-type') } };
   }
+  return { bytes: body, headers };
 }
 
 /**
- * Sends one request; throws RetryableError on network errors, timeouts, 5xx and 429.
- * `signal` aborts it (shutdown); `timeoutMs` bounds each attempt, reply included.
+ * Sends one request and settles on the reply's status (its body is never read, so a reply
+ * without end cannot hold it): throws RetryableError on network errors, timeouts, 5xx and
+ * 429, RedirectError on 3xx (not followed: the profile and the credentials go only to the
+ * configured url, as dd-trace's exporter does), Error on other 4xx. `signal` aborts it
+ * (shutdown); `timeoutMs` bounds it. Its socket is unref'd: an upload alone never keeps the
+ * process alive.
  */
 async function send(url, init, timeoutMs, signal) {
-  const timeout = AbortSignal.timeout(timeoutMs);
-  const both = signal ? AbortSignal.any([timeout, signal]) : timeout;
-  let res;
-  try {
-    res = await untraced(() => fetch(url, { ...init, signal: both }));
-  } catch (err) {
-    if (signal?.aborted) throw new Error(`upload to ${redact(url)} was abandoned at shutdown`);
-    const kind = timeout.aborted ? 'timed out' : `failed (${err.cause?.code ?? err.message})`;
-    throw new RetryableError(`upload to ${redact(url)} ${kind}`);
-  }
-  await drainReply(res);
-  if (res.status === 429 || res.status >= 500) {
-    throw new RetryableError(`upload to ${redact(url)} answered ${res.status}`);
-  }
-  if (res.status >= 400) throw new Error(`upload to ${redact(url)} was refused: ${res.status}`);
+  const where = redact(url);
+  const { bytes, headers } = await serialize(init.body, init.headers ?? {});
+  if (signal?.aborted) throw new Error(`upload to ${where} was abandoned unanswered at shutdown`);
+  const u = new URL(url);
+  const transport = u.protocol === 'https:' ? https : http;
+  return new Promise((resolve, reject) => {
+    let req;
+    let timer;
+    const settle = (err) => {
+      if (!timer) return;
+      clearTimeout(timer);
+      timer = undefined;
+      signal?.removeEventListener('abort', onAbort);
+      req?.destroy();
+      if (err) reject(err);
+      else resolve();
+    };
+    const onAbort = () => settle(new Error(`upload to ${where} was abandoned unanswered at shutdown`));
+    timer = setTimeout(() => settle(new RetryableError(`upload to ${where} timed out`)), timeoutMs);
+    timer.unref();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      untraced(() => {
+        // A connection per upload (one a period): no idle socket to go stale between them.
+        req = transport.request(u, { method: init.method ?? 'POST', headers: { ...headers, 'content-length': bytes.length }, agent: false });
+      });
+    } catch (err) {
+      return settle(new Error(`upload to ${where} could not be made (${err.code ?? err.message})`));
+    }
+    req.on('socket', (socket) => socket.unref());
+    req.on('error', (err) => settle(new RetryableError(`upload to ${where} failed (${err.code ?? err.message})`)));
+    req.on('response', (res) => {
+      const status = res.statusCode;
+      if (status >= 300 && status < 400) {
+        const to = res.headers.location ? `, a redirect to ${redact(res.headers.location, url)}` : '';
+        settle(new RedirectError(`upload to ${where} answered ${status}${to}; not followed (selfprof sends profiles and credentials only to the configured url)`));
+      } else if (status === 429 || status >= 500) settle(new RetryableError(`upload to ${where} answered ${status}`));
+      else if (status >= 400) settle(new Error(`upload to ${where} was refused: ${status}`));
+      else settle();
+    });
+    req.end(bytes);
+  });
 }
 
-/** Runs `exportOne(profile, timeoutMs, signal)` for queued profiles, one at a time, with retries. */
+/** `2024-05-01T10:00:00.000Z to 10:00:01.500Z`: a profile's window, the date once. */
+function windowOf(profile) {
+  const iso = (ms) => (Number.isFinite(ms) ? new Date(ms).toISOString() : '?');
+  const [start, end] = [iso(profile.start), iso(profile.end)];
+  return `${start} to ${start.slice(0, 11) === end.slice(0, 11) ? end.slice(11) : end}`;
+}
+
+/** What a queued profile is, for the warning at shutdown. */
+function describe(profile) {
+  const what = profile.heap === true || profile.wallSent ? 'heap profile ' : profile.heap ? 'CPU and heap profiles ' : '';
+  return `${what}${windowOf(profile)}${profile.snapshot === 'on_shutdown' ? ' (the last)' : ''}`;
+}
+
+/**
+ * Runs `exportOne(profile, timeoutMs, signal)` for queued profiles, one at a time, with
+ * retries. `close()` is the shutdown: from then on a profile in its backoff is tried again
+ * at once, each waiting one is tried once, all within close's bound.
+ */
 class Uploader {
   #queue = [];
   #running = null;
@@ -92,6 +138,14 @@ class Uploader {
   #name;
   #exportOne;
   #secrets;
+  /** performance.now() by which close() gives up; null until close(). */
+  #closeBy = null;
+  /** Ends the current backoff early (close). */
+  #wake = null;
+  /** The profile being sent. */
+  #current = null;
+  /** What close() could not send: profiles, and the last reason. */
+  #lost = { profiles: [], reason: '' };
   dropped = 0;
   failed = 0;
   sent = 0;
@@ -119,48 +173,103 @@ class Uploader {
     if (!this.#running) this.#running = this.#drain().finally(() => (this.#running = null));
   }
 
-  /** Resolves when the queue is empty, or after `timeoutMs`. */
+  /**
+   * Resolves when the queue is empty, or after `timeoutMs`. Its timer keeps the process
+   * alive while someone waits on it (uploads alone do not).
+   */
   async flush(timeoutMs = 5000) {
     let timer;
     const deadline = new Promise((resolve) => {
       timer = setTimeout(resolve, Math.min(timeoutMs, MAX_TIMER_MS));
-      timer.unref();
     });
     await Promise.race([this.#running ?? Promise.resolve(), deadline]);
     clearTimeout(timer);
   }
 
-  /** Waits up to `timeoutMs` for the queue, then aborts the upload in flight and drops the rest. */
+  /**
+   * Shutdown: the profile in its backoff is tried again at once and each waiting one once,
+   * for up to `timeoutMs`; then the upload in flight is abandoned, the rest dropped, and one
+   * warning names what was not sent.
+   */
   async close(timeoutMs = 5000) {
+    if (this.#closeBy !== null) return;
+    this.#closeBy = performance.now() + timeoutMs;
+    this.#wake?.();
     await this.flush(timeoutMs);
+    // Abandon the upload in flight: it fails at once, and the drain counts it as lost (a
+    // file write cannot be cut short: it is not waited for long).
     this.#abort.abort();
+    if (this.#running) {
+      let timer;
+      await Promise.race([this.#running, new Promise((resolve) => (timer = setTimeout(resolve, 100)))]);
+      clearTimeout(timer);
+      if (this.#current && !this.#lost.profiles.includes(this.#current)) {
+        this.#lost.profiles.push(this.#current);
+        this.#lost.reason = `the ${this.#name} export under way did not finish before shutdown`;
+      }
+    }
+    this.#lost.profiles.push(...this.#queue);
     this.dropped += this.#queue.length;
     this.#queue.length = 0;
+    const { profiles, reason } = this.#lost;
+    if (profiles.length) {
+      const n = profiles.length;
+      // The first ones and the last (a queue may hold up to 1000).
+      const shown = n > 6 ? [...profiles.slice(0, 4).map(describe), `${n - 5} more`, describe(profiles[n - 1])] : profiles.map(describe);
+      process.emitWarning(
+        scrub(`selfprof: ${this.#name} exporter could not ${this.#name === 'file' ? 'write' : 'send'} ${n} profile${n > 1 ? 's' : ''} before shutdown (${shown.join(', ')}): ${reason}`, this.#secrets),
+        { code: `SELFPROF_${this.#name.toUpperCase()}_LOST` },
+      );
+    }
+  }
+
+  /** Waits `ms`, or less if close() begins meanwhile. */
+  #backoff(ms) {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.#wake(), Math.min(ms, MAX_TIMER_MS));
+      timer.unref();
+      this.#wake = () => {
+        clearTimeout(timer);
+        this.#wake = null;
+        resolve();
+      };
+    });
   }
 
   async #drain() {
     const signal = this.#abort.signal;
     while (this.#queue.length > 0 && !signal.aborted) {
       const profile = this.#queue.shift();
+      this.#current = profile;
       const { retries, backoffMs, timeoutMs } = this.#options;
+      let settled = false;
       for (let attempt = 0; !signal.aborted; attempt++) {
+        // An attempt begun at shutdown is the profile's last, and fits in what is left of it.
+        const closing = this.#closeBy !== null;
+        const timeout = closing ? Math.max(1, Math.min(timeoutMs, this.#closeBy - performance.now())) : timeoutMs;
         try {
-          await this.#exportOne(profile, timeoutMs, signal);
+          await this.#exportOne(profile, timeout, signal);
           this.sent++;
+          settled = true;
           break;
         } catch (err) {
-          if (err instanceof RetryableError && attempt < retries && !signal.aborted) {
-            const delay = Math.min(backoffMs * 2 ** attempt * (0.75 + Math.random() / 2), MAX_TIMER_MS);
-            await new Promise((r) => setTimeout(r, delay).unref());
+          if (err instanceof RetryableError && attempt < retries && !closing && !signal.aborted) {
+            if (this.#closeBy === null) await this.#backoff(Math.min(backoffMs * 2 ** attempt * (0.75 + Math.random() / 2), MAX_TIMER_MS));
             continue;
           }
           this.failed++;
-          this.#warn(err.constructor.name, `selfprof: ${this.#name} export failed: ${err.message}`);
+          settled = true;
+          if (this.#closeBy !== null) {
+            this.#lost.profiles.push(profile);
+            this.#lost.reason = err.message;
+          } else this.#warn(err.constructor.name, `selfprof: ${this.#name} export failed: ${err.message}`);
           break;
         }
       }
+      if (!settled) this.#lost.profiles.push(profile); // shutdown came between two attempts
+      this.#current = null;
     }
   }
 }
 
-module.exports = { Uploader, RetryableError, send, redact, scrub, MAX_TIMER_MS, DEFAULTS };
+module.exports = { Uploader, RetryableError, RedirectError, send, redact, scrub, MAX_TIMER_MS, DEFAULTS };
