@@ -138,8 +138,10 @@ pub(crate) struct Loaded {
 pub(crate) enum Contents {
   /// The map has none.
   None,
-  /// It has some, not kept (not asked for, or over `limits::MAP_CONTENT_BYTES`).
-  Dropped,
+  /// It has some, not kept: not asked for.
+  NotAsked,
+  /// It has some, not kept: over `limits::MAP_CONTENT_BYTES` (or `PARSED_BYTES`).
+  TooLarge,
   /// One string, and each source's range of it (none: no text for that source).
   Kept {
     text: Box<str>,
@@ -194,9 +196,10 @@ impl Loaded {
     }
   }
 
-  /// Whether the map has sources' text that was not kept (not asked for, or over its bound).
-  pub fn content_dropped(&self) -> bool {
-    matches!(self.contents, Contents::Dropped)
+  /// Whether the map has sources' text that was not kept because it was not asked for
+  /// (a build that wants it parses the map again; one over its bound is not).
+  pub fn content_not_asked(&self) -> bool {
+    matches!(self.contents, Contents::NotAsked)
   }
 
   /// Whether the map names identifiers (minified code): then the generated script's

@@ -61,11 +61,9 @@ pub mod limits {
   pub const MAP_MAPPINGS: usize = 4_000_000;
   pub const MAP_SOURCE_BYTES: usize = 16 << 20;
   pub const MAP_NAME_BYTES: usize = 16 << 20;
-  /// The sources' text (`sourcesContent`) kept when a build wants it (over it, or over
-  /// `PARSED_BYTES`: the map is used without).
-  pub const MAP_CONTENT_BYTES: usize = 16 << 20;
   /// A parsed map with what it keeps besides (the generated script's text for minified
-  /// names, its sources' text): at most what the cache holds, so every map used is kept.
+  /// names; its sources' text, `sourcesContent`, when a build wants it): at most what the
+  /// cache holds, so every map used is kept. What would take it over is not kept.
   pub const PARSED_BYTES: usize = CACHE_BYTES;
   /// Scripts remembered as having no map (or a map that failed).
   pub const CACHE_OTHERS: usize = 4096;
@@ -200,7 +198,7 @@ pub fn take_warnings() -> Vec<String> {
 /// or loaded into it. `content`: with its sources' text (a cached map without it, when
 /// it had some, is parsed again with it).
 fn outcome_for(url: &str, runtime: Option<&str>, content: bool) -> Outcome {
-  let wanted = |s: &Slot| !(content && matches!(&s.outcome, Outcome::Map(m) if m.content_dropped()));
+  let wanted = |s: &Slot| !(content && matches!(&s.outcome, Outcome::Map(m) if m.content_not_asked()));
   let Some(path) = locate::file_url_to_path(url) else {
     return Outcome::NoMap;
   };

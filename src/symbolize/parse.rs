@@ -214,8 +214,19 @@ fn count_all(raw: &RawMap, depth: u32) -> Result<usize, String> {
 }
 
 /// Parses `json` (the map file's bytes) into a `Loaded`. `keep_content`: keep the sources'
-/// text (`sourcesContent`) too, within the bounds left.
+/// text (`sourcesContent`) too, if the map stays within `limits::PARSED_BYTES` with it.
 pub(crate) fn parse(json: &[u8], base: &Base, origin: String, keep_content: bool) -> Result<Loaded, String> {
+  parse_within(json, base, origin, keep_content, limits::PARSED_BYTES)
+}
+
+/// `parse`, with the sources' text kept only within `parsed_bytes` (smaller in tests).
+pub(crate) fn parse_within(
+  json: &[u8],
+  base: &Base,
+  origin: String,
+  keep_content: bool,
+  parsed_bytes: usize,
+) -> Result<Loaded, String> {
   let json = strip_header(json);
   let text = std::str::from_utf8(json).map_err(|e| format!("not a valid source map: {e}"))?;
   let raw: RawMap = serde_json::from_str(text).map_err(|e| format!("not a valid source map: {e}"))?;
@@ -233,6 +244,7 @@ pub(crate) fn parse(json: &[u8], base: &Base, origin: String, keep_content: bool
     source_bytes: 0,
     name_bytes: 0,
     keep_content,
+    content_limit: parsed_bytes,
     content: String::new(),
     ranges: Vec::new(),
     had_content: false,
@@ -248,17 +260,22 @@ pub(crate) fn parse(json: &[u8], base: &Base, origin: String, keep_content: bool
     content_over,
     ..
   } = b;
-  loaded.contents = if keep_content && had_content && !content_over {
-    ranges.resize(loaded.sources.len(), None);
-    Contents::Kept {
-      text: content.into_boxed_str(),
-      ranges: ranges.into_boxed_slice(),
+  loaded.contents = match (had_content, keep_content, content_over) {
+    (false, ..) => Contents::None,
+    (true, false, _) => Contents::NotAsked,
+    (true, true, true) => Contents::TooLarge,
+    (true, true, false) => {
+      ranges.resize(loaded.sources.len(), None);
+      Contents::Kept {
+        text: content.into_boxed_str(),
+        ranges: ranges.into_boxed_slice(),
+      }
     }
-  } else if had_content {
-    Contents::Dropped
-  } else {
-    Contents::None
   };
+  // With its text, all of it within what the cache holds, or without the text.
+  if matches!(loaded.contents, Contents::Kept { .. }) && loaded.bytes() > parsed_bytes {
+    loaded.contents = Contents::TooLarge;
+  }
   // Tools write each line's mappings in order; an index map's sections, or a hand-made
   // map, may not.
   if !loaded
@@ -290,6 +307,8 @@ struct Builder<'b> {
   source_bytes: usize,
   name_bytes: usize,
   keep_content: bool,
+  /// Past this, the sources' text is not kept (it cannot be, with the rest, within it).
+  content_limit: usize,
   /// The sources' text, one after another, and each source's range of it.
   content: String,
   ranges: Vec<Option<(u32, u32)>>,
@@ -493,7 +512,7 @@ impl Builder<'_> {
       i += 1;
       let range = match item {
         Item::Str(s) => {
-          if self.content.len() + s.len() > limits::MAP_CONTENT_BYTES {
+          if self.content.len() + s.len() > self.content_limit {
             return Err(String::new());
           }
           let start = self.content.len() as u32;

@@ -919,15 +919,23 @@ fn sources_content_is_kept_when_asked_and_within_bounds() {
   assert_eq!(kept.content(0), Some("one\ntwo"));
   assert_eq!(kept.content(1), Some(""));
   assert_eq!((kept.content(2), kept.content(3)), (None, None));
-  assert!(!kept.content_dropped());
+  assert!(!kept.content_not_asked());
   let plain = Loaded::parse(json.as_bytes(), &b, "x".into()).unwrap();
-  assert!(plain.content_dropped() && plain.content(0).is_none());
+  assert!(plain.content_not_asked() && plain.content(0).is_none());
   assert!(plain.bytes() < kept.bytes());
-  // Over its bound: the map is used, without the text.
-  let big = "x".repeat(limits::MAP_CONTENT_BYTES + 1);
-  let json = format!(r#"{{"version":3,"sources":["a.ts"],"sourcesContent":["{big}"],"mappings":"AAAA"}}"#);
-  let over = Loaded::parse_with_content(json.as_bytes(), &b, "x".into()).unwrap();
-  assert!(over.content_dropped() && over.content(0).is_none());
+  // Over its bound (the map with its text over what the cache holds): the map is used,
+  // without the text.
+  let json = r#"{"version":3,"sources":["a.ts"],"sourcesContent":["0123456789"],"mappings":"AAAA"}"#;
+  let within = |limit| super::parse::parse_within(json.as_bytes(), &b, "x".into(), true, limit).unwrap();
+  assert_eq!(within(1 << 20).content(0), Some("0123456789"));
+  let over = within(5);
+  assert!(over.content(0).is_none());
+  assert!(
+    !over.content_not_asked(),
+    "not parsed again for it: it would be over again"
+  );
+  let just = within(within(1 << 20).bytes() - 1);
+  assert!(just.content(0).is_none(), "the text and the rest together are bounded");
   assert_eq!(over.mappings.len(), 1);
   // An index map's sections: each section's texts go with its own sources.
   let json = r#"{"version":3,"sections":[
