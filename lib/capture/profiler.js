@@ -211,9 +211,9 @@ class Profiler extends EventTarget {
 
   /**
    * For 'exit' handlers, which cannot wait: Buffers of the trace as `format` (and
-   * `alsoFormat`); `sourceText` (default true): with its hot lines' text.
+   * `alsoFormat`); `sourceText`: with its hot lines' text (`selfprof record`'s).
    */
-  [stopSync](format, alsoFormat, { sourceText = true } = {}) {
+  [stopSync](format, alsoFormat, { sourceText = false } = {}) {
     const taken = this.#take(format, alsoFormat, { sourceText }, false);
     try {
       return native.buildTraceSync(...forBuild(taken), taken.join);
