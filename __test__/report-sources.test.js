@@ -189,3 +189,17 @@ test('a saved trace keeps its text: report --html embeds it where the scripts ar
   cli(['diff', file, file, '--no-sources', '--html', out]);
   assert.ok(!fs.readFileSync(out, 'utf8').includes('GONE-HOT-LINE'));
 });
+
+test('the text a trace carries is embedded as it is, bounded: 240 characters a line, 4000 lines', () => {
+  const trace = namingTrace();
+  const lines = Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [i + 1, i === 0 ? 'y'.repeat(1000) : `line ${i + 1}`]));
+  trace.sourceText = { [trace.resources[2]]: lines };
+  const { sources } = embedded(htmlReport(trace));
+  const kept = sources[trace.resources[2]];
+  assert.equal(Object.keys(kept).length, 4000);
+  assert.equal(kept[1], `${'y'.repeat(240)}…`);
+  assert.equal(kept[2], 'line 2');
+  // Not as selfprof writes it: left out, the trace still read.
+  const odd = { ...namingTrace(), sourceText: { 'file:///a.js': { x: 1 } } };
+  assert.deepEqual(embedded(htmlReport(odd)).sources, {});
+});

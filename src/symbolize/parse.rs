@@ -403,18 +403,11 @@ impl Builder<'_> {
   fn add_names(&mut self, raw: &RawMap) -> Result<(), String> {
     let Some(names) = raw.names else { return Ok(()) };
     each::<Item>(names, "names", |item| {
-      let name: Box<str> = match item {
-        Item::Str(s) => {
-          if self.name_bytes + s.len() + 16 > limits::MAP_NAME_BYTES {
-            return Err(format!(
-              "its names expand to more than {} MiB",
-              mib(limits::MAP_NAME_BYTES)
-            ));
-          }
-          s.into()
-        }
-        Item::Num(n) => n.into(),
-        Item::Other => "".into(),
+      // Counted before it is kept (a name is its text and a 16-byte pointer).
+      let name: Cow<str> = match item {
+        Item::Str(s) => s,
+        Item::Num(n) => Cow::Owned(n),
+        Item::Other => Cow::Borrowed(""),
       };
       self.name_bytes += name.len() + 16;
       if self.name_bytes > limits::MAP_NAME_BYTES {
@@ -423,7 +416,7 @@ impl Builder<'_> {
           mib(limits::MAP_NAME_BYTES)
         ));
       }
-      self.loaded.names.push(name);
+      self.loaded.names.push(name.into());
       Ok(())
     })
   }

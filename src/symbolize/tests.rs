@@ -1077,6 +1077,28 @@ fn source_text_is_bounded_and_survives_a_round_trip() {
   assert_eq!(lines[&2], "y".repeat(10));
   assert_eq!(lines.len(), 3, "lines past the end have none: {:?}", lines.keys());
   assert!(!text.contains_key(&url(&huge)), "a file over the bound is not read");
+  // At most LINES lines a trace.
+  let many = dir.join("many.js");
+  std::fs::write(&many, "x\n".repeat(text::LINES + 100)).unwrap();
+  let mut m = Trace {
+    resources: vec![url(&many)],
+    frames: vec![frame("f", Some(0), 1, 1)],
+    stacks: vec![Stack {
+      frame_id: 0,
+      parent_id: None,
+    }],
+    samples: vec![sample(0)],
+    line_ticks: (1..=text::LINES as u32 + 50)
+      .map(|line| LineTicks {
+        stack_id: 0,
+        line,
+        ticks: 1,
+      })
+      .collect(),
+    ..Trace::default()
+  };
+  build(&mut m, None, TextFrom::MapsAndScripts);
+  assert_eq!(m.source_text.unwrap()[&url(&many)].len(), text::LINES);
   // Through JSON and back, and lenient about a malformed one.
   let back = crate::formats::read_input(t.to_json().as_bytes()).unwrap().trace;
   assert_eq!(back.source_text, t.source_text);
