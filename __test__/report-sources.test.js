@@ -203,3 +203,28 @@ test('the text a trace carries is embedded as it is, bounded: 240 characters a l
   const odd = { ...namingTrace(), sourceText: { 'file:///a.js': { x: 1 } } };
   assert.deepEqual(embedded(htmlReport(odd)).sources, {});
 });
+
+test('service mode: the traces a file exporter writes carry their hot lines\' text', () => {
+  const out = path.join(dir, 'service');
+  fs.mkdirSync(out);
+  const app = path.join(dir, 'service-app.js');
+  fs.writeFileSync(
+    app,
+    `const s = require(${JSON.stringify(ROOT)}).start({ service: 'texts', period: 200, heap: false, exporters: [{ type: 'file', dir: ${JSON.stringify(out)}, trace: true }] });
+function serviceHot(ms) {
+  const end = Date.now() + ms;
+  let x = 0;
+  while (Date.now() < end) x += Math.sqrt(x + 1); // SERVICE-HOT-LINE
+  return x;
+}
+serviceHot(500);
+s.stop();
+`,
+  );
+  const r = spawnSync(process.execPath, [app], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 0, r.stderr);
+  const traces = fs.readdirSync(out).filter((f) => f.endsWith('Z.trace.json.gz'));
+  assert.ok(traces.length >= 1, fs.readdirSync(out).join());
+  const texts = traces.map((f) => JSON.parse(zlib.gunzipSync(fs.readFileSync(path.join(out, f)))).sourceText?.[pathToFileURL(app).href] ?? {});
+  assert.ok(texts.some((t) => Object.values(t).some((l) => l.includes('SERVICE-HOT-LINE'))), JSON.stringify(texts));
+});
