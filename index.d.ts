@@ -28,6 +28,12 @@ export interface ProfilerStopOptions {
    * (default true, unless `SELFPROF_SOURCE_MAPS=0`); `false`: frames as V8 ran them.
    */
   sourceMaps?: boolean
+  /**
+   * With `'json'` and `'json-gzip'`: carry the text of the hot lines in `trace.sourceText`
+   * (default true), from the files of the scripts this process loaded and from source
+   * maps' `sourcesContent`; `false`: none.
+   */
+  sourceText?: boolean
 }
 
 /** A script URL: `file:///…` for application files, `node:…` for Node's own; for a mapped frame, its original file. */
@@ -131,6 +137,12 @@ export interface ProfilerTrace {
   weight?: ProfilerTraceWeight
   /** Extension, optional: present when a frame's script has a source map. */
   sourceMaps?: ProfilerSourceMaps
+  /**
+   * Extension, optional: the text of the hot lines (of `lineTicks`, and each such
+   * function's first line), `{ [resource]: { [line]: text } }`: from the scripts the
+   * recording loaded and source maps' `sourcesContent`, never from a file a profile names.
+   */
+  sourceText?: Record<ProfilerResource, Record<number, string>>
 }
 
 export interface ProfilerTraceWeight {
@@ -359,8 +371,8 @@ export interface HtmlReportOptions {
   /** Open the diff view on two values of a label (`null`: samples without it). */
   labelDiff?: { key: string; a: string | null; b: string | null }
   /**
-   * Embed the source text of the hot lines of functions whose `file://` script is readable
-   * here (default true; bounded: 4 MiB files, 240 characters a line, 4000 lines).
+   * Embed the text of the hot lines that the trace carries (`trace.sourceText`; default
+   * true; bounded: 240 characters a line, 4000 lines). No local file is read.
    */
   sources?: boolean
   /** The view to open (default `'flame'`, or `'diff'` with `baseline`/`labelDiff`). */

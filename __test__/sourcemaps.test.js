@@ -43,11 +43,12 @@ before(() => {
   hotLoopLine = lineOf(app, 'export function hotLoop(');
   hotLine = lineOf(app, 'Math.sqrt(i) % 7');
 
-  // tsc: CommonJS with a .js.map beside each file.
+  // tsc: CommonJS with a .js.map beside each file, app.ts's text in it (inlineSources: the
+  // report shows a mapped file's text only from its map, never from a file a map names).
   fs.writeFileSync(
     path.join(dir, 'tsconfig.json'),
     JSON.stringify({
-      compilerOptions: { target: 'es2022', module: 'commonjs', sourceMap: true, outDir: 'tsc', rootDir: '.', strict: true, types: [] },
+      compilerOptions: { target: 'es2022', module: 'commonjs', sourceMap: true, inlineSources: true, outDir: 'tsc', rootDir: '.', strict: true, types: [] },
       files: ['app.ts'],
     }),
   );
@@ -159,6 +160,8 @@ test('tsc: the hot function is in app.ts at its line, in the trace, pprof, folde
   const [trace, pprof] = await profileModule(js, [undefined, { format: 'pprof' }]);
   tscTrace = trace;
   const { id } = assertMapped(trace, 'tsc');
+  // The hot line's text, from the map's sourcesContent.
+  assert.match(trace.sourceText?.[appUrl]?.[hotLine] ?? '', /total \+= Math\.sqrt\(i\) % 7; \/\/ HOT-LINE/);
   const generated = fs.readFileSync(js, 'utf8');
   const line = lineOf(generated, 'function hotLoop(');
   assert.notEqual(line, hotLoopLine, 'tsc moved it');
@@ -258,7 +261,7 @@ test('selfprof record --heap -- node --import tsx main.ts: one process, its summ
   assert.match(row, new RegExp(`app\\.ts:${hotLoopLine}:\\d+\\s*$`));
 });
 
-test('the HTML report in Chromium: hotLoop at app.ts:line (tsx, from record), app.ts\'s hot line and its text (tsc)', async (t) => {
+test('the HTML report in Chromium: hotLoop at app.ts:line (tsx, from record), app.ts\'s hot line and its text from the map (tsc)', async (t) => {
   if (!fs.existsSync(CHROMIUM)) {
     t.skip(`no chromium at ${CHROMIUM}: apt-get install chromium`);
     return;
@@ -291,7 +294,7 @@ test('the HTML report in Chromium: hotLoop at app.ts:line (tsx, from record), ap
 
     const tsc = await open('tsc-report', require('..').htmlReport(tscTrace, { view: 'sandwich' }));
     assert.ok((await topRow(tsc)).loc.includes(`${dir}/app.ts:${hotLoopLine}:`));
-    // hotLoop's sandwich: its hot lines by app.ts's numbers, with app.ts's text.
+    // hotLoop's sandwich: its hot lines by app.ts's numbers, with app.ts's text (sourcesContent).
     await tsc.click('#top-functions tbody tr:first-child td.fn span');
     await tsc.waitForSelector('#lines-table tbody tr[data-line]');
     const lines = await tsc.$$eval('#lines-table tbody tr[data-line]', (trs) =>

@@ -8,26 +8,29 @@ const path = require('node:path');
 const { parseArgs } = require('node:util');
 
 const USAGE = `usage:
-  selfprof record [-o DIR] [--interval MS] [--duration S] [--by KEY] [--heap [--heap-interval BYTES]] [--no-source-maps] -- COMMAND [ARGS...]
+  selfprof record [-o DIR] [--interval MS] [--duration S] [--by KEY] [--heap [--heap-interval BYTES]] [--no-source-maps] [--no-sources] -- COMMAND [ARGS...]
       profiles the Node.js processes COMMAND starts, every thread; writes DIR/profile.trace.json.gz,
       profile.pb.gz and profile.html for the process that ran the most JS (the app, behind a
       wrapper such as npx, tsx or npm run), profile-<pid>-<script>.* for the others
       (default DIR: selfprof-out); --heap: the heap in use at exit too, profile.heap.pb.gz
       and profile.heap.html; frames of scripts with a source map are mapped to the original
-      files (--no-source-maps: as V8 ran them)
-  selfprof report FILE [--html OUT] [--by KEY] [--top N] [--source-maps]
+      files (--no-source-maps: as V8 ran them); the trace and report carry the text of the
+      hot lines of the scripts the program loaded (--no-sources: none)
+  selfprof report FILE [--html OUT] [--by KEY] [--top N] [--source-maps] [--no-sources]
       top functions and samples per label value of a profile file
   selfprof convert FILE --to cpuprofile|folded|pprof|trace [-o OUT] [--lines] [--source-maps]
       (--lines: pprof samples at line-level locations, from the profile's line ticks)
       (--source-maps: map frames through the source maps found on this machine; a file is
       otherwise taken as it was recorded)
-  selfprof diff A B [--html OUT] [--top N] [--ignore-lines] [--source-maps]
+  selfprof diff A B [--html OUT] [--top N] [--ignore-lines] [--source-maps] [--no-sources]
       what changed from profile A (the baseline) to B: each function's share of the busy
       samples (all but idle) in B minus in A, in percentage points
-  selfprof diff FILE --by KEY VALUE_A VALUE_B [--html OUT] [--top N] [--ignore-lines]
+  selfprof diff FILE --by KEY VALUE_A VALUE_B [--html OUT] [--top N] [--ignore-lines] [--no-sources]
       the same between two values of a label in one profile ("(none)": without the label)
   FILE, A, B: a selfprof trace (.json, .json.gz), a V8 CPU profile (.cpuprofile, from
-      DevTools or node --cpu-prof) or a pprof profile (.pb, .pb.gz)`;
+      DevTools or node --cpu-prof) or a pprof profile (.pb, .pb.gz)
+  --html OUT: the HTML report, with the hot lines' text that the profile carries (a trace
+      recorded by selfprof; no local file is read); --no-sources: without it`;
 
 class UsageError extends Error {}
 
@@ -176,6 +179,7 @@ function reportCommand(argv) {
     by: { type: 'string' },
     top: { type: 'string' },
     'source-maps': { type: 'boolean' },
+    'no-sources': { type: 'boolean' },
   });
   if (positionals.length !== 1) throw new UsageError('report takes one FILE');
   const top = number(values.top, '--top', { min: 1, integer: true }) ?? 15;
@@ -184,7 +188,7 @@ function reportCommand(argv) {
   process.stdout.write(`${summarize(trace, { by: values.by, top, root: `file://${process.cwd()}/` })}\n`);
   if (values.html) {
     const { htmlReport } = require('..');
-    writeOut(values.html, htmlReport(trace, { title: `selfprof: ${path.basename(file)}` }));
+    writeOut(values.html, htmlReport(trace, { title: `selfprof: ${path.basename(file)}`, sources: !values['no-sources'] }));
     progress(`wrote ${values.html}`);
   }
 }
@@ -202,7 +206,9 @@ function diffCommand(argv) {
     by: { type: 'string' },
     'ignore-lines': { type: 'boolean' },
     'source-maps': { type: 'boolean' },
+    'no-sources': { type: 'boolean' },
   });
+  const sources = !values['no-sources'];
   const top = number(values.top, '--top', { min: 1, integer: true }) ?? 20;
   const ignoreLines = values['ignore-lines'] ?? false;
   const readTrace = (file) => JSON.parse(convertFile(file, 'trace', { sourceMaps: values['source-maps'] }));
@@ -228,6 +234,7 @@ function diffCommand(argv) {
       require('..').htmlReport(trace, {
         title: `selfprof diff: ${path.basename(file)}, ${values.by}: ${va} → ${vb}`,
         labelDiff: { key: values.by, a: value(va), b: value(vb) },
+        sources,
       });
   } else {
     if (positionals.length !== 2) throw new UsageError('diff takes two files, A (the baseline) and B, or FILE --by KEY VALUE_A VALUE_B');
@@ -244,6 +251,7 @@ function diffCommand(argv) {
         baseline: ta,
         baselineName: path.basename(fa),
         name: path.basename(fb),
+        sources,
       });
   }
   const side = (name, s) => `${name}: ${s.samples} samples, ${s.busy} busy${s.busy ? '' : ' (no busy samples: every share is 0)'}`;
@@ -351,7 +359,7 @@ function buildProcess(p, sourceMaps) {
 }
 
 /** Writes each process's files (the app's as profile.*) and prints which is which, then the app's summary. */
-function writeRecordings(processes, { dir, command, interval, by, sourceMaps }) {
+function writeRecordings(processes, { dir, command, interval, by, sourceMaps, sources }) {
   const zlib = require('node:zlib');
   const { htmlReport } = require('..');
   const rel = (f) => path.relative(process.cwd(), f) || f;
@@ -369,13 +377,13 @@ function writeRecordings(processes, { dir, command, interval, by, sourceMaps }) 
     writeOut(`${to}.trace.json.gz`, out.trace);
     writeOut(`${to}.pb.gz`, out.pprof);
     const trace = JSON.parse(zlib.gunzipSync(out.trace));
-    writeOut(`${to}.html`, htmlReport(trace, { title: `selfprof: ${p.command || command.join(' ')}`, sampleInterval: interval }));
+    writeOut(`${to}.html`, htmlReport(trace, { title: `selfprof: ${p.command || command.join(' ')}`, sampleInterval: interval, sources }));
     const files = [`${to}.trace.json.gz`, `${to}.pb.gz`, `${to}.html`];
     let heapTrace;
     if (out.heap) {
       writeOut(`${to}.heap.pb.gz`, out.heap.pprof);
       heapTrace = JSON.parse(zlib.gunzipSync(out.heap.trace));
-      writeOut(`${to}.heap.html`, htmlReport(heapTrace, { title: `selfprof heap: ${p.command || command.join(' ')}` }));
+      writeOut(`${to}.heap.html`, htmlReport(heapTrace, { title: `selfprof heap: ${p.command || command.join(' ')}`, sources }));
       files.push(`${to}.heap.pb.gz`, `${to}.heap.html`);
     }
     progress(`wrote ${files.map(rel).join(', ')}`);
@@ -400,6 +408,7 @@ async function recordCommand(argv) {
     heap: { type: 'boolean' },
     'heap-interval': { type: 'string' },
     'no-source-maps': { type: 'boolean' },
+    'no-sources': { type: 'boolean' },
   });
   if (positionals.length) throw new UsageError(`unexpected ${positionals[0]} before --`);
   const { MIN_HEAP_INTERVAL, MAX_HEAP_INTERVAL, DEFAULT_HEAP_INTERVAL } = require('../lib/capture/heap');
@@ -428,6 +437,7 @@ async function recordCommand(argv) {
     SELFPROF_RECORD_INTERVAL_MS: String(interval),
     ...(heapInterval !== undefined && { SELFPROF_RECORD_HEAP: String(heapInterval) }),
     ...(values['no-source-maps'] ? { SELFPROF_SOURCE_MAPS: '0' } : {}),
+    ...(values['no-sources'] ? { SELFPROF_RECORD_SOURCES: '0' } : {}),
   };
   const { spawn } = require('node:child_process');
   const started = Date.now();
@@ -472,7 +482,7 @@ async function recordCommand(argv) {
     fs.rmSync(raw, { recursive: true, force: true });
     throw new Error(`no profile was recorded: ${command[0]} started no Node.js process that ran to its exit`);
   }
-  writeRecordings(processes, { dir, command, interval, by: values.by, sourceMaps: !values['no-source-maps'] });
+  writeRecordings(processes, { dir, command, interval, by: values.by, sourceMaps: !values['no-source-maps'], sources: !values['no-sources'] });
   fs.rmSync(raw, { recursive: true, force: true });
   // The recorder exits as the program did: a signal as a shell reports it, 128 + its number
   // (ending it after --duration is no failure).

@@ -2,15 +2,21 @@
 'use strict';
 // Mutation fuzzing of everything selfprof reads from outside: trace JSON, json-gzip,
 // pprof, pprof.gz and V8's .cpuprofile, through convert() (every target), readProfile()
-// and fromCpuProfile(). Seeds are real recordings made at start; mutations are byte-level
-// (flips, interesting bytes, inserts, deletes, duplicated ranges, truncation) and
-// structure-aware (JSON values and arrays; pprof fields decoded by pprof-format).
+// and fromCpuProfile(); and source maps (`sourcemap`), through a trace build that maps a
+// profile's frames with them, as Node's map of a script (JSON handed over) and as a file
+// beside it or inline in it, with the hot lines' text. Seeds are real recordings and
+// esbuild's and hand-made maps (an index map) made at start; mutations are byte-level
+// (flips, interesting bytes, inserts, deletes, duplicated ranges, truncation),
+// structure-aware (JSON values and arrays; pprof fields decoded by pprof-format), and for
+// maps adversarial in what a map expands to (sourceRoot × sources, millions of mappings,
+// names or lines, nested and repeated sections, long sourcesContent, wrong types).
 //
 //   node scripts/fuzz.js [--cases N] [--seconds S] [--seed N] [--formats trace,pprof,...]
 //                        [--max-case-rss-mib 384] [--max-case-ms 2000]
 //
 // --max-case-ms bounds each operation (one conversion of one input); the table also shows
-// each case's total (every target, readProfile and, for .cpuprofile, fromCpuProfile).
+// each case's total (every target, readProfile and, for .cpuprofile, fromCpuProfile; for a
+// source map, its two builds). A source map must never fail a build: any exception is one.
 //
 // CI runs it bounded (`npm run test:fuzz`: a few thousand cases per format); run it with
 // --seconds for as long as you like. The cases run in a child process under a data-size
@@ -29,7 +35,7 @@ const path = require('node:path');
 const zlib = require('node:zlib');
 const { spawn, spawnSync } = require('node:child_process');
 
-const FORMATS = ['trace', 'json-gzip', 'pprof', 'pprof.gz', 'cpuprofile'];
+const FORMATS = ['trace', 'json-gzip', 'pprof', 'pprof.gz', 'cpuprofile', 'sourcemap'];
 const TARGETS = ['trace', 'folded', 'pprof', 'cpuprofile'];
 const root = path.resolve(__dirname, '..');
 const outDir = path.join(root, 'out', 'fuzz');
@@ -104,7 +110,45 @@ async function makeSeeds() {
     trace: Buffer.from(JSON.stringify(trace)),
     pprof: zlib.gunzipSync(pprofGz),
     cpuprofile: Buffer.from(JSON.stringify(profile)),
+    ...sourceMapSeeds(),
   };
+}
+
+/** Source maps to start from: esbuild's of minified TypeScript (names, sourcesContent), a
+ * hand-made one with sourceRoot, and an index map of both (one nested). */
+function sourceMapSeeds() {
+  const ts = [
+    'export function hotLoop(n: number) { let t = 0; for (let i = 0; i < n; i++) t += Math.sqrt(i); return t; }',
+    'export const arrow = (a: string) => a.repeat(2);',
+    'export class K { method(x: number) { return hotLoop(x); } }',
+    '',
+  ].join('\n');
+  const out = require('esbuild').buildSync({
+    stdin: { contents: ts, loader: 'ts', sourcefile: 'app.ts' },
+    minify: true,
+    sourcemap: 'external',
+    write: false,
+    outfile: 'out.js',
+    format: 'cjs',
+    logLevel: 'silent',
+  }).outputFiles;
+  const esbuildMap = JSON.parse(out.find((f) => f.path.endsWith('.map')).text);
+  const plain = {
+    version: 3,
+    sourceRoot: '../src/',
+    sources: ['a.ts', 'b.ts', null, 'webpack://x/c.ts'],
+    sourcesContent: ['line 1\nline 2\r\nline 3\u2028line 4', null, 'x'],
+    names: ['hot', 'arrow', 7],
+    mappings: 'AAAA,IAAIA,CAAC;AACA,GAAGC;;EAEE,CAAC,KAAKA;AAClB,AAAA',
+  };
+  const index = {
+    version: 3,
+    sections: [
+      { offset: { line: 0, column: 0 }, map: esbuildMap },
+      { offset: { line: 2, column: 10 }, map: { version: 3, sections: [{ offset: { line: 1, column: 0 }, map: plain }] } },
+    ],
+  };
+  return { sourcemaps: [esbuildMap, plain, index], script: out.find((f) => f.path.endsWith('.js')).text };
 }
 
 // --- mutations ----------------------------------------------------------------------------
@@ -258,9 +302,108 @@ function mutatePprof(r, bytes) {
   }
 }
 
+const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+
+/** A `mappings` string made to cost: long, many lines or segments, odd values. `n`: its scale. */
+function adversarialMappings(r, n) {
+  const segment = () => Array.from({ length: r.pick([1, 4, 5, 6, 2]) }, () => B64[r.int(64)]).join('');
+  switch (r.int(7)) {
+    case 0:
+      return `${segment()},`.repeat(1 + r.int(n));
+    case 1:
+      return ';'.repeat(1 + r.int(2 * n));
+    case 2:
+      return `${'g'.repeat(1 + r.int(20))}A`.repeat(1 + r.int(1000));
+    case 3:
+      return Array.from({ length: 1 + r.int(5000) }, () => (r.int(8) ? segment() : r.pick([';', ',', '', '!', '+/+/+', 'AAAAAAAAAA']))).join(r.pick([',', ';']));
+    case 4:
+      // Deltas that run negative, and source and name indexes past the end.
+      return Array.from({ length: 1 + r.int(200) }, () => r.pick(['AAAA', 'ADAA', 'AAAD', 'ACAAC', 'AAAAD', 'D', 'AAAAAA'])).join(',');
+    case 5:
+      return `${'AAAA,'.repeat(49)}AAAA;`.repeat(1 + r.int(n / 25));
+    default:
+      return Array.from({ length: 1 + r.int(3000) }, segment).join(r.pick([',', ';', ',;']));
+  }
+}
+
+/**
+ * A source map, mutated for what it expands to, or as JSON (bytes and structure). One case
+ * in 50 is at the scale of the bounds (a 1 MiB sourceRoot × 30,000 sources, a million
+ * mappings or names, thousands of sections); the others are small, so that the step's
+ * time stays what it was.
+ */
+function mutateSourceMap(r, seeds) {
+  let m = structuredClone(r.pick(seeds.sourcemaps));
+  const regular = m.sections ? m.sections[0].map : m;
+  const big = r.int(50) === 0;
+  const scale = (small, large) => r.pick(big ? large : small);
+  for (let k = 1 + r.int(2); k > 0; k--) {
+    switch (r.int(8)) {
+      case 0:
+        // sourceRoot × sources.
+        regular.sourceRoot = r.pick(['r', 'a/../', '%20']).repeat(scale([1, 1000], [64 << 10, 1 << 20]));
+        regular.sources = Array(scale([1, 100], [3000, 30_000])).fill(r.pick(['a', '../b', '/abs', '', 'https://x/y']));
+        break;
+      case 1:
+        regular.mappings = adversarialMappings(r, scale([2000], [1_000_000]));
+        break;
+      case 2: {
+        // Index maps: many sections, far offsets, nested deep (up to ~16 MB of JSON).
+        const size = JSON.stringify(m).length;
+        const count = Math.max(1, Math.min(scale([1, 2, 50], [2000]), Math.floor((16 << 20) / size)));
+        m = {
+          version: 3,
+          sections: Array.from({ length: count }, (_, i) => ({
+            offset: { line: r.pick([i, 0, 2 ** 32 - 1, 2 ** 31, -1]), column: r.pick([0, 5, 2 ** 31]) },
+            ...(r.int(20) ? { map: m } : { url: 'other.js.map' }),
+          })),
+        };
+        for (let d = r.int(7); d > 0; d--) m = { version: 3, sections: [{ offset: { line: 0, column: 0 }, map: m }] };
+        // The last change: the sections share the map, which must not grow after.
+        k = 0;
+        break;
+      }
+      case 3:
+      {
+        const name = r.pick(['', 'x', 'name'.repeat(100), 1, null, {}]);
+        const count = Math.min(scale([1, 1000], [200_000, 1_500_000]), Math.floor((16 << 20) / (JSON.stringify(name).length + 1)));
+        regular.names = Array(count).fill(name);
+      }
+        break;
+      case 4:
+        regular.sourcesContent = r.pick([
+          Array(Math.min(regular.sources?.length ?? 1, 16)).fill('line\n'.repeat(1 + r.int(scale([1000], [200_000])))),
+          ['\r\n\u2028\u2029\r'.repeat(1000)],
+          [null, 5, {}],
+          'not an array',
+          Array(5000).fill(''),
+        ]);
+        break;
+      case 5: {
+        const key = r.pick(['mappings', 'sources', 'names', 'sourceRoot', 'sections', 'sourcesContent', 'version']);
+        regular[key] = r.pick([5, 'x', null, {}, [], [[]], true, -1]);
+        break;
+      }
+      default: {
+        // Structure-aware mutation of a large document would cost the harness more than the case.
+        const json = Buffer.from(JSON.stringify(m));
+        // (Its array duplications nest: on a map of sections they multiply.)
+        return json.length > 16 << 10 ? mutateBytes(r, json) : mutateJson(r, json);
+      }
+    }
+  }
+  return Buffer.from(JSON.stringify(m));
+}
+
 function caseInput(r, format, seeds) {
   const gz = (b) => zlib.gzipSync(b, { level: 1 });
   switch (format) {
+    case 'sourcemap': {
+      // selfprof reads or takes no map over 32 MiB (lib/symbolize, src/symbolize/locate.rs):
+      // a larger one would test only the harness.
+      const map = mutateSourceMap(r, seeds);
+      return map.length <= 32 << 20 ? map : mutateBytes(r, Buffer.from(JSON.stringify(seeds.sourcemaps[1])));
+    }
     case 'trace':
       return mutateJson(r, seeds.trace);
     case 'json-gzip':
@@ -327,8 +470,61 @@ async function expectCleanly(fn, problems, what, clock) {
   }
 }
 
+/**
+ * Builds a trace of a V8 profile of one script (functions at several places of it, with
+ * line ticks) whose source map is `map`: handed over as Node's map of the script
+ * (`runtime`), or in a file beside it (`file`) or inline in it (`inline`), with the hot
+ * lines' text. A map must never fail the build: it is used or named with why. Returns
+ * 'ok' (used) or 'error' (named with why); anything else is a problem.
+ */
+let mapCase = 0;
+async function expectMapped(native, map, how, script, problems, what, clock) {
+  const dir = path.join(outDir, 'maps');
+  fs.mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, `s${++mapCase}.js`);
+  const url = require('node:url').pathToFileURL(file).href;
+  const comment = how === 'inline' ? `data:application/json;base64,${map.toString('base64')}` : `s${mapCase}.js.map`;
+  fs.writeFileSync(file, `${script}\n//# sourceMappingURL=${comment}\n`);
+  if (how === 'file') fs.writeFileSync(`${file}.map`, map);
+  const places = [[0, 0], [0, 9], [0, 40], [0, 120], [1, 4], [2, 10], [5, 1], [2 ** 31, 2 ** 31]];
+  const nodes = [{ id: 1, callFrame: { functionName: '(root)', scriptId: '0', url: '', lineNumber: -1, columnNumber: -1 }, hitCount: 0, children: places.map((_, i) => i + 2) }];
+  places.forEach(([lineNumber, columnNumber], i) => {
+    nodes.push({
+      id: i + 2,
+      callFrame: { functionName: ['i', 'a.b', '', 'hotLoop'][i % 4], scriptId: '1', url, lineNumber, columnNumber },
+      hitCount: 2,
+      positionTicks: [{ line: lineNumber + 1, ticks: 1 }, { line: lineNumber + 2, ticks: 1 }],
+    });
+  });
+  const samples = nodes.slice(1).flatMap((n) => [n.id, n.id]);
+  const profile = { nodes, startTime: 0, endTime: samples.length * 1000, samples, timeDeltas: samples.map(() => 1000) };
+  const build = { originUs: 0, format: 'json', sourceMaps: true, sourceText: how === 'runtime' ? 'maps' : 'scripts', scriptMaps: how === 'runtime' ? [{ url, map: map.toString('utf8') }] : [] };
+  let result = 'error';
+  const t0 = performance.now();
+  try {
+    const [json] = native.buildTraceSync([{ profile: JSON.stringify(profile) }], build);
+    const trace = JSON.parse(json);
+    const entry = trace.sourceMaps?.scripts?.find((s) => s.url === url);
+    if (!entry || (entry.map === undefined) === (entry.error === undefined)) {
+      problems.push(`${what}: the script is not named with its map or why (${JSON.stringify(entry)})`);
+    } else if (entry.map !== undefined) {
+      result = 'ok';
+    }
+  } catch (err) {
+    problems.push(`${what}: the build failed: ${String(err?.message ?? err).slice(0, 200)}`);
+    fs.copyFileSync(path.join(outDir, 'current.bin'), path.join(outDir, `failed-sourcemap-${mapCase}.bin`));
+  } finally {
+    const ms = performance.now() - t0;
+    if (ms > clock.slowest.ms) clock.slowest = { ms, what };
+    fs.rmSync(file, { force: true });
+    fs.rmSync(`${file}.map`, { force: true });
+  }
+  return result;
+}
+
 async function child() {
   const selfprof = require('..');
+  const { native } = require('../lib/native');
   const cases = Number(arg('cases', 2000));
   const seconds = Number(arg('seconds', 0));
   const seed = Number(arg('seed', 1));
@@ -337,7 +533,7 @@ async function child() {
   const maxCaseRss = mib('max-case-rss-mib', 384);
   fs.mkdirSync(outDir, { recursive: true });
   const seeds = await makeSeeds();
-  for (const [name, bytes] of Object.entries(seeds)) fs.writeFileSync(path.join(outDir, `seed.${name}`), bytes);
+  for (const [name, bytes] of Object.entries(seeds)) if (Buffer.isBuffer(bytes)) fs.writeFileSync(path.join(outDir, `seed.${name}`), bytes);
   const current = path.join(outDir, 'current.bin');
   const started = performance.now();
   const deadline = seconds > 0 ? started + seconds * 1000 : Infinity;
@@ -356,10 +552,16 @@ async function child() {
       process.stdout.write(`${JSON.stringify({ case: n, format })}\n`);
       const t0 = performance.now();
       const clock = { slowest: { ms: 0 } };
-      let outcome = await expectCleanly(() => selfprof.readProfile(input), problems, `${format} #${n} readProfile`, clock);
-      for (const to of TARGETS) {
+      let outcome = format === 'sourcemap' ? 'error' : await expectCleanly(() => selfprof.readProfile(input), problems, `${format} #${n} readProfile`, clock);
+      for (const to of format === 'sourcemap' ? [] : TARGETS) {
         const o = await expectCleanly(() => selfprof.convert(input, { to }), problems, `${format} #${n} to ${to}`, clock);
         if (o === 'ok') outcome = 'ok';
+      }
+      if (format === 'sourcemap') {
+        for (const how of ['runtime', r.pick(['file', 'inline'])]) {
+          const o = await expectMapped(native, input, how, seeds.script, problems, `${format} #${n} as ${how === 'runtime' ? "Node's map" : `a map ${how}`}`, clock);
+          if (o === 'ok') outcome = 'ok';
+        }
       }
       if (format === 'cpuprofile') {
         let parsed;

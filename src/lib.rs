@@ -82,6 +82,10 @@ pub struct TraceOptions {
   pub source_maps: Option<bool>,
   /// Source maps Node holds for scripts compiled in memory (`module.findSourceMap`).
   pub script_maps: Option<Vec<ScriptMap>>,
+  /// The hot lines' text in the trace (`trace.sourceText`): `"scripts"` (from the files of
+  /// the recording's scripts, which V8 loaded in this process, and maps' `sourcesContent`),
+  /// `"maps"` (only maps' `sourcesContent`: a profile from elsewhere), else none.
+  pub source_text: Option<String>,
 }
 
 /// A source map Node holds for a script: its URL and the map's JSON.
@@ -297,6 +301,8 @@ pub struct BuildTrace {
   threads: Option<((String, String, Option<String>), Vec<formats::threads::ThreadTrace>)>,
   /// Map frames through source maps (with these runtime maps), or not (None).
   source_maps: Option<Vec<symbolize::RuntimeMap>>,
+  /// Where the hot lines' text may come from.
+  text: symbolize::TextFrom,
 }
 
 impl BuildTrace {
@@ -521,9 +527,7 @@ impl BuildTrace {
 
   /// The built trace source-mapped and merged with the other threads', as asked.
   fn completed(&mut self, mut trace: trace::Trace) -> trace::Trace {
-    if let Some(runtime) = &self.source_maps {
-      symbolize::symbolize(&mut trace, runtime);
-    }
+    symbolize::build(&mut trace, self.source_maps.as_deref(), self.text);
     if let Some(((name, id, os_id), others)) = self.threads.take() {
       let mut all = vec![formats::threads::ThreadTrace {
         trace,
@@ -582,6 +586,11 @@ impl BuildTrace {
       )),
     };
     let source_maps = runtime_maps(options.source_maps, options.script_maps);
+    let text = match options.source_text.as_deref() {
+      Some("scripts") => symbolize::TextFrom::MapsAndScripts,
+      Some("maps") => symbolize::TextFrom::Maps,
+      _ => symbolize::TextFrom::Nothing,
+    };
     Ok(BuildTrace {
       chunks,
       window,
@@ -591,6 +600,7 @@ impl BuildTrace {
       dialects: dialects.into_iter().map(|d| (d, timing)).collect(),
       threads,
       source_maps,
+      text,
     })
   }
 }
@@ -824,14 +834,16 @@ pub fn label_stats() -> LabelStats {
   }
 }
 
-/// `{ maps, bytes, others, evicted }`: parsed source maps cached process-wide, the memory
-/// they hold, scripts remembered without a usable map, entries dropped to the bounds.
+/// `{ maps, bytes, others, evicted, parsed }`: parsed source maps cached process-wide, the
+/// memory they hold, scripts remembered without a usable map, entries dropped to the
+/// bounds, maps parsed so far.
 #[napi(object)]
 pub struct SourceMapCacheStats {
   pub maps: u32,
   pub bytes: f64,
   pub others: u32,
   pub evicted: f64,
+  pub parsed: f64,
 }
 
 #[napi]
@@ -842,7 +854,15 @@ pub fn source_map_cache_stats() -> SourceMapCacheStats {
     bytes: s.bytes as f64,
     others: s.others as u32,
     evicted: s.evicted as f64,
+    parsed: s.parsed as f64,
   }
+}
+
+/// Why source maps could not be used because they were over a bound, since the last call
+/// (each map once: its failure is then cached). JS logs them as a warning.
+#[napi]
+pub fn source_map_warnings() -> Vec<String> {
+  symbolize::take_warnings()
 }
 
 /// The calling thread's CPU time in ns.
@@ -861,7 +881,8 @@ pub fn thread_id() -> i32 {
 /// `"cpuprofile"` (Chrome DevTools JSON), `"folded"` (folded stacks), `"trace"` (the
 /// spec trace's JSON) or `"pprof"` (gzip'd profile.proto). Text formats come back as
 /// strings, pprof as bytes. `source_maps`: map frames through the source maps found on
-/// this machine first (default false: a file is taken as it was recorded).
+/// this machine first (default false: a file is taken as it was recorded), with the hot
+/// lines' text that the maps carry (`sourcesContent`; never a file the input names).
 #[napi(ts_return_type = "string | Buffer")]
 pub fn convert_profile(
   input: Buffer,
@@ -871,7 +892,7 @@ pub fn convert_profile(
 ) -> Result<Either<String, Buffer>> {
   let mut trace = formats::read_input(&input).map_err(invalid)?;
   if source_maps.unwrap_or(false) {
-    symbolize::symbolize(&mut trace.trace, &[]);
+    symbolize::build(&mut trace.trace, Some(&[]), symbolize::TextFrom::Maps);
   }
   let out = formats::to_format_with(&trace, &to, lines.unwrap_or(false)).map_err(invalid)?;
   if to == "pprof" {

@@ -61,7 +61,7 @@ function validateStopOptions(options) {
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`Profiler.stop: options must be an object like { format: 'pprof' }, got ${describe(options)}`);
   }
-  for (const key of ['cpuTime', 'lines', 'sourceMaps']) {
+  for (const key of ['cpuTime', 'lines', 'sourceMaps', 'sourceText']) {
     if (options[key] !== undefined && typeof options[key] !== 'boolean') {
       throw new TypeError(`Profiler.stop: options.${key} must be a boolean, got ${describe(options[key])}`);
     }
@@ -182,13 +182,16 @@ class Profiler extends EventTarget {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.#finish(format, undefined, { cpuTime: options?.cpuTime, lines: options?.lines, sourceMaps: options?.sourceMaps });
+    // A trace (json, json-gzip) carries its hot lines' text, for reports made from it.
+    const sourceText = format !== 'pprof' && options?.sourceText !== false;
+    return this.#finish(format, undefined, { cpuTime: options?.cpuTime, lines: options?.lines, sourceMaps: options?.sourceMaps, sourceText });
   }
 
   [stopForExport](cpuTime, withTrace, { lines = false, dialects = [], threads, sourceMaps } = {}) {
     let taken;
     try {
-      taken = this.#take('pprof', withTrace ? 'json-gzip' : undefined, { cpuTime, lines, sourceMaps });
+      // The trace a file exporter writes carries its hot lines' text, as stop()'s does.
+      taken = this.#take('pprof', withTrace ? 'json-gzip' : undefined, { cpuTime, lines, sourceMaps, sourceText: withTrace });
       // The same trace encoded once more per backend dialect (see src/formats/dialect.rs).
       if (dialects.length) taken.build.dialects = JSON.stringify(dialects);
     } catch (err) {
@@ -206,13 +209,17 @@ class Profiler extends EventTarget {
     });
   }
 
-  /** For 'exit' handlers, which cannot wait: Buffers of the trace as `format` (and `alsoFormat`). */
-  [stopSync](format, alsoFormat) {
-    const taken = this.#take(format, alsoFormat, {}, false);
+  /**
+   * For 'exit' handlers, which cannot wait: Buffers of the trace as `format` (and
+   * `alsoFormat`); `sourceText`: with its hot lines' text (`selfprof record`'s).
+   */
+  [stopSync](format, alsoFormat, { sourceText = false } = {}) {
+    const taken = this.#take(format, alsoFormat, { sourceText }, false);
     try {
       return native.buildTraceSync(...forBuild(taken), taken.join);
     } finally {
       labels.recordingBuilt(taken.member.startedAs);
+      warnSourceMaps();
     }
   }
 
@@ -243,11 +250,18 @@ class Profiler extends EventTarget {
           ? native.buildTraceParts(chunks, build, taken.join).then(traceObject)
           : native.buildTrace(chunks, build, taken.join),
       )
-      .finally(() => labels.recordingBuilt(taken.member.startedAs));
+      .finally(() => {
+        labels.recordingBuilt(taken.member.startedAs);
+        warnSourceMaps();
+      });
   }
 
   /** Moves the profiler to stopped and returns what building its trace needs. */
-  /** `pprof`: `{ cpuTime, lines }` for a pprof format, and `sourceMaps` (default: on unless SELFPROF_SOURCE_MAPS=0). */
+  /**
+   * `pprof`: `{ cpuTime, lines }` for a pprof format, `sourceMaps` (default: on unless
+   * SELFPROF_SOURCE_MAPS=0), `sourceText` (the trace's hot lines' text, from the files of
+   * the scripts this process loaded and from maps' sourcesContent).
+   */
   #take(format, alsoFormat, pprof, prefetch = true) {
     const member = this.#member;
     if (member.state !== 'recording' && member.state !== 'full') {
@@ -287,6 +301,7 @@ class Profiler extends EventTarget {
       periodNs: this.#sampleInterval * 1e6,
       cpuTime: pprof.cpuTime ?? true,
       lines: pprof.lines ?? false,
+      sourceText: pprof.sourceText ? 'scripts' : undefined,
     };
     const recordings = member.recordings;
     member.recordings = [];
@@ -297,6 +312,23 @@ class Profiler extends EventTarget {
 }
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+/**
+ * One warning (per process) when a build met a source map over a bound: its frames stay
+ * as V8 gave them, and `trace.sourceMaps.scripts` says why for each such map.
+ */
+function warnSourceMaps() {
+  let warnings;
+  try {
+    warnings = native.sourceMapWarnings();
+  } catch {
+    return;
+  }
+  if (warnings.length) {
+    const more = warnings.length > 1 ? ` (and ${warnings.length - 1} more)` : '';
+    warnOnce('source-map', `selfprof: ${warnings[0]}${more}; its frames stay as V8 gave them (trace.sourceMaps.scripts says why)`);
+  }
+}
 
 /** Recordings this long (in samples) or longer have their label sets looked up while V8 stops. */
 const PREFETCH_MIN_SAMPLES = 16384;
@@ -372,8 +404,14 @@ async function fromCpuProfile(profile, options) {
     throw new TypeError('fromCpuProfile: profile must be a V8 CPU profile object with nodes, startTime, samples and timeDeltas');
   }
   const chunks = [{ profile: JSON.stringify(profile) }];
-  const build = { originUs: profile.startTime, format, ...symbolize.buildOptions(options?.sourceMaps, symbolize.runtimeScripts(profile)) };
-  return format === 'json' ? traceObject(await native.buildTraceParts(chunks, build)) : native.buildTrace(chunks, build);
+  // A profile from anywhere: its scripts are only names, so its text comes from maps alone.
+  const sourceText = format !== 'pprof' && options?.sourceText !== false ? 'maps' : undefined;
+  const build = { originUs: profile.startTime, format, sourceText, ...symbolize.buildOptions(options?.sourceMaps, symbolize.runtimeScripts(profile)) };
+  try {
+    return format === 'json' ? await traceObject(await native.buildTraceParts(chunks, build)) : await native.buildTrace(chunks, build);
+  } finally {
+    warnSourceMaps();
+  }
 }
 
 /**

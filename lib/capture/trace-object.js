@@ -38,6 +38,7 @@ async function traceObject(parts) {
   if (head.metadata !== undefined) trace.metadata = head.metadata;
   if (head.lineTicks !== undefined) trace.lineTicks = head.lineTicks;
   if (head.sourceMaps !== undefined) trace.sourceMaps = head.sourceMaps;
+  if (head.sourceText !== undefined) trace.sourceText = head.sourceText;
   return trace;
 }
 

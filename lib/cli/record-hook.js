@@ -53,7 +53,8 @@ function record(env) {
     written = true;
     try {
       const formats = wt.isMainThread ? ['json-gzip', 'pprof'] : ['json-gzip'];
-      const [trace, pprof] = profiler[stopSync](...formats);
+      // The trace carries its hot lines' text (the report's), unless record --no-sources.
+      const [trace, pprof] = profiler[stopSync](formats[0], formats[1], { sourceText: env.SELFPROF_RECORD_SOURCES !== '0' });
       let heapChunk = null;
       try {
         heapChunk = heap?.take() ?? null;

@@ -59,7 +59,8 @@ function payloadJson(map) {
     if (typeof payload?.mappings !== 'string' || payload.mappings.length > MAX_MAP_CHARS) {
       json = null;
     } else {
-      // The sources' text is not needed: the report reads the original files.
+      // The sources' text is left out: a script compiled in memory is V8's own, so its
+      // hot lines are read from its file when the trace is built (src/symbolize/text.rs).
       json = JSON.stringify(payload, (key, value) => (key === 'sourcesContent' ? undefined : value));
       if (json.length > MAX_MAP_CHARS) json = null;
     }

@@ -126,6 +126,7 @@ pub fn merge(threads: Vec<ThreadTrace>) -> Trace {
         }
       }
     }
+    crate::symbolize::text::merge(&mut out.source_text, t.source_text.as_ref());
     if weighted && weight.kind.is_empty() {
       if let Some(w) = &t.weight {
         weight.kind = w.kind.clone();
@@ -199,6 +200,27 @@ mod tests {
       os_id: None,
       offset_ms,
     }
+  }
+
+  #[test]
+  fn each_threads_source_text_is_in_the_merged_trace() {
+    let lines = |pairs: &[(u32, &str)]| pairs.iter().map(|&(l, t)| (l, t.to_owned())).collect();
+    let mut a = thread(A, "Main Event Loop", "0", 0.0);
+    a.trace.source_text = Some([("file:///a.js".to_owned(), lines(&[(4, "a4")]))].into());
+    let mut b = thread(B, "Worker #1 Event Loop", "1", 10.0);
+    b.trace.source_text = Some(
+      [
+        ("file:///a.js".to_owned(), lines(&[(4, "other"), (3, "a3")])),
+        ("file:///w.js".to_owned(), lines(&[(2, "w2")])),
+      ]
+      .into(),
+    );
+    let c = thread(B, "Worker #2 Event Loop", "2", 0.0);
+    let t = merge(vec![a, b, c]);
+    let text = t.source_text.expect("kept");
+    assert_eq!(text["file:///a.js"], lines(&[(3, "a3"), (4, "a4")]));
+    assert_eq!(text["file:///w.js"], lines(&[(2, "w2")]));
+    assert_eq!(merge(vec![thread(A, "m", "0", 0.0)]).source_text, None);
   }
 
   #[test]

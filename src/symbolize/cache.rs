@@ -54,6 +54,8 @@ pub(crate) struct Cache {
   bytes: usize,
   /// Slots dropped to the bounds (for tests and diagnostics).
   pub evicted: u64,
+  /// Maps parsed (for tests and diagnostics: a map kept is parsed once).
+  pub parsed: u64,
   /// The bounds: parsed maps, their bytes, other slots (`limits`, smaller in tests).
   pub max_maps: usize,
   pub max_bytes: usize,
@@ -69,6 +71,7 @@ impl Default for Cache {
       others: 0,
       bytes: 0,
       evicted: 0,
+      parsed: 0,
       max_maps: limits::CACHE_MAPS,
       max_bytes: limits::CACHE_BYTES,
       max_others: limits::CACHE_OTHERS,
@@ -76,13 +79,15 @@ impl Default for Cache {
   }
 }
 
-/// What the cache holds: parsed maps, their bytes, other slots, slots evicted.
+/// What the cache holds: parsed maps, their bytes, other slots; slots evicted and maps
+/// parsed so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheStats {
   pub maps: usize,
   pub bytes: usize,
   pub others: usize,
   pub evicted: u64,
+  pub parsed: u64,
 }
 
 impl Cache {
@@ -111,8 +116,9 @@ impl Cache {
     }
   }
 
-  /// Keeps `slot` unless a parsed map alone is over the bytes bound; then drops the least
-  /// recently used slots of its kind until the bounds hold.
+  /// Keeps `slot` (unless a parsed map alone is over the bytes bound, which the parser's
+  /// own bounds prevent), then drops the least recently used slots of its kind until the
+  /// bounds hold.
   pub fn put(&mut self, key: Key, slot: Slot) {
     let bytes = slot.bytes();
     if bytes > self.max_bytes {
@@ -163,6 +169,7 @@ impl Cache {
       bytes: self.bytes,
       others: self.others,
       evicted: self.evicted,
+      parsed: self.parsed,
     }
   }
 

@@ -379,12 +379,17 @@ pub(crate) fn file_url_to_path(url: &str) -> Option<PathBuf> {
 
 /// A path's `file://` URL, percent-encoded as Node's `pathToFileURL` does.
 pub(crate) fn path_to_file_url(path: &Path) -> String {
-  let mut url = String::from("file://");
-  for &b in os_bytes(path) {
+  const HEX: &[u8; 16] = b"0123456789ABCDEF";
+  let bytes = os_bytes(path);
+  let mut url = String::with_capacity(7 + bytes.len());
+  url.push_str("file://");
+  for &b in bytes {
     if b.is_ascii_alphanumeric() || b"-._/;=@:!$&'()*+,".contains(&b) {
       url.push(b as char);
     } else {
-      url.push_str(&format!("%{b:02X}"));
+      url.push('%');
+      url.push(HEX[usize::from(b >> 4)] as char);
+      url.push(HEX[usize::from(b & 15)] as char);
     }
   }
   url

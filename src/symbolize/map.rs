@@ -5,8 +5,8 @@
 use super::locate;
 use std::sync::Arc;
 
-/// No source, or no name, for a mapping (the parser's placeholder too).
-const NONE: u32 = !0;
+/// No source, or no name, for a mapping.
+pub(crate) const NONE: u32 = !0;
 
 /// One mapping: a generated position and the original one it comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,13 +123,30 @@ impl Text {
 
 /// A parsed source map, ready for lookups.
 pub(crate) struct Loaded {
-  mappings: Vec<Mapping>,
+  /// Sorted by generated position.
+  pub(crate) mappings: Vec<Mapping>,
   /// Each source's URL, resolved against where the map is (absolute).
-  sources: Vec<Arc<str>>,
-  names: Vec<Box<str>>,
+  pub(crate) sources: Vec<Arc<str>>,
+  pub(crate) names: Vec<Box<str>>,
+  pub(crate) contents: Contents,
   text: Option<Text>,
   /// Where the map came from, for `trace.sourceMaps.scripts[].map`.
   pub origin: String,
+}
+
+/// The sources' text (`sourcesContent`) of a parsed map.
+pub(crate) enum Contents {
+  /// The map has none.
+  None,
+  /// It has some, not kept: not asked for.
+  NotAsked,
+  /// It has some, not kept: over `limits::MAP_CONTENT_BYTES` (or `PARSED_BYTES`).
+  TooLarge,
+  /// One string, and each source's range of it (none: no text for that source).
+  Kept {
+    text: Box<str>,
+    ranges: Box<[Option<(u32, u32)>]>,
+  },
 }
 
 /// Where a function's frame maps to.
@@ -146,91 +163,43 @@ pub(crate) struct Original {
 
 impl Loaded {
   /// Parses a source map's JSON. `base` is the map's own location (the map file, or the
-  /// script for an inline map): relative `sources` resolve against it.
+  /// script for an inline map): relative `sources` resolve against it. Bounded by what it
+  /// expands to (`limits`, `parse`).
   pub fn parse(json: &[u8], base: &locate::Base, origin: String) -> Result<Loaded, String> {
-    let decoded = sourcemap::decode_slice(json).map_err(|e| format!("not a valid source map: {e}"))?;
-    let mut loaded = Loaded {
+    super::parse::parse(json, base, origin, false)
+  }
+
+  /// `parse`, keeping the sources' text (`sourcesContent`) too when it is within bounds.
+  pub fn parse_with_content(json: &[u8], base: &locate::Base, origin: String) -> Result<Loaded, String> {
+    super::parse::parse(json, base, origin, true)
+  }
+
+  pub(crate) fn empty(origin: String) -> Loaded {
+    Loaded {
       mappings: Vec::new(),
       sources: Vec::new(),
       names: Vec::new(),
+      contents: Contents::None,
       text: None,
       origin,
-    };
-    loaded.add(&decoded, (0, 0), base, 0)?;
-    // The parser sorts a map's mappings; an index map's sections may come in any order.
-    if !loaded
-      .mappings
-      .windows(2)
-      .all(|w| (w[0].dst_line, w[0].dst_col) <= (w[1].dst_line, w[1].dst_col))
-    {
-      loaded.mappings.sort_by_key(|m| (m.dst_line, m.dst_col));
     }
-    Ok(loaded)
   }
 
-  /// Adds a map's mappings, sources and names, its generated positions shifted by
-  /// `offset` (an index map's section; the offset's column applies to its first line).
-  fn add(
-    &mut self,
-    map: &sourcemap::DecodedMap,
-    offset: (u32, u32),
-    base: &locate::Base,
-    depth: u32,
-  ) -> Result<(), String> {
-    let sm: &sourcemap::SourceMap = match map {
-      sourcemap::DecodedMap::Regular(sm) => sm,
-      sourcemap::DecodedMap::Hermes(h) => h,
-      sourcemap::DecodedMap::Index(index) => {
-        if depth > 4 {
-          return Err("an index map nested too deep".into());
-        }
-        for section in index.sections() {
-          let Some(inner) = section.get_sourcemap() else {
-            return Err("an index map whose sections point to other files (not supported)".into());
-          };
-          let (line, col) = section.get_offset();
-          let line = line
-            .checked_add(offset.0)
-            .ok_or("an index map section past the last line")?;
-          let col = if line == offset.0 {
-            col.saturating_add(offset.1)
-          } else {
-            col
-          };
-          self.add(inner, (line, col), base, depth + 1)?;
-        }
-        return Ok(());
+  /// Source `src`'s text, from the map's `sourcesContent`, if kept.
+  pub fn content(&self, src: u32) -> Option<&str> {
+    match &self.contents {
+      Contents::Kept { text, ranges } => {
+        let (start, end) = (*ranges.get(src as usize)?)?;
+        text.get(start as usize..end as usize)
       }
-    };
-    let src_base = self.sources.len() as u32;
-    let name_base = self.names.len() as u32;
-    self.sources.extend(
-      (0..sm.get_source_count()).map(|i| Arc::from(locate::resolve_source(sm.get_source(i).unwrap_or(""), base))),
-    );
-    self.names.extend(sm.names().map(Box::from));
-    let count = sm.get_token_count();
-    self.mappings.reserve(count as usize);
-    for i in 0..count {
-      let Some(t) = sm.get_token(i as usize) else { break };
-      let raw = t.get_raw_token();
-      let Some(dst_line) = raw.dst_line.checked_add(offset.0) else {
-        continue;
-      };
-      let shift = |id: u32, base: u32| if id == NONE { NONE } else { id.saturating_add(base) };
-      self.mappings.push(Mapping {
-        dst_line,
-        dst_col: if raw.dst_line == 0 {
-          raw.dst_col.saturating_add(offset.1)
-        } else {
-          raw.dst_col
-        },
-        src: shift(raw.src_id, src_base),
-        src_line: raw.src_line,
-        src_col: raw.src_col,
-        name: shift(raw.name_id, name_base),
-      });
+      _ => None,
     }
-    Ok(())
+  }
+
+  /// Whether the map has sources' text that was not kept because it was not asked for
+  /// (a build that wants it parses the map again; one over its bound is not).
+  pub fn content_not_asked(&self) -> bool {
+    matches!(self.contents, Contents::NotAsked)
   }
 
   /// Whether the map names identifiers (minified code): then the generated script's
@@ -239,8 +208,21 @@ impl Loaded {
     !self.names.is_empty()
   }
 
+  #[cfg(test)]
   pub fn set_text(&mut self, text: String) {
     self.text = Some(Text::new(text));
+  }
+
+  /// Keeps the generated script's text if the map stays within `limits::PARSED_BYTES`
+  /// with it (else names come from V8, as without a map's `names`).
+  pub fn set_text_within_bounds(&mut self, text: String) {
+    if self.bytes() + text.len() > super::limits::PARSED_BYTES {
+      return;
+    }
+    let text = Text::new(text);
+    if self.bytes() + text.bytes() <= super::limits::PARSED_BYTES {
+      self.text = Some(text);
+    }
   }
 
   /// Memory this map holds, for the cache's bound.
@@ -249,6 +231,10 @@ impl Loaded {
       + self.sources.iter().map(|s| s.len() + 32).sum::<usize>()
       + self.names.iter().map(|s| s.len() + 16).sum::<usize>()
       + self.text.as_ref().map_or(0, Text::bytes)
+      + match &self.contents {
+        Contents::Kept { text, ranges } => text.len() + ranges.len() * 12,
+        _ => 0,
+      }
       + self.origin.len()
       + 128
   }

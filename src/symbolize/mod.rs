@@ -14,15 +14,21 @@
 //! - Frames (and so stacks) that map to the same original place are merged: the trace
 //!   stays deduplicated. The generated positions stay in `trace.sourceMaps`.
 //! - Every map is parsed once and cached (`cache`), bounded by entries and memory; map
-//!   files are read up to a size limit (`limits`). A map that is missing, malformed or too
-//!   large leaves its frames as V8 gave them and is named, with why, in
-//!   `trace.sourceMaps.scripts`: never an error, never a lost recording.
+//!   files are read up to a size limit, and parsed within bounds on what they expand to
+//!   (`limits`, `parse`). A map that is missing, malformed or too large leaves its frames
+//!   as V8 gave them and is named, with why, in `trace.sourceMaps.scripts` (one over a
+//!   bound is also a warning, `take_warnings`): never an error, never a lost recording.
+//! - The hot lines' text (`text`, `trace.sourceText`): from the files of the scripts the
+//!   recording's own V8 loaded, and from maps' `sourcesContent`; never from a file that a
+//!   profile or a map only names.
 //!
 //! This runs where the trace is built: on the libuv thread pool, off the event loop.
 
 mod cache;
 mod locate;
 mod map;
+mod parse;
+pub mod text;
 
 use crate::trace::{element_id, Frame, LineTicks, Stack, Trace};
 use cache::{Key, Outcome, Slot};
@@ -32,9 +38,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub use cache::CacheStats;
+pub use text::SourceText;
 
 /// Bounds on what mapping reads and keeps.
 pub mod limits {
@@ -45,9 +52,19 @@ pub mod limits {
   pub const SCRIPT_BYTES: u64 = 64 << 20;
   /// Where a script's `sourceMappingURL` comment is looked for first: its end.
   pub const TAIL_BYTES: u64 = 64 << 10;
-  /// Parsed maps kept, and the memory they may hold (a larger one is used and dropped).
+  /// Parsed maps kept, and the memory they may hold.
   pub const CACHE_MAPS: usize = 64;
   pub const CACHE_BYTES: usize = 128 << 20;
+  /// What one map may expand to when parsed, whatever its size: its decoded mappings (24
+  /// bytes each), its sources resolved (each with `sourceRoot`; the work of resolving them
+  /// counts), its names. Over any: the map is not used.
+  pub const MAP_MAPPINGS: usize = 4_000_000;
+  pub const MAP_SOURCE_BYTES: usize = 16 << 20;
+  pub const MAP_NAME_BYTES: usize = 16 << 20;
+  /// A parsed map with what it keeps besides (the generated script's text for minified
+  /// names; its sources' text, `sourcesContent`, when a build wants it): at most what the
+  /// cache holds, so every map used is kept. What would take it over is not kept.
+  pub const PARSED_BYTES: usize = CACHE_BYTES;
   /// Scripts remembered as having no map (or a map that failed).
   pub const CACHE_OTHERS: usize = 4096;
 }
@@ -126,22 +143,62 @@ fn hash_of(s: &str) -> u64 {
   h.finish()
 }
 
-fn parse(json: &[u8], base: &Base, origin: String) -> Outcome {
+fn parse(json: &[u8], base: &Base, origin: String, content: bool) -> Outcome {
   let label = match origin.as_str() {
     "inline" => "the inline source map".to_owned(),
     "runtime" => "Node's source map".to_owned(),
     url => url.to_owned(),
   };
-  match catch_unwind(AssertUnwindSafe(|| Loaded::parse(json, base, origin))) {
+  cache::with(|c| c.parsed += 1);
+  let parsed = catch_unwind(AssertUnwindSafe(|| {
+    if content {
+      Loaded::parse_with_content(json, base, origin)
+    } else {
+      Loaded::parse(json, base, origin)
+    }
+  }));
+  match parsed {
     Ok(Ok(loaded)) => Outcome::Map(Arc::new(loaded)),
     Ok(Err(reason)) => Outcome::Failed(format!("{label}: {reason}").into()),
     Err(_) => Outcome::Failed(format!("{label}: the parser failed on it").into()),
   }
 }
 
+/// Why maps could not be used because they were over a bound, since the last
+/// `take_warnings` (at most a few: each map fails once, then its failure is cached).
+static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+const MAX_WARNINGS: usize = 8;
+
+/// Whether a map's failure is one of the bounds (`limits`), not a missing or broken map.
+fn over_a_bound(reason: &str) -> bool {
+  [" up to ", "expand to more than", "grew past"]
+    .iter()
+    .any(|p| reason.contains(p))
+}
+
+/// A fresh outcome: one over a bound is remembered for a warning.
+fn noted(url: &str, outcome: Outcome) -> Outcome {
+  if let Outcome::Failed(reason) = &outcome {
+    if over_a_bound(reason) {
+      let mut w = WARNINGS.lock().unwrap_or_else(|e| e.into_inner());
+      if w.len() < MAX_WARNINGS {
+        w.push(format!("the source map of {url} is not used: {reason}"));
+      }
+    }
+  }
+  outcome
+}
+
+/// The warnings for maps over a bound since the last call (JS logs them).
+pub fn take_warnings() -> Vec<String> {
+  std::mem::take(&mut *WARNINGS.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 /// The map of the script at `url` (a runtime map's JSON if Node gave one), from the cache
-/// or loaded into it.
-fn outcome_for(url: &str, runtime: Option<&str>) -> Outcome {
+/// or loaded into it. `content`: with its sources' text (a cached map without it, when
+/// it had some, is parsed again with it).
+fn outcome_for(url: &str, runtime: Option<&str>, content: bool) -> Outcome {
+  let wanted = |s: &Slot| !(content && matches!(&s.outcome, Outcome::Map(m) if m.content_not_asked()));
   let Some(path) = locate::file_url_to_path(url) else {
     return Outcome::NoMap;
   };
@@ -150,7 +207,7 @@ fn outcome_for(url: &str, runtime: Option<&str>) -> Outcome {
     .map_or_else(|| std::path::PathBuf::from("/"), |p| p.to_path_buf());
   if let Some(json) = runtime {
     let key = Key::Runtime(url.to_owned(), json.len(), hash_of(json));
-    if let Some(o) = cache::with(|c| c.get(&key, |_| true)) {
+    if let Some(o) = cache::with(|c| c.get(&key, wanted)) {
       return o;
     }
     let outcome = if json.len() as u64 > limits::MAP_BYTES {
@@ -163,8 +220,9 @@ fn outcome_for(url: &str, runtime: Option<&str>) -> Outcome {
         .into(),
       )
     } else {
-      parse(json.as_bytes(), &Base { dir }, "runtime".into())
+      parse(json.as_bytes(), &Base { dir }, "runtime".into(), content)
     };
+    let outcome = noted(url, outcome);
     cache::with(|c| {
       c.put(
         key,
@@ -182,7 +240,8 @@ fn outcome_for(url: &str, runtime: Option<&str>) -> Outcome {
   };
   let key = Key::Disk(path.clone());
   let current = |s: &Slot| {
-    s.script.as_ref() == Some(&stamp)
+    wanted(s)
+      && s.script.as_ref() == Some(&stamp)
       && s
         .map_file
         .as_ref()
@@ -191,10 +250,11 @@ fn outcome_for(url: &str, runtime: Option<&str>) -> Outcome {
   if let Some(o) = cache::with(|c| c.get(&key, current)) {
     return o;
   }
-  let (outcome, map_file) = match catch_unwind(AssertUnwindSafe(|| load_disk(&path, stamp.len))) {
+  let (outcome, map_file) = match catch_unwind(AssertUnwindSafe(|| load_disk(&path, stamp.len, content))) {
     Ok(r) => r,
     Err(_) => (Outcome::Failed("reading its source map failed".into()), None),
   };
+  let outcome = noted(url, outcome);
   cache::with(|c| {
     c.put(
       key,
@@ -208,17 +268,17 @@ fn outcome_for(url: &str, runtime: Option<&str>) -> Outcome {
   outcome
 }
 
-fn load_disk(path: &std::path::Path, len: u64) -> (Outcome, Option<(std::path::PathBuf, Stamp)>) {
+fn load_disk(path: &std::path::Path, len: u64, content: bool) -> (Outcome, Option<(std::path::PathBuf, Stamp)>) {
   match locate::find_on_disk(path, len) {
     Lookup::NoMap => (Outcome::NoMap, None),
     Lookup::Failed(reason) => (Outcome::Failed(reason.into()), None),
     Lookup::Map(found) => {
-      let outcome = match parse(&found.json, &found.base, found.origin) {
+      let outcome = match parse(&found.json, &found.base, found.origin, content) {
         Outcome::Map(loaded) if loaded.has_names() && len <= limits::SCRIPT_BYTES => {
           // Minified code: keep its text to find function name tokens.
           let mut loaded = Arc::try_unwrap(loaded).unwrap_or_else(|_| unreachable!("just made"));
           if let Ok(bytes) = std::fs::read(path) {
-            loaded.set_text(String::from_utf8_lossy(&bytes).into_owned());
+            loaded.set_text_within_bounds(String::from_utf8_lossy(&bytes).into_owned());
           }
           Outcome::Map(Arc::new(loaded))
         }
@@ -239,18 +299,60 @@ pub fn clear_cache() {
   cache::with(|c| c.clear())
 }
 
+/// Where a trace's source text (`trace.sourceText`) may come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextFrom {
+  Nothing,
+  /// Source maps' own `sourcesContent` (a profile from elsewhere: its scripts are names).
+  Maps,
+  /// That, and the files of the trace's scripts as they are when it is built: for a trace
+  /// built from this process's own recordings, whose scripts V8 loaded.
+  MapsAndScripts,
+}
+
 /// Maps the frames (and line ticks) of `trace` through the source maps of their scripts.
 /// A trace that already carries `sourceMaps` was mapped when it was built: left as it is.
 pub fn symbolize(trace: &mut Trace, runtime: &[RuntimeMap]) {
+  build(trace, Some(runtime), TextFrom::Nothing);
+}
+
+/// Maps `trace` through source maps (with these runtime maps; `None`: not at all), then
+/// adds the source text of its hot lines that `text` allows.
+pub fn build(trace: &mut Trace, runtime: Option<&[RuntimeMap]>, text: TextFrom) {
+  // The trace's scripts before mapping: V8's (mapping adds files that maps only name).
+  let scripts: Option<std::collections::HashSet<String>> =
+    (text == TextFrom::MapsAndScripts).then(|| trace.resources.iter().cloned().collect());
+  let contents = match runtime {
+    Some(runtime) => map_frames(trace, runtime, text != TextFrom::Nothing),
+    None => text::Contents::new(),
+  };
+  if text != TextFrom::Nothing {
+    let _ = catch_unwind(AssertUnwindSafe(|| text::add(trace, scripts.as_ref(), &contents)));
+  }
+}
+
+/// `symbolize`, keeping the maps' sources' text when `content`: which mapped files have
+/// it, for `text::add`.
+fn map_frames(trace: &mut Trace, runtime: &[RuntimeMap], content: bool) -> text::Contents {
   if trace.source_maps.is_some() {
-    return;
+    return text::Contents::new();
   }
   let runtime: HashMap<&str, &str> = runtime.iter().map(|m| (m.url.as_str(), m.json.as_str())).collect();
   // Planned on a borrowed trace (a panic there leaves the trace as it was), then applied.
-  let planned = catch_unwind(AssertUnwindSafe(|| plan(trace, &runtime)));
-  if let Ok(Some(plan)) = planned {
-    apply(trace, plan);
+  let planned = catch_unwind(AssertUnwindSafe(|| plan(trace, &runtime, content)));
+  let Ok(Some(plan)) = planned else {
+    return text::Contents::new();
+  };
+  let mut contents = text::Contents::new();
+  if content {
+    for (o, m) in plan.mapped.iter().flatten() {
+      if m.content(o.src).is_some() {
+        contents.entry(o.url.clone()).or_insert_with(|| (m.clone(), o.src));
+      }
+    }
   }
+  apply(trace, plan);
+  contents
 }
 
 struct Plan {
@@ -261,11 +363,11 @@ struct Plan {
   script_of: Vec<Option<u32>>,
 }
 
-fn plan(trace: &Trace, runtime: &HashMap<&str, &str>) -> Option<Plan> {
+fn plan(trace: &Trace, runtime: &HashMap<&str, &str>, content: bool) -> Option<Plan> {
   let outcomes: Vec<Outcome> = trace
     .resources
     .iter()
-    .map(|url| outcome_for(url, runtime.get(url.as_str()).copied()))
+    .map(|url| outcome_for(url, runtime.get(url.as_str()).copied(), content))
     .collect();
   let mut info = SourceMapsInfo::default();
   let mut script_of = vec![None; outcomes.len()];

@@ -737,3 +737,374 @@ fn a_trace_without_maps_is_untouched() {
   assert_eq!(t, before);
   assert!(!t.to_json().contains("sourceMaps"));
 }
+
+/// The `sourcemap` crate's reading of a map, as `Loaded` holds it: sorted mappings, the
+/// sources prefixed with `sourceRoot` and resolved, the names.
+fn crate_reading(json: &str, base: &Base) -> Option<(Vec<super::map::Mapping>, Vec<String>, Vec<String>)> {
+  let sm = match sourcemap::decode_slice(json.as_bytes()).ok()? {
+    sourcemap::DecodedMap::Regular(sm) => sm,
+    _ => return None,
+  };
+  let mappings = sm
+    .tokens()
+    .map(|t| {
+      let r = t.get_raw_token();
+      super::map::Mapping {
+        dst_line: r.dst_line,
+        dst_col: r.dst_col,
+        src: r.src_id,
+        src_line: r.src_line,
+        src_col: r.src_col,
+        name: r.name_id,
+      }
+    })
+    .collect();
+  let sources = (0..sm.get_source_count())
+    .map(|i| locate::resolve_source(sm.get_source(i).unwrap_or(""), base))
+    .collect();
+  let names = sm.names().map(str::to_owned).collect();
+  Some((mappings, sources, names))
+}
+
+#[test]
+fn the_parser_reads_maps_as_the_sourcemap_crate_does() {
+  // Random maps the crate writes (and some edits of them): the same mappings, sources and
+  // names, in the same order.
+  let mut x = 0x9e37_79b9_7f4a_7c15u64;
+  let mut rand = move |n: u64| {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    x % n
+  };
+  let b = base("/app/dist");
+  for round in 0..400 {
+    let sources = ["a.ts", "../src/b.ts", "/abs/c.ts", "webpack://x/d.ts", "", "e f%20g.ts"];
+    let names = ["hot", "", "ünï", "a\"b"];
+    let mut tokens = Vec::new();
+    for _ in 0..rand(60) {
+      let src = (rand(4) > 0).then(|| sources[rand(sources.len() as u64) as usize]);
+      let name = (src.is_some() && rand(3) == 0).then(|| names[rand(names.len() as u64) as usize]);
+      tokens.push((
+        rand(30) as u32,
+        rand(200) as u32,
+        rand(500) as u32,
+        rand(80) as u32,
+        src,
+        name,
+      ));
+    }
+    let mut json = map_json(&tokens);
+    if round % 3 == 0 {
+      let root = ["/root", "src/", "https://cdn.example/r", ""][round % 4];
+      json = json.replacen('{', &format!("{{\"sourceRoot\":{root:?},"), 1);
+    }
+    let ours = Loaded::parse(json.as_bytes(), &b, "x".into()).unwrap();
+    let (mappings, sources, names) = crate_reading(&json, &b).unwrap();
+    let key = |m: &super::map::Mapping| (m.dst_line, m.dst_col, m.src, m.src_line, m.src_col, m.name);
+    let mut theirs = mappings;
+    theirs.sort_by_key(key);
+    let mut mine = ours.mappings.clone();
+    mine.sort_by_key(key);
+    assert_eq!(mine, theirs, "{json}");
+    assert_eq!(
+      ours.sources.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+      sources,
+      "{json}"
+    );
+    assert_eq!(
+      ours.names.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+      names,
+      "{json}"
+    );
+  }
+}
+
+#[test]
+fn a_map_is_refused_by_what_it_expands_to() {
+  let b = base("/d");
+  let parse = |json: String| Loaded::parse(json.as_bytes(), &b, "x".into());
+  let strings = |n: usize, s: &str| format!("[{}]", vec![format!("{s:?}"); n].join(","));
+  // sourceRoot × sources: 64 KiB × 4,000 (250 MiB resolved, from a 100 KiB map).
+  let root = "r".repeat(64 << 10);
+  let err = parse(format!(
+    r#"{{"version":3,"sourceRoot":"{root}","sources":{},"mappings":"AAAA"}}"#,
+    strings(4000, "a")
+  ))
+  .err()
+  .unwrap();
+  assert!(
+    err.contains("sources expand to more than 16 MiB (sourceRoot × sources)"),
+    "{err}"
+  );
+  // A root that normalizes away costs its work all the same.
+  let dots = "a/../".repeat(20 << 10);
+  let err = parse(format!(
+    r#"{{"version":3,"sourceRoot":"{dots}","sources":{},"mappings":"AAAA"}}"#,
+    strings(2000, "a")
+  ))
+  .err()
+  .unwrap();
+  assert!(err.contains("sources expand"), "{err}");
+  // (Index maps' sections count together: __test__/sourcemaps-bounds.test.js; each case
+  // here resolves 16 MiB of URLs, slow in a debug build.)
+  // Names: 1.1 million empty ones (in a map of 3.3 MB).
+  let err = parse(format!(
+    r#"{{"version":3,"sources":["a"],"names":{},"mappings":"AAAAA"}}"#,
+    strings(1_100_000, "")
+  ))
+  .err()
+  .unwrap();
+  assert!(err.contains("names expand to more than 16 MiB"), "{err}");
+  // Mappings: counted in the text (over all sections) before any is decoded.
+  let many = "A,".repeat(limits::MAP_MAPPINGS / 2 + 1);
+  let two = format!(
+    r#"{{"version":3,"sections":[{{"offset":{{"line":0,"column":0}},"map":{{"mappings":"{many}"}}}},{{"offset":{{"line":1,"column":0}},"map":{{"mappings":"{many}"}}}}]}}"#
+  );
+  let err = parse(two).err().unwrap();
+  assert!(
+    err.contains("it has 4,000,002 mappings; maps are used up to 4,000,000"),
+    "{err}"
+  );
+  // Nesting.
+  let mut deep = r#"{"version":3,"sources":["a"],"mappings":"AAAA"}"#.to_string();
+  for _ in 0..6 {
+    deep = format!(r#"{{"version":3,"sections":[{{"offset":{{"line":0,"column":0}},"map":{deep}}}]}}"#);
+  }
+  assert!(parse(deep).err().unwrap().contains("nested too deep"));
+  // Every bound's message is one the warnings know as a bound (and a broken map is not).
+  for reason in [
+    "its sources expand to more than 16 MiB (sourceRoot × sources)",
+    "its names expand to more than 16 MiB",
+    "it has 4,000,002 mappings; maps are used up to 4,000,000",
+    "the source map file:///a.map is 40.0 MiB; maps are read up to 32.0 MiB",
+    "the script is 70.0 MiB; a script with an inline map is read up to 64.0 MiB",
+    "the source map file:///a.map grew past 32.0 MiB while read",
+  ] {
+    assert!(super::over_a_bound(reason), "{reason}");
+  }
+  assert!(!super::over_a_bound("not a valid source map: expected value"));
+  assert!(!super::over_a_bound("the source map file:///a.map is not there"));
+}
+
+#[test]
+fn what_parsing_accepts_besides() {
+  let b = base("/d");
+  // Escapes in mappings and sources, a `)]}'` header, a byte order mark, names that are
+  // numbers, sources that are null.
+  let json =
+    "\u{feff})]}'\n{\"version\":3,\"sources\":[null,\"a\\u002ets\"],\"names\":[7,\"x\"],\"mappings\":\"\\u0041CAAC\"}";
+  let m = Loaded::parse(json.as_bytes(), &b, "x".into()).unwrap();
+  assert_eq!(&*m.sources[1], "file:///d/a.ts");
+  assert_eq!(&*m.names[0], "7");
+  assert_eq!(m.mappings.len(), 1);
+  assert_eq!((m.mappings[0].src, m.mappings[0].name), (1, 1));
+  // Out-of-range references, bad digits, too many fields: not a valid map.
+  for bad in ["AAAA,ACAA", "AAAAC", "AA", "AAAAAA", "A!AA", "g"] {
+    let json = format!(r#"{{"version":3,"sources":["a"],"names":[],"mappings":"{bad}"}}"#);
+    let err = Loaded::parse(json.as_bytes(), &b, "x".into()).err();
+    assert!(
+      err.as_deref().is_some_and(|e| e.contains("not a valid source map")),
+      "{bad}: {err:?}"
+    );
+  }
+}
+
+#[test]
+fn sources_content_is_kept_when_asked_and_within_bounds() {
+  let b = base("/d");
+  let json =
+    r#"{"version":3,"sources":["a.ts","b.ts","c.ts"],"sourcesContent":["one\ntwo","",null],"mappings":"AAAA;ACAA"}"#;
+  let kept = Loaded::parse_with_content(json.as_bytes(), &b, "x".into()).unwrap();
+  assert_eq!(kept.content(0), Some("one\ntwo"));
+  assert_eq!(kept.content(1), Some(""));
+  assert_eq!((kept.content(2), kept.content(3)), (None, None));
+  assert!(!kept.content_not_asked());
+  let plain = Loaded::parse(json.as_bytes(), &b, "x".into()).unwrap();
+  assert!(plain.content_not_asked() && plain.content(0).is_none());
+  assert!(plain.bytes() < kept.bytes());
+  // Over its bound (the map with its text over what the cache holds): the map is used,
+  // without the text.
+  let json = r#"{"version":3,"sources":["a.ts"],"sourcesContent":["0123456789"],"mappings":"AAAA"}"#;
+  let within = |limit| super::parse::parse_within(json.as_bytes(), &b, "x".into(), true, limit).unwrap();
+  assert_eq!(within(1 << 20).content(0), Some("0123456789"));
+  let over = within(5);
+  assert!(over.content(0).is_none());
+  assert!(
+    !over.content_not_asked(),
+    "not parsed again for it: it would be over again"
+  );
+  let just = within(within(1 << 20).bytes() - 1);
+  assert!(just.content(0).is_none(), "the text and the rest together are bounded");
+  assert_eq!(over.mappings.len(), 1);
+  // An index map's sections: each section's texts go with its own sources.
+  let json = r#"{"version":3,"sections":[
+    {"offset":{"line":0,"column":0},"map":{"version":3,"sources":["a.ts"],"sourcesContent":["A"],"mappings":"AAAA"}},
+    {"offset":{"line":1,"column":0},"map":{"version":3,"sources":["b.ts","c.ts"],"mappings":"AAAA"}},
+    {"offset":{"line":2,"column":0},"map":{"version":3,"sources":["d.ts"],"sourcesContent":["D"],"mappings":"AAAA"}}]}"#;
+  let m = Loaded::parse_with_content(json.as_bytes(), &b, "x".into()).unwrap();
+  assert_eq!(
+    (0..4).map(|i| m.content(i)).collect::<Vec<_>>(),
+    vec![Some("A"), None, None, Some("D")]
+  );
+}
+
+#[test]
+fn source_text_comes_from_loaded_scripts_and_maps_content_only() {
+  let dir = tmp("text");
+  // app.js (loaded), secret.txt (named by a trace, never loaded), a map with content.
+  let app = dir.join("app.js");
+  std::fs::write(&app, "function f() {\r\n  hot();\u{2028}  other();\n}\n").unwrap();
+  let secret = dir.join("secret.txt");
+  std::fs::write(&secret, "password=1\n").unwrap();
+  let gen = write_script(
+    &dir,
+    "gen.js",
+    "function g() {\n  x();\n}\n",
+    r#"{"version":3,"sources":["orig.ts"],"sourcesContent":["// one\nconst g = () => {\n  x(); // two\n};"],"mappings":"AACA;AACA"}"#,
+  );
+  let resources = vec![url(&app), url(&secret), gen];
+  let trace = || Trace {
+    resources: resources.clone(),
+    frames: (0..3).map(|r| frame("f", Some(r), 1, 11)).collect(),
+    stacks: (0..3)
+      .map(|f| Stack {
+        frame_id: f,
+        parent_id: None,
+      })
+      .collect(),
+    samples: (0..3).map(sample).collect(),
+    line_ticks: (0..3)
+      .flat_map(|s| {
+        [2, 3].map(|line| LineTicks {
+          stack_id: s,
+          line,
+          ticks: 1,
+        })
+      })
+      .collect(),
+    ..Trace::default()
+  };
+  // A trace from this process's recording: app.js and secret.txt are its scripts (as V8
+  // named them); the map adds orig.ts.
+  let mut t = trace();
+  let scripts: std::collections::HashSet<String> = [url(&app)].into_iter().collect();
+  let contents = map_frames(&mut t, &[], true);
+  text::add(&mut t, Some(&scripts), &contents);
+  let text = t.source_text.clone().unwrap();
+  let lines = |u: &str| text.get(u).cloned().unwrap_or_default();
+  assert_eq!(
+    lines(&url(&app)),
+    [
+      (1, "function f() {".to_string()),
+      (2, "  hot();".into()),
+      (3, "  other();".into())
+    ]
+    .into()
+  );
+  assert!(
+    lines(&url(&secret)).is_empty(),
+    "a file the trace names, not a script of it"
+  );
+  assert_eq!(
+    lines(&url(&dir.join("orig.ts"))),
+    [(2, "const g = () => {".to_string()), (3, "  x(); // two".into())].into()
+  );
+  // The same trace as a profile from elsewhere: the maps' text only.
+  let mut t = trace();
+  build(&mut t, Some(&[]), TextFrom::Maps);
+  assert_eq!(
+    t.source_text.unwrap().keys().cloned().collect::<Vec<_>>(),
+    vec![url(&dir.join("orig.ts"))]
+  );
+  // build with the recording's scripts: every resource before mapping (app.js, secret.txt
+  // as V8's own scripts here).
+  let mut t = trace();
+  build(&mut t, None, TextFrom::MapsAndScripts);
+  assert!(t.source_text.unwrap().contains_key(&url(&secret)));
+  // A trace that carries text keeps it; one without line ticks gets none.
+  let mut t = trace();
+  t.source_text = Some([("file:///x.js".to_string(), [(1, "kept".to_string())].into())].into());
+  build(&mut t, Some(&[]), TextFrom::MapsAndScripts);
+  assert_eq!(t.source_text.unwrap().len(), 1);
+  let mut t = Trace {
+    line_ticks: vec![],
+    ..trace()
+  };
+  build(&mut t, Some(&[]), TextFrom::MapsAndScripts);
+  assert_eq!(t.source_text, None);
+}
+
+#[test]
+fn source_text_is_bounded_and_survives_a_round_trip() {
+  let dir = tmp("text-bounds");
+  let long = dir.join("long.js");
+  std::fs::write(&long, format!("{}\n{}\n", "é".repeat(500), "y".repeat(10))).unwrap();
+  let huge = dir.join("huge.js");
+  std::fs::File::create(&huge)
+    .unwrap()
+    .set_len(text::FILE_BYTES + 1)
+    .unwrap();
+  let resources = vec![url(&long), url(&huge)];
+  let mut t = Trace {
+    resources: resources.clone(),
+    frames: vec![frame("f", Some(0), 1, 1), frame("g", Some(1), 1, 1)],
+    stacks: (0..2)
+      .map(|f| Stack {
+        frame_id: f,
+        parent_id: None,
+      })
+      .collect(),
+    samples: vec![sample(0), sample(1)],
+    line_ticks: (1..=text::LINES as u32 + 10)
+      .map(|line| LineTicks {
+        stack_id: 0,
+        line,
+        ticks: 1,
+      })
+      .chain([LineTicks {
+        stack_id: 1,
+        line: 1,
+        ticks: 1,
+      }])
+      .collect(),
+    ..Trace::default()
+  };
+  build(&mut t, None, TextFrom::MapsAndScripts);
+  let text = t.source_text.clone().unwrap();
+  let lines = &text[&url(&long)];
+  assert_eq!(lines[&1], format!("{}…", "é".repeat(text::LINE_CHARS)));
+  assert_eq!(lines[&2], "y".repeat(10));
+  assert_eq!(lines.len(), 3, "lines past the end have none: {:?}", lines.keys());
+  assert!(!text.contains_key(&url(&huge)), "a file over the bound is not read");
+  // At most LINES lines a trace.
+  let many = dir.join("many.js");
+  std::fs::write(&many, "x\n".repeat(text::LINES + 100)).unwrap();
+  let mut m = Trace {
+    resources: vec![url(&many)],
+    frames: vec![frame("f", Some(0), 1, 1)],
+    stacks: vec![Stack {
+      frame_id: 0,
+      parent_id: None,
+    }],
+    samples: vec![sample(0)],
+    line_ticks: (1..=text::LINES as u32 + 50)
+      .map(|line| LineTicks {
+        stack_id: 0,
+        line,
+        ticks: 1,
+      })
+      .collect(),
+    ..Trace::default()
+  };
+  build(&mut m, None, TextFrom::MapsAndScripts);
+  assert_eq!(m.source_text.unwrap()[&url(&many)].len(), text::LINES);
+  // Through JSON and back, and lenient about a malformed one.
+  let back = crate::formats::read_input(t.to_json().as_bytes()).unwrap().trace;
+  assert_eq!(back.source_text, t.source_text);
+  let json = r#"{"resources":[],"frames":[],"stacks":[],"samples":[],"sourceText":{"file:///a.js":{"x":1}}}"#;
+  assert_eq!(
+    crate::formats::read_input(json.as_bytes()).unwrap().trace.source_text,
+    None
+  );
+}

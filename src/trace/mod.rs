@@ -48,6 +48,16 @@ pub struct Trace {
     deserialize_with = "crate::symbolize::lenient"
   )]
   pub source_maps: Option<crate::symbolize::SourceMapsInfo>,
+  /// Extension (optional): the text of the hot lines, `{ [url]: { [line]: text } }`, from
+  /// the scripts the recording loaded and source maps' `sourcesContent`
+  /// (`crate::symbolize::text`). Absent when there is none.
+  #[serde(
+    default,
+    rename = "sourceText",
+    skip_serializing_if = "Option::is_none",
+    deserialize_with = "crate::symbolize::text::lenient"
+  )]
+  pub source_text: Option<crate::symbolize::SourceText>,
 }
 
 /// What each sample of a weighted trace stands for: `values[i]` of `unit` for sample i (a
@@ -711,7 +721,7 @@ pub(crate) fn scale_ticks(ticks: &[(u32, u64)], kept: u64, recorded: u64) -> Vec
 /// values out of one string per piece rather than parsing JSON: ~5× less event-loop time
 /// for ~60k label sets.
 pub struct Parts {
-  /// `{ resources, frames, stacks, metadata?, lineTicks? }`.
+  /// `{ resources, frames, stacks, metadata?, lineTicks?, sourceMaps?, sourceText? }`.
   pub head: String,
   /// The distinct key lists of the contexts, as JSON: `[["endpoint", "span_id"], ...]`.
   pub key_sets: String,
@@ -955,6 +965,8 @@ struct Head<'a> {
   line_ticks: &'a [LineTicks],
   #[serde(skip_serializing_if = "Option::is_none")]
   source_maps: Option<&'a crate::symbolize::SourceMapsInfo>,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  source_text: Option<&'a crate::symbolize::SourceText>,
 }
 
 impl Trace {
@@ -978,6 +990,7 @@ impl Trace {
       metadata: self.metadata.as_ref(),
       line_ticks: &self.line_ticks,
       source_maps: self.source_maps.as_ref(),
+      source_text: self.source_text.as_ref(),
     };
     // Serializing plain structs of strings and numbers cannot fail.
     let head = serde_json::to_string(&head).unwrap_or_default();

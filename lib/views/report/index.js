@@ -7,7 +7,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { readProfile } = require('../convert');
-const { readSourceLines } = require('./sources');
+const { sourceLines } = require('./sources');
 const { page } = require('./shell');
 
 // The client, in the order its parts are defined: shared model and helpers first, the
@@ -59,8 +59,9 @@ const VIEWS = ['flame', 'timeorder', 'sandwich', 'diff'];
  *   on the diff view, A = baseline, B = `trace`; `baselineName`, `name` label them;
  * - `labelDiff: { key, a, b }`: open the diff view on two values of a label (`null` for
  *   samples without the label);
- * - `sources` (default true): embed the source lines of the hot lines of functions whose
- *   `file://` script is readable here (false: none);
+ * - `sources` (default true): embed the text of the hot lines that the trace carries
+ *   (`trace.sourceText`: from the scripts the recorded program loaded, and its source
+ *   maps' sourcesContent; no file is read here); false: none;
  * - `view`: the view to open (`flame`, `timeorder`, `sandwich`, `diff`);
  * - `sourceMaps` (default false): map the frames through the source maps found here first
  *   (a trace from `stop()` or `record` was mapped when it was built).
@@ -77,15 +78,19 @@ function htmlReport(trace, options = {}) {
   if (labelDiff !== undefined && (labelDiff === null || typeof labelDiff !== 'object' || typeof labelDiff.key !== 'string')) {
     throw new TypeError('htmlReport: labelDiff must be { key, a, b } with a label key and two values');
   }
+  // The hot lines' text goes in once, as `sources` (and not at all with `sources: false`).
+  const text = sources ? sourceLines(main) : {};
+  delete main.sourceText;
+  if (base) delete base.sourceText;
   const data = {
-    // As the Rust reader writes it: exactly the trace's fields, `contexts` always present.
+    // As the Rust reader writes it: the trace's fields, `contexts` always present.
     trace: main,
     sampleInterval: typeof sampleInterval === 'number' ? sampleInterval : undefined,
     name: name === undefined ? undefined : String(name),
     baseline: base,
     baselineName: baselineName === undefined ? undefined : String(baselineName),
     labelDiff: labelDiff && { key: labelDiff.key, a: labelDiff.a ?? null, b: labelDiff.b ?? null },
-    sources: sources ? readSourceLines(main) : {},
+    sources: text,
     view: view ?? (base || labelDiff ? 'diff' : 'flame'),
   };
   return page({ title: escapeHtml(title), json: scriptJson(data), script: client() });

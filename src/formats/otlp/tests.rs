@@ -53,6 +53,7 @@ fn trace() -> Trace {
     line_ticks: Vec::new(),
     weight: None,
     source_maps: None,
+    source_text: None,
   }
 }
 
