@@ -206,3 +206,19 @@ test('selfprof record --interval and SELFPROF_SAMPLE_INTERVAL_MS past what V8 ac
   assert.ok(fs.readdirSync(out).some((f) => f.endsWith('.pb.gz')), 'profiles were written');
   fs.rmSync(out, { recursive: true });
 });
+
+test('selfprof report, convert and diff refuse a device, a FIFO or a directory at once, in one line', () => {
+  const dir = tmp('not-a-file');
+  const fifo = path.join(dir, 'fifo');
+  spawnSync('mkfifo', [fifo]);
+  assert.ok(fs.statSync(fifo).isFIFO(), 'mkfifo made a FIFO');
+  // /dev/zero never ends and has a size of 0; a FIFO without a writer blocks its reader.
+  for (const [file, kind] of [['/dev/zero', 'a character device'], [fifo, 'a FIFO'], [dir, 'a directory']]) {
+    for (const args of [['report', file], ['convert', file, '--to', 'folded'], ['diff', file, file]]) {
+      const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 15_000 });
+      assert.equal(r.status, 1, `${args.join(' ')}: exit code (${r.signal ?? r.stderr})`);
+      assert.equal(r.stderr, `selfprof: cannot read ${file}: it is ${kind}, not a regular file\n`);
+    }
+  }
+  fs.rmSync(dir, { recursive: true });
+});
