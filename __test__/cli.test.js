@@ -222,3 +222,26 @@ test('selfprof report, convert and diff refuse a device, a FIFO or a directory a
   }
   fs.rmSync(dir, { recursive: true });
 });
+
+test('selfprof record from an install path with a newline, a space, quotes and a backslash', () => {
+  // The package as npm would install it, under a directory named with every character
+  // NODE_OPTIONS parsing treats specially.
+  const root = path.join(tmp('record-path'), 'a\nb c"d\'e\\f');
+  const pkg = path.join(__dirname, '..');
+  const files = ['package.json', 'index.js', 'binding.js', 'start.js', 'worker.js', 'bin', 'lib'];
+  files.push(...fs.readdirSync(pkg).filter((f) => /^selfprof\..*\.node$/.test(f)));
+  for (const f of files) fs.cpSync(path.join(pkg, f), path.join(root, f), { recursive: true });
+  const dir = tmp('record-path-out');
+  const app = path.join(dir, 'app.js');
+  fs.writeFileSync(app, `const end = Date.now() + 300; let x = 0; while (Date.now() < end) x += Math.sqrt(x + 1);\n`);
+  const r = spawnSync(process.execPath, [path.join(root, 'bin', 'selfprof.js'), 'record', '-o', dir, '--', process.execPath, app], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, NODE_OPTIONS: '--max-old-space-size=512' },
+  });
+  assert.equal(r.status, 0, r.stderr);
+  const trace = readTrace(path.join(dir, 'profile.trace.json.gz'));
+  assert.ok(trace.samples.length > 50, `${trace.samples.length} samples`);
+  fs.rmSync(path.dirname(root), { recursive: true });
+  fs.rmSync(dir, { recursive: true });
+});

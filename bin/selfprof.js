@@ -417,6 +417,12 @@ function writeRecordings(processes, { dir, command, interval, by, sourceMaps }) 
   if (heapTrace) process.stdout.write(`\n${summarize(heapTrace, { by, top: 10, root })}\n`);
 }
 
+/**
+ * One NODE_OPTIONS argument as Node splits them: in double quotes, inside which a backslash
+ * takes the next character as it is (a newline or space stays, `"` and `\` are escaped).
+ */
+const nodeOptionsQuote = (arg) => `"${arg.replace(/["\\]/g, '\\$&')}"`;
+
 /** Runs COMMAND with the record hook preloaded into its Node processes, then builds the outputs. */
 async function recordCommand(argv) {
   const split = argv.indexOf('--');
@@ -452,7 +458,7 @@ async function recordCommand(argv) {
   const hook = path.join(__dirname, '..', 'lib', 'cli', 'record-hook.js');
   const env = {
     ...process.env,
-    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require=${JSON.stringify(hook)}`.trim(),
+    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require=${nodeOptionsQuote(hook)}`.trim(),
     SELFPROF_RECORD_DIR: raw,
     SELFPROF_RECORD_INTERVAL_MS: String(interval),
     ...(heapInterval !== undefined && { SELFPROF_RECORD_HEAP: String(heapInterval) }),
