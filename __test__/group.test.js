@@ -344,3 +344,14 @@ test('beside node --cpu-prof: no output from Node, both profiles recorded, label
     fs.rmSync(dir, { recursive: true });
   }
 });
+
+test('--cpu-prof is found in the flags and in NODE_OPTIONS as Node splits it; the command line wins', () => {
+  const { nodeCpuProfRuns, nodeOptionsArgs } = require('../lib/capture/group');
+  assert.deepEqual(nodeOptionsArgs('--a  "--b c\\"d\\\\" e'), ['--a', '--b c"d\\', 'e']);
+  assert.equal(nodeCpuProfRuns([], ''), false);
+  assert.equal(nodeCpuProfRuns(['--cpu-prof'], ''), true);
+  assert.equal(nodeCpuProfRuns([], '--max-old-space-size=100 --cpu-prof'), true);
+  assert.equal(nodeCpuProfRuns(['--no-cpu-prof'], '--cpu-prof'), false);
+  assert.equal(nodeCpuProfRuns([], '--require "/x --cpu-prof y"'), false, 'inside a quoted argument');
+  assert.equal(nodeCpuProfRuns([], '--cpu-prof-dir=/tmp'), false);
+});
