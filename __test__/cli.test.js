@@ -245,3 +245,31 @@ test('selfprof record from an install path with a newline, a space, quotes and a
   fs.rmSync(path.dirname(root), { recursive: true });
   fs.rmSync(dir, { recursive: true });
 });
+
+test('selfprof record: a program killed by SIGKILL or SIGSEGV exits as a shell says, and what it recorded is kept', () => {
+  const env = { ...process.env, SELFPROF_RECORD_CHECKPOINT_MS: '150' };
+  for (const [mode, signal, status] of [['sigkill', 'SIGKILL', 137], ['sigsegv', 'SIGSEGV', 139]]) {
+    const dir = tmp(`record-${mode}`);
+    const r = spawnSync(process.execPath, [cli, 'record', '-o', dir, '--by', 'endpoint', '--', process.execPath, fixture, mode], { encoding: 'utf8', timeout: 60_000, env });
+    assert.equal(r.status, status, `${mode}: ${r.stderr}`);
+    assert.match(r.stderr, new RegExp(`ended by ${signal}`));
+    assert.match(r.stderr, new RegExp(`pid \\d+ was ended by ${signal} before it wrote its profile: kept what it recorded until its last checkpoint, [\\d.]+ s in`), r.stderr);
+    assert.deepEqual(fs.readdirSync(dir).sort(), ['profile.html', 'profile.pb.gz', 'profile.trace.json.gz'], 'written as usual, nothing else left behind');
+    const trace = assertValidTrace(readTrace(path.join(dir, 'profile.trace.json.gz')));
+    const primes = samplesIn(trace, 'recordedPrimes');
+    assert.ok(primes.length >= 20, `${mode}: recordedPrimes: ${primes.length} samples`);
+    assertOwnLabels(labelVerdicts(trace, primes, (l) => l.endpoint === 'GET /primes'), trace.metadata.unmatchedSamples, mode);
+    for (let i = 1; i < trace.samples.length; i++) assert.ok(trace.samples[i].timestamp > trace.samples[i - 1].timestamp, 'each sample once, in order');
+    const pprof = decodePprof(fs.readFileSync(path.join(dir, 'profile.pb.gz')));
+    assert.equal(pprof.sum(0), trace.samples.length);
+    assert.match(r.stdout, /samples by endpoint/);
+    fs.rmSync(dir, { recursive: true });
+  }
+  // Killed before any checkpoint: nothing to keep, and the exit status still says how it ended.
+  const dir = tmp('record-sigkill-at-once');
+  const r = run('record', '-o', dir, '--', process.execPath, '-e', "process.kill(process.pid, 'SIGKILL')");
+  assert.equal(r.status, 137, r.stderr);
+  assert.match(r.stderr, /no profile was recorded: .* was ended by SIGKILL before its first checkpoint/);
+  assert.deepEqual(fs.readdirSync(dir), []);
+  fs.rmSync(dir, { recursive: true });
+});

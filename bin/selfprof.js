@@ -291,9 +291,11 @@ function diffCommand(argv) {
 }
 
 /**
- * The recorded processes, each `{ pid, threads: [{ meta, trace, pprof?, heap? }], skipped,
- * js, samples, command }` (threads: the main one first), the one that did the most work in
- * JS first: with a wrapper (npx, tsx, npm run) that is the app, not the wrapper.
+ * The recorded processes, each `{ pid, threads: [{ meta, trace, pprof?, heap?, cut? }],
+ * skipped, js, samples, command }` (threads: the main one first), the one that did the most
+ * work in JS first: with a wrapper (npx, tsx, npm run) that is the app, not the wrapper. A
+ * thread that ended without writing its trace (SIGKILL, a crash) is its checkpoints joined,
+ * with `cut`: the ms it recorded until its last checkpoint.
  */
 function collectRecordings(raw, childPid) {
   const zlib = require('node:zlib');
@@ -302,20 +304,38 @@ function collectRecordings(raw, childPid) {
     if (!byPid.has(pid)) byPid.set(pid, { pid, threads: [], skipped: 0 });
     return byPid.get(pid);
   };
+  // Per thread ("pid-threadId"): whether it wrote its trace, and its checkpoints' files.
+  const found = new Map();
+  const thread = (pid, tid) => {
+    const key = `${pid}-${tid}`;
+    if (!found.has(key)) found.set(key, { pid: Number(pid), tid: Number(tid), whole: false, parts: [] });
+    return found.get(key);
+  };
   for (const f of fs.readdirSync(raw)) {
     const skipped = /^selfprof-(\d+)-(\d+)\.skipped$/.exec(f);
     if (skipped) entry(Number(skipped[1])).skipped++;
     const m = /^selfprof-(\d+)-(\d+)\.trace\.json\.gz$/.exec(f);
-    if (!m) continue;
-    const base = path.join(raw, `selfprof-${m[1]}-${m[2]}`);
+    if (m) thread(m[1], m[2]).whole = true;
+    const part = /^selfprof-(\d+)-(\d+)\.part-(\d+)\.trace\.json\.gz$/.exec(f);
+    if (part) thread(part[1], part[2]).parts.push({ n: Number(part[3]), file: path.join(raw, f) });
+  }
+  const { native } = require('../lib/native');
+  for (const t of found.values()) {
+    if (!t.whole && !t.parts.length) continue;
+    const base = path.join(raw, `selfprof-${t.pid}-${t.tid}`);
     const read = (ext) => (fs.existsSync(`${base}${ext}`) ? fs.readFileSync(`${base}${ext}`) : undefined);
     let meta;
     try {
       meta = JSON.parse(read('.meta.json'));
     } catch {
-      meta = { pid: Number(m[1]), threadId: Number(m[2]), name: Number(m[2]) === 0 ? 'Main Event Loop' : `Worker #${m[2]} Event Loop`, argv: [] };
+      meta = { pid: t.pid, threadId: t.tid, name: t.tid === 0 ? 'Main Event Loop' : `Worker #${t.tid} Event Loop`, argv: [] };
     }
-    entry(Number(m[1])).threads.push({ meta, trace: read('.trace.json.gz'), pprof: read('.pb.gz'), heap: read('.heap.json') });
+    if (t.whole) {
+      entry(t.pid).threads.push({ meta, trace: read('.trace.json.gz'), pprof: read('.pb.gz'), heap: read('.heap.json') });
+    } else {
+      t.parts.sort((a, b) => a.n - b.n);
+      entry(t.pid).threads.push({ meta, trace: native.concatTraces(t.parts.map((p) => fs.readFileSync(p.file))), cut: 0 });
+    }
   }
   const processes = [...byPid.values()].filter((p) => p.threads.length);
   for (const p of processes) {
@@ -328,6 +348,7 @@ function collectRecordings(raw, childPid) {
     p.js = 0;
     for (const t of p.threads) {
       const trace = JSON.parse(zlib.gunzipSync(t.trace));
+      if (t.cut !== undefined) t.cut = trace.samples.at(-1)?.timestamp ?? 0;
       t.samples = trace.samples.length;
       t.js = trace.samples.filter((s) => s.stackId !== undefined).length;
       p.samples += t.samples;
@@ -352,7 +373,11 @@ function buildProcess(p, sourceMaps) {
   }));
   const several = p.threads.length > 1;
   const trace = several ? native.mergeTraces(inputs, 'json-gzip') : p.threads[0].trace;
-  const pprof = several || !p.threads[0].pprof ? native.mergeTraces(several ? inputs : inputs.slice(0, 1), 'pprof') : p.threads[0].pprof;
+  let pprof = p.threads[0].pprof;
+  if (several) pprof = native.mergeTraces(inputs, 'pprof');
+  // A thread's checkpoints (it wrote no pprof): the pprof of their trace.
+  else if (p.threads[0].cut !== undefined) pprof = native.convertProfile(trace, 'pprof');
+  else if (!pprof) pprof = native.mergeTraces(inputs, 'pprof');
   let heap;
   const heaps = p.threads.filter((t) => t.heap);
   if (heaps.length) {
@@ -380,7 +405,7 @@ function buildProcess(p, sourceMaps) {
 }
 
 /** Writes each process's files (the app's as profile.*) and prints which is which, then the app's summary. */
-function writeRecordings(processes, { dir, command, interval, by, sourceMaps }) {
+function writeRecordings(processes, { dir, command, interval, by, sourceMaps, exit, heapOn }) {
   const zlib = require('node:zlib');
   const { htmlReport } = require('..');
   const rel = (f) => path.relative(process.cwd(), f) || f;
@@ -393,6 +418,12 @@ function writeRecordings(processes, { dir, command, interval, by, sourceMaps }) 
     const threads = p.threads.length > 1 ? `, ${p.threads.length} threads` : '';
     const skipped = p.skipped ? `, ${p.skipped} workers past the cap of ${require('../lib/cli/record-hook').MAX_RECORDED_THREADS} threads not recorded` : '';
     progress(`  pid ${p.pid}: ${p.samples} samples (${p.js} in JS${threads}${skipped}) -> ${p.name}.*  ${p.command}`);
+    for (const t of p.threads.filter((t) => t.cut !== undefined)) {
+      const who = t.meta.threadId === 0 ? `pid ${p.pid}` : `pid ${p.pid}'s ${t.meta.name}`;
+      const how = p.direct && t.meta.threadId === 0 && exit.signal ? `was ended by ${exit.signal}` : 'ended';
+      const heap = t.meta.threadId === 0 && heapOn ? ' (no heap profile: it is taken at exit)' : '';
+      progress(`${who} ${how} before it wrote its profile: kept what it recorded until its last checkpoint, ${(t.cut / 1000).toFixed(1)} s in${heap}`);
+    }
     const out = buildProcess(p, sourceMaps);
     const to = path.join(dir, p.name);
     writeOut(`${to}.trace.json.gz`, out.trace);
@@ -502,17 +533,20 @@ async function recordCommand(argv) {
   const seconds = ((Date.now() - started) / 1000).toFixed(1);
   progress(`${command[0]} ${exit.signal ? `ended by ${exit.signal}` : `exited with code ${exit.code}`} after ${seconds} s`);
 
-  const processes = collectRecordings(raw, child.pid, exit);
-  if (!processes.length) {
-    fs.rmSync(raw, { recursive: true, force: true });
-    throw new Error(`no profile was recorded: ${command[0]} started no Node.js process that ran to its exit`);
-  }
-  writeRecordings(processes, { dir, command, interval, by: values.by, sourceMaps: !values['no-source-maps'] });
-  fs.rmSync(raw, { recursive: true, force: true });
   // The recorder exits as the program did: a signal as a shell reports it, 128 + its number
   // (ending it after --duration is no failure).
-  if (exit.signal) return timedOut && exit.signal === 'SIGINT' ? 0 : 128 + (require('node:os').constants.signals[exit.signal] ?? 0);
-  return exit.code;
+  const status = !exit.signal ? exit.code : timedOut && exit.signal === 'SIGINT' ? 0 : 128 + (require('node:os').constants.signals[exit.signal] ?? 0);
+  const processes = collectRecordings(raw, child.pid);
+  if (!processes.length) {
+    fs.rmSync(raw, { recursive: true, force: true });
+    if (!exit.signal) throw new Error(`no profile was recorded: ${command[0]} started no Node.js process that ran to its exit`);
+    const every = Number(process.env.SELFPROF_RECORD_CHECKPOINT_MS ?? require('../lib/cli/record-hook').CHECKPOINT_MS) / 1000;
+    progress(`no profile was recorded: ${command[0]} was ended by ${exit.signal} before its first checkpoint (one every ${every} s) or its exit`);
+    return status;
+  }
+  writeRecordings(processes, { dir, command, interval, by: values.by, sourceMaps: !values['no-source-maps'], exit, heapOn: heapInterval !== undefined });
+  fs.rmSync(raw, { recursive: true, force: true });
+  return status;
 }
 
 async function main(argv) {

@@ -881,6 +881,19 @@ pub fn merge_traces(threads: Vec<ThreadInput>, format: Option<String>) -> Result
   Ok(out.into())
 }
 
+/// The parts of one thread's recording (`selfprof record`'s checkpoints, json or json-gzip,
+/// in time order) as one trace, json-gzip (`formats::threads::concat`).
+#[napi]
+pub fn concat_traces(parts: Vec<Buffer>) -> Result<Buffer> {
+  let parts = parts
+    .iter()
+    .map(|p| formats::read_input(p).map(|t| t.trace).map_err(invalid))
+    .collect::<Result<Vec<_>>>()?;
+  let trace = formats::threads::concat(parts);
+  let out = trace.to_json_gzip().map_err(|e| Error::from_reason(e.to_string()))?;
+  Ok(out.into())
+}
+
 /// One thread's sampling heap profile, flattened (`lib/capture/heap.js`), and who it is.
 #[napi(object)]
 pub struct HeapChunk {
