@@ -83,9 +83,11 @@ pub fn concat(parts: Vec<Trace>) -> Trace {
   append(parts)
 }
 
-/// Traces appended into one, samples in time order: each `(trace, labels added to every
-/// sample, ms added to its timestamps)`.
-fn append(threads: Vec<(Trace, Vec<(String, String)>, f64)>) -> Trace {
+/// A trace to append, the labels added to every sample of it, and the ms added to its timestamps.
+type Appended = (Trace, Vec<(String, String)>, f64);
+
+/// Traces appended into one, samples in time order.
+fn append(threads: Vec<Appended>) -> Trace {
   let mut out = Trace::default();
   let mut resource_ids: HashMap<String, u32> = HashMap::new();
   let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
