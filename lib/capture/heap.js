@@ -149,4 +149,4 @@ function startHeapSampling(samplingInterval = DEFAULT_HEAP_INTERVAL) {
   };
 }
 
-module.exports = { startHeapSampling, checkHeapInterval, DEFAULT_HEAP_INTERVAL, MIN_HEAP_INTERVAL, MAX_HEAP_INTERVAL };
+module.exports = { startHeapSampling, flatten, checkHeapInterval, DEFAULT_HEAP_INTERVAL, MIN_HEAP_INTERVAL, MAX_HEAP_INTERVAL };
