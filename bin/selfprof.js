@@ -290,6 +290,26 @@ function diffCommand(argv) {
   }
 }
 
+/** A thread's checkpoints as one trace (json-gzip); one that cannot be read is left out, saying so. */
+function concatParts(files) {
+  const { native } = require('../lib/native');
+  const parts = files.map((f) => fs.readFileSync(f));
+  try {
+    return native.concatTraces(parts);
+  } catch {
+    const readable = parts.filter((p, i) => {
+      try {
+        native.concatTraces([p]);
+        return true;
+      } catch (err) {
+        progress(`a checkpoint could not be read, left out: ${path.basename(files[i])}: ${err.message}`);
+        return false;
+      }
+    });
+    return readable.length ? native.concatTraces(readable) : null;
+  }
+}
+
 /**
  * The recorded processes, each `{ pid, threads: [{ meta, trace, pprof?, heap?, cut? }],
  * skipped, js, samples, command }` (threads: the main one first), the one that did the most
@@ -319,7 +339,6 @@ function collectRecordings(raw, childPid) {
     const part = /^selfprof-(\d+)-(\d+)\.part-(\d+)\.trace\.json\.gz$/.exec(f);
     if (part) thread(part[1], part[2]).parts.push({ n: Number(part[3]), file: path.join(raw, f) });
   }
-  const { native } = require('../lib/native');
   for (const t of found.values()) {
     if (!t.whole && !t.parts.length) continue;
     const base = path.join(raw, `selfprof-${t.pid}-${t.tid}`);
@@ -334,7 +353,8 @@ function collectRecordings(raw, childPid) {
       entry(t.pid).threads.push({ meta, trace: read('.trace.json.gz'), pprof: read('.pb.gz'), heap: read('.heap.json') });
     } else {
       t.parts.sort((a, b) => a.n - b.n);
-      entry(t.pid).threads.push({ meta, trace: native.concatTraces(t.parts.map((p) => fs.readFileSync(p.file))), cut: 0 });
+      const trace = concatParts(t.parts.map((p) => p.file));
+      if (trace) entry(t.pid).threads.push({ meta, trace, cut: 0 });
     }
   }
   const processes = [...byPid.values()].filter((p) => p.threads.length);

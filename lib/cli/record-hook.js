@@ -156,15 +156,33 @@ function startCheckpoints(env, base, profiler, done) {
   const { group } = require('../capture/group');
   const ms = env.SELFPROF_RECORD_CHECKPOINT_MS === undefined ? CHECKPOINT_MS : Number(env.SELFPROF_RECORD_CHECKPOINT_MS);
   if (!(ms > 0) || !group.handOffs) return { end() {} };
-  const start = () => new Profiler({ sampleInterval: profiler.sampleInterval, maxBufferSize: 2 ** 32 - 1 });
-  let current = start();
-  let parts = 0;
   let warned = false;
+  const warn = (what, err) => {
+    if (!warned) process.emitWarning(`selfprof record: ${what}: ${err.message}`, { code: 'SELFPROF_RECORD' });
+    warned = true;
+  };
+  const start = () => new Profiler({ sampleInterval: profiler.sampleInterval, maxBufferSize: 2 ** 32 - 1 });
+  let current;
+  try {
+    current = start();
+  } catch (err) {
+    warn('no checkpoints', err);
+    return { end() {} };
+  }
+  let parts = 0;
   const timer = setInterval(() => {
     const finished = current;
-    current = start(); // before the stop: the stop then hands off to it
-    const n = ++parts;
-    const file = `${base}.part-${String(n).padStart(6, '0')}.trace.json.gz`;
+    try {
+      current = start(); // before the stop: the stop then hands off to it
+    } catch (err) {
+      // No more checkpoints; the last one written stands.
+      clearInterval(timer);
+      current = null;
+      finished.stop().catch(() => {});
+      warn('no more checkpoints', err);
+      return;
+    }
+    const file = `${base}.part-${String(++parts).padStart(6, '0')}.trace.json.gz`;
     finished
       .stop({ format: 'json-gzip' })
       .then(async (gz) => {
@@ -172,19 +190,16 @@ function startCheckpoints(env, base, profiler, done) {
         await fs.promises.writeFile(`${file}.tmp`, gz);
         await fs.promises.rename(`${file}.tmp`, file);
       })
-      .catch((err) => {
-        if (!warned) process.emitWarning(`selfprof record: a checkpoint could not be written: ${err.message}`, { code: 'SELFPROF_RECORD' });
-        warned = true;
-      });
+      .catch((err) => warn('a checkpoint could not be written', err));
   }, ms);
   timer.unref();
   return {
     end() {
       clearInterval(timer);
-      // At exit its build never runs; it only lets go of the sampler.
-      current.stop().catch(() => {});
-      // Written whole: the parts are not needed.
-      for (let n = 1; n <= parts; n++) fs.rmSync(`${base}.part-${String(n).padStart(6, '0')}.trace.json.gz`, { force: true });
+      // At exit its build never runs: this only lets go of the sampler. (The recorder
+      // leaves the parts of a thread that wrote its trace unused.)
+      current?.stop().catch(() => {});
+      current = null;
     },
   };
 }
