@@ -248,12 +248,12 @@ test('selfprof record from an install path with a newline, a space, quotes and a
 
 test('selfprof record: a program killed by SIGKILL or SIGSEGV exits as a shell says, and what it recorded is kept', () => {
   const env = { ...process.env, SELFPROF_RECORD_CHECKPOINT_MS: '150' };
-  for (const [mode, signal, status] of [['sigkill', 'SIGKILL', 137], ['sigsegv', 'SIGSEGV', 139]]) {
+  for (const [mode, signal, status, heap] of [['sigkill', 'SIGKILL', 137, []], ['sigsegv', 'SIGSEGV', 139, ['--heap']]]) {
     const dir = tmp(`record-${mode}`);
-    const r = spawnSync(process.execPath, [cli, 'record', '-o', dir, '--by', 'endpoint', '--', process.execPath, fixture, mode], { encoding: 'utf8', timeout: 60_000, env });
+    const r = spawnSync(process.execPath, [cli, 'record', '-o', dir, '--by', 'endpoint', ...heap, '--', process.execPath, fixture, mode], { encoding: 'utf8', timeout: 60_000, env });
     assert.equal(r.status, status, `${mode}: ${r.stderr}`);
     assert.match(r.stderr, new RegExp(`ended by ${signal}`));
-    assert.match(r.stderr, new RegExp(`pid \\d+ was ended by ${signal} before it wrote its profile: kept what it recorded until its last checkpoint, [\\d.]+ s in`), r.stderr);
+    assert.match(r.stderr, new RegExp(`pid \\d+ was ended by ${signal} before it wrote its profile: kept what it recorded until its last checkpoint, [\\d.]+ s in${heap.length ? ' \\(no heap profile: it is taken at exit\\)' : '\n'}`), r.stderr);
     assert.deepEqual(fs.readdirSync(dir).sort(), ['profile.html', 'profile.pb.gz', 'profile.trace.json.gz'], 'written as usual, nothing else left behind');
     const trace = assertValidTrace(readTrace(path.join(dir, 'profile.trace.json.gz')));
     const primes = samplesIn(trace, 'recordedPrimes');
@@ -271,5 +271,10 @@ test('selfprof record: a program killed by SIGKILL or SIGSEGV exits as a shell s
   assert.equal(r.status, 137, r.stderr);
   assert.match(r.stderr, /no profile was recorded: .* was ended by SIGKILL before its first checkpoint/);
   assert.deepEqual(fs.readdirSync(dir), []);
+  // Beside node --cpu-prof there are no checkpoints (the fixture gives up waiting after 3 s).
+  const cpuProf = spawnSync(process.execPath, [cli, 'record', '-o', dir, '--', process.execPath, '--cpu-prof', `--cpu-prof-dir=${dir}`, fixture, 'sigkill'], { encoding: 'utf8', timeout: 60_000, env });
+  assert.equal(cpuProf.status, 137, cpuProf.stderr);
+  assert.match(cpuProf.stderr, /no profile was recorded: .* was ended by SIGKILL before its first checkpoint/);
+  assert.doesNotMatch(cpuProf.stderr, /Cannot retrieve id/);
   fs.rmSync(dir, { recursive: true });
 });

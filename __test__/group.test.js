@@ -328,6 +328,7 @@ test('beside node --cpu-prof: no output from Node, both profiles recorded, label
     assert.equal(r.stderr, '', `${via}: stderr: ${r.stderr.slice(0, 300)}`);
     const out = JSON.parse(r.stdout);
     t.diagnostic(`${via}: ${JSON.stringify(out)}`);
+    assert.equal(out.segments, 0, 'no hand-offs beside --cpu-prof: the recording is joined at its stop');
     for (const [name, s] of Object.entries({ a: out.a, b: out.b })) {
       for (const fn of ['primes', 'orders']) {
         assert.ok(s[fn].right > 20, `${via}: ${name} ${fn}: ${JSON.stringify(s[fn])}`);
