@@ -19,8 +19,11 @@
 //  - snapshot: the wall and CPU time of each heap profile's take() (the heap sampler's
 //    read and flattening, on the event loop);
 //  - longest block: the most CPU time the main thread spent between two turns of a 1 ms
-//    ticker (CPU time: on a shared machine, preemption does not count);
-//  - blocked: the sum of those blocks over 5 ms (the workload's own slices are 2 ms);
+//    ticker (CPU time: on a shared machine, preemption does not count), and the longest
+//    wall time between two turns (which counts the main thread's waits: V8's full
+//    collection marks on helper threads while the main thread waits for them);
+//  - blocked: the sum of those blocks over 5 ms, in CPU and wall time (the workload's own
+//    slices are 2 ms);
 //  - requests per CPU-second, as a ratio to the cpu mode of the same round.
 // --breakdown takes 5 profiles each way in one process and splits a profile's time: the
 // inspector command (V8's profile, its serialization, the JSON crossing and JSON.parse),
@@ -97,14 +100,21 @@ function child(mode, { seconds, periodMs, heapMb, workers }) {
   takes.length = 0;
   // The longest block and the blocks over 10 ms, in main-thread CPU time between ticks.
   let lastCpu = native.threadCpuNs();
+  let lastWall = performance.now();
   let longest = 0;
   let blocked = 0;
+  let longestWall = 0;
+  let blockedWall = 0;
   const tick = setInterval(() => {
     const cpu = native.threadCpuNs();
+    const wall = performance.now();
     const block = (cpu - lastCpu) / 1e6;
     longest = Math.max(longest, block);
     if (block > 5) blocked += block;
+    longestWall = Math.max(longestWall, wall - lastWall);
+    if (wall - lastWall > 5) blockedWall += wall - lastWall;
     lastCpu = cpu;
+    lastWall = wall;
   }, 1);
   let spawned = 0;
   const spawner = workers
@@ -141,7 +151,7 @@ function child(mode, { seconds, periodMs, heapMb, workers }) {
     session.stop().then(() => {
       fs.rmSync(dir, { recursive: true, force: true });
       const heapUsedMb = process.memoryUsage().heapUsed / 2 ** 20;
-      process.stdout.write(JSON.stringify({ ops, cpuMs: (cpu.user + cpu.system) / 1000, longest, blocked, takes, heapUsedMb, spawned, kept: kept.length }));
+      process.stdout.write(JSON.stringify({ ops, cpuMs: (cpu.user + cpu.system) / 1000, longest, blocked, longestWall, blockedWall, takes, heapUsedMb, spawned, kept: kept.length }));
     });
   };
   run();
@@ -265,7 +275,7 @@ function main() {
     }
     for (const mode of MODES) perCpu[mode].push(results[mode].ops / results[mode].cpuMs / (results.cpu.ops / results.cpu.cpuMs));
     process.stderr.write(
-      `round ${r + 1}/${rounds}: ${order.map((m) => `${m}: blocked ${results[m].blocked.toFixed(0)} ms, longest ${results[m].longest.toFixed(0)} ms, ${results[m].takes.length} snapshots`).join('; ')}\n`,
+      `round ${r + 1}/${rounds}: ${order.map((m) => `${m}: blocked ${results[m].blockedWall.toFixed(0)} ms, longest ${results[m].longestWall.toFixed(0)} ms (wall), ${results[m].takes.length} snapshots`).join('; ')}\n`,
     );
   }
   const fmt = (xs, d = 1) => (xs.length ? `${median(xs).toFixed(d)} (${Math.min(...xs).toFixed(d)}–${Math.max(...xs).toFixed(d)})` : '–');
@@ -273,16 +283,17 @@ function main() {
   console.log(
     `Node ${process.version}, ${rounds} rounds × ${opts.seconds} s, period ${opts.periodMs} ms, heap used ~${heapUsed.toFixed(0)} MiB${opts.workers ? `, a worker every 500 ms` : ''}; median (range)`,
   );
-  console.log('| mode | snapshot, wall ms | snapshot, main-thread CPU ms | longest block, ms (× CPU only) | blocked in blocks > 5 ms, ms per run | requests per CPU-s, × CPU only |');
-  console.log('| --- | --- | --- | --- | --- | --- |');
+  console.log('| mode | snapshot, wall ms | snapshot, main-thread CPU ms | longest block, wall ms | longest block, CPU ms | blocked per run (blocks > 5 ms), wall ms | blocked per run, CPU ms | requests per CPU-s, × CPU only |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
   const names = { cpu: 'CPU only', 'heap-inspector': 'CPU + heap, inspector (before)', heap: 'CPU + heap, V8 API (after)' };
   for (const mode of MODES) {
     const rs = runs[mode];
     const takes = rs.flatMap((x) => x.takes);
-    const longest = rs.map((x) => x.longest);
-    const ratio = rs.map((x, i) => x.longest / runs.cpu[i].longest);
+    // Each run against the CPU-only run of its round.
+    const x = (key) => (mode === 'cpu' ? '' : ` (× ${fmt(rs.map((r, i) => r[key] / Math.max(runs.cpu[i][key], 1)), 1)})`);
+    const col = (key) => `${fmt(rs.map((r) => r[key]), 0)}${x(key)}`;
     console.log(
-      `| ${names[mode]} | ${fmt(takes.map((t) => t.wallMs))} | ${fmt(takes.map((t) => t.cpuMs))} | ${fmt(longest, 0)}${mode === 'cpu' ? '' : ` (× ${fmt(ratio, 1)})`} | ${fmt(rs.map((x) => x.blocked), 0)} | ${fmt(perCpu[mode], 3)} |`,
+      `| ${names[mode]} | ${fmt(takes.map((t) => t.wallMs))} | ${fmt(takes.map((t) => t.cpuMs))} | ${col('longestWall')} | ${col('longest')} | ${col('blockedWall')} | ${col('blocked')} | ${fmt(perCpu[mode], 3)} |`,
     );
   }
 }
