@@ -206,3 +206,75 @@ test('selfprof record --interval and SELFPROF_SAMPLE_INTERVAL_MS past what V8 ac
   assert.ok(fs.readdirSync(out).some((f) => f.endsWith('.pb.gz')), 'profiles were written');
   fs.rmSync(out, { recursive: true });
 });
+
+test('selfprof report, convert and diff refuse a device, a FIFO or a directory at once, in one line', () => {
+  const dir = tmp('not-a-file');
+  const fifo = path.join(dir, 'fifo');
+  spawnSync('mkfifo', [fifo]);
+  assert.ok(fs.statSync(fifo).isFIFO(), 'mkfifo made a FIFO');
+  // /dev/zero never ends and has a size of 0; a FIFO without a writer blocks its reader.
+  for (const [file, kind] of [['/dev/zero', 'a character device'], [fifo, 'a FIFO'], [dir, 'a directory']]) {
+    for (const args of [['report', file], ['convert', file, '--to', 'folded'], ['diff', file, file]]) {
+      const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 15_000 });
+      assert.equal(r.status, 1, `${args.join(' ')}: exit code (${r.signal ?? r.stderr})`);
+      assert.equal(r.stderr, `selfprof: cannot read ${file}: it is ${kind}, not a regular file\n`);
+    }
+  }
+  fs.rmSync(dir, { recursive: true });
+});
+
+test('selfprof record from an install path with a newline, a space, quotes and a backslash', () => {
+  // The package as npm would install it, under a directory named with every character
+  // NODE_OPTIONS parsing treats specially.
+  const root = path.join(tmp('record-path'), 'a\nb c"d\'e\\f');
+  const pkg = path.join(__dirname, '..');
+  const files = ['package.json', 'index.js', 'binding.js', 'start.js', 'worker.js', 'bin', 'lib'];
+  files.push(...fs.readdirSync(pkg).filter((f) => /^selfprof\..*\.node$/.test(f)));
+  for (const f of files) fs.cpSync(path.join(pkg, f), path.join(root, f), { recursive: true });
+  const dir = tmp('record-path-out');
+  const app = path.join(dir, 'app.js');
+  fs.writeFileSync(app, `const end = Date.now() + 300; let x = 0; while (Date.now() < end) x += Math.sqrt(x + 1);\n`);
+  const r = spawnSync(process.execPath, [path.join(root, 'bin', 'selfprof.js'), 'record', '-o', dir, '--', process.execPath, app], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, NODE_OPTIONS: '--max-old-space-size=512' },
+  });
+  assert.equal(r.status, 0, r.stderr);
+  const trace = readTrace(path.join(dir, 'profile.trace.json.gz'));
+  assert.ok(trace.samples.length > 50, `${trace.samples.length} samples`);
+  fs.rmSync(path.dirname(root), { recursive: true });
+  fs.rmSync(dir, { recursive: true });
+});
+
+test('selfprof record: a program killed by SIGKILL or SIGSEGV exits as a shell says, and what it recorded is kept', () => {
+  const env = { ...process.env, SELFPROF_RECORD_CHECKPOINT_MS: '150' };
+  for (const [mode, signal, status, heap] of [['sigkill', 'SIGKILL', 137, []], ['sigsegv', 'SIGSEGV', 139, ['--heap']]]) {
+    const dir = tmp(`record-${mode}`);
+    const r = spawnSync(process.execPath, [cli, 'record', '-o', dir, '--by', 'endpoint', ...heap, '--', process.execPath, fixture, mode], { encoding: 'utf8', timeout: 60_000, env });
+    assert.equal(r.status, status, `${mode}: ${r.stderr}`);
+    assert.match(r.stderr, new RegExp(`ended by ${signal}`));
+    assert.match(r.stderr, new RegExp(`pid \\d+ was ended by ${signal} before it wrote its profile: kept what it recorded until its last checkpoint, [\\d.]+ s in${heap.length ? ' \\(no heap profile: it is taken at exit\\)' : '\n'}`), r.stderr);
+    assert.deepEqual(fs.readdirSync(dir).sort(), ['profile.html', 'profile.pb.gz', 'profile.trace.json.gz'], 'written as usual, nothing else left behind');
+    const trace = assertValidTrace(readTrace(path.join(dir, 'profile.trace.json.gz')));
+    const primes = samplesIn(trace, 'recordedPrimes');
+    assert.ok(primes.length >= 20, `${mode}: recordedPrimes: ${primes.length} samples`);
+    assertOwnLabels(labelVerdicts(trace, primes, (l) => l.endpoint === 'GET /primes'), trace.metadata.unmatchedSamples, mode);
+    for (let i = 1; i < trace.samples.length; i++) assert.ok(trace.samples[i].timestamp > trace.samples[i - 1].timestamp, 'each sample once, in order');
+    const pprof = decodePprof(fs.readFileSync(path.join(dir, 'profile.pb.gz')));
+    assert.equal(pprof.sum(0), trace.samples.length);
+    assert.match(r.stdout, /samples by endpoint/);
+    fs.rmSync(dir, { recursive: true });
+  }
+  // Killed before any checkpoint: nothing to keep, and the exit status still says how it ended.
+  const dir = tmp('record-sigkill-at-once');
+  const r = run('record', '-o', dir, '--', process.execPath, '-e', "process.kill(process.pid, 'SIGKILL')");
+  assert.equal(r.status, 137, r.stderr);
+  assert.match(r.stderr, /no profile was recorded: .* was ended by SIGKILL before its first checkpoint/);
+  assert.deepEqual(fs.readdirSync(dir), []);
+  // Beside node --cpu-prof there are no checkpoints (the fixture gives up waiting after 3 s).
+  const cpuProf = spawnSync(process.execPath, [cli, 'record', '-o', dir, '--', process.execPath, '--cpu-prof', `--cpu-prof-dir=${dir}`, fixture, 'sigkill'], { encoding: 'utf8', timeout: 60_000, env });
+  assert.equal(cpuProf.status, 137, cpuProf.stderr);
+  assert.match(cpuProf.stderr, /no profile was recorded: .* was ended by SIGKILL before its first checkpoint/);
+  assert.doesNotMatch(cpuProf.stderr, /Cannot retrieve id/);
+  fs.rmSync(dir, { recursive: true });
+});

@@ -305,3 +305,54 @@ test("the last stop lets the inspector session go after the stop's turn; a profi
   await sleep(100);
   assert.equal(group.connected, false, 'the session went after the last stop');
 });
+
+test('beside node --cpu-prof: no output from Node, both profiles recorded, labels right', (t) => {
+  const { spawnSync } = require('node:child_process');
+  const fs = require('node:fs');
+  const os = require('node:os');
+  const path = require('node:path');
+  const fixture = path.join(__dirname, 'fixtures', 'beside-cpu-prof.js');
+  const { assertOwnLabels } = require('./helpers');
+  // Node takes --cpu-prof in NODE_OPTIONS from 22 on.
+  const vias = process.allowedNodeEnvironmentFlags.has('--cpu-prof') ? ['argv', 'NODE_OPTIONS'] : ['argv'];
+  for (const via of vias) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-cpu-prof-'));
+    const flags = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
+    const r = spawnSync(process.execPath, via === 'argv' ? [...flags, fixture] : [fixture], {
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...process.env, NODE_OPTIONS: via === 'NODE_OPTIONS' ? flags.join(' ') : '' },
+    });
+    assert.equal(r.status, 0, r.stderr.slice(0, 2000));
+    // Node's --cpu-prof session heard selfprof's console profiles and printed each whole.
+    assert.equal(r.stderr, '', `${via}: stderr: ${r.stderr.slice(0, 300)}`);
+    const out = JSON.parse(r.stdout);
+    t.diagnostic(`${via}: ${JSON.stringify(out)}`);
+    assert.equal(out.segments, 0, 'no hand-offs beside --cpu-prof: the recording is joined at its stop');
+    for (const [name, s] of Object.entries({ a: out.a, b: out.b })) {
+      for (const fn of ['primes', 'orders']) {
+        assert.ok(s[fn].right > 20, `${via}: ${name} ${fn}: ${JSON.stringify(s[fn])}`);
+        const verdicts = [...Array(s[fn].right).fill(true), ...Array(s[fn].wrong).fill(false), ...Array(s[fn].none).fill(undefined)];
+        assertOwnLabels(verdicts, s.unmatched, `${via}: ${name} ${fn}`);
+      }
+    }
+    // Node's own profile, complete.
+    const files = fs.readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
+    assert.equal(files.length, 1, `${via}: ${files}`);
+    const cpuprofile = JSON.parse(fs.readFileSync(path.join(dir, files[0]), 'utf8'));
+    assert.ok(cpuprofile.samples.length > 100, `${via}: --cpu-prof's profile has ${cpuprofile.samples.length} samples`);
+    assert.ok(cpuprofile.nodes.some((n) => n.callFrame.functionName === 'besidePrimes'), `${via}: --cpu-prof saw the workload`);
+    fs.rmSync(dir, { recursive: true });
+  }
+});
+
+test('--cpu-prof is found in the flags and in NODE_OPTIONS as Node splits it; the command line wins', () => {
+  const { nodeCpuProfRuns, nodeOptionsArgs } = require('../lib/capture/group');
+  assert.deepEqual(nodeOptionsArgs('--a  "--b c\\"d\\\\" e'), ['--a', '--b c"d\\', 'e']);
+  assert.equal(nodeCpuProfRuns([], ''), false);
+  assert.equal(nodeCpuProfRuns(['--cpu-prof'], ''), true);
+  assert.equal(nodeCpuProfRuns([], '--max-old-space-size=100 --cpu-prof'), true);
+  assert.equal(nodeCpuProfRuns(['--no-cpu-prof'], '--cpu-prof'), false);
+  assert.equal(nodeCpuProfRuns([], '--require "/x --cpu-prof y"'), false, 'inside a quoted argument');
+  assert.equal(nodeCpuProfRuns([], '--cpu-prof-dir=/tmp'), false);
+});

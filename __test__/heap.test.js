@@ -165,3 +165,62 @@ test('a trace with bad weights is refused', () => {
   assert.equal(convert(JSON.stringify(trace), { to: 'folded' }), 'f 1024\n');
   assert.equal(zlib.gunzipSync(convert(JSON.stringify(trace), { to: 'pprof' })).length > 0, true);
 });
+
+test('taking a heap profile runs no garbage collection on the thread; it still has the live objects', () => {
+  const v8 = require('node:v8');
+  const h = startHeapSampling(64 * 1024);
+  try {
+    heapHogFunction(4);
+    const gcs = new v8.GCProfiler();
+    gcs.start();
+    const flats = [];
+    for (let i = 0; i < 5; i++) flats.push(JSON.parse(h.take().profile));
+    const majors = gcs.stop().statistics.filter((s) => s.gcType === 'MarkSweepCompact').length;
+    // The inspector's sampler ran a full collection before every profile.
+    assert.ok(majors <= 1, `${majors} full collections in 5 heap profiles`);
+    for (const flat of flats) {
+      const hog = flat.nodes.findIndex((n) => n.name === 'heapHogFunction');
+      assert.ok(hog >= 0, 'the function that keeps 4 MiB is in the profile');
+      let bytes = 0;
+      for (let k = 0; k < flat.samples.length; k += 2) if (flat.samples[k] === hog) bytes += flat.samples[k + 1];
+      assert.ok(bytes >= 2 ** 20, `heapHogFunction holds ${bytes} bytes of samples`);
+    }
+  } finally {
+    h.release();
+  }
+});
+
+test("where V8's API is not reachable the inspector samples; a sampler someone else started is shared and left running", () => {
+  const inspector = require('node:inspector');
+  const { post } = require('../lib/capture/inspector-post');
+  const hogIn = (flat) => flat.nodes.some((n) => n.name === 'heapHogFunction');
+  heapHogFunction(1);
+  // Not reachable (another runtime): the inspector's sampler, as before.
+  const startNative = native.heapSamplerStart;
+  native.heapSamplerStart = () => 'unavailable';
+  try {
+    const h = startHeapSampling(64 * 1024);
+    heapHogFunction(1);
+    assert.ok(hogIn(JSON.parse(h.take().profile)));
+    h.release();
+  } finally {
+    native.heapSamplerStart = startNative;
+  }
+  // DevTools (another session) samples already: selfprof reads that sampler, and its
+  // release does not stop it.
+  const other = new inspector.Session();
+  other.connect();
+  post(other, 'HeapProfiler.enable');
+  post(other, 'HeapProfiler.startSampling', { samplingInterval: 64 * 1024 });
+  try {
+    const h = startHeapSampling(64 * 1024);
+    heapHogFunction(1);
+    assert.ok(hogIn(JSON.parse(h.take().profile)));
+    h.release();
+    const { profile } = post(other, 'HeapProfiler.getSamplingProfile');
+    assert.ok(profile.samples.length > 0, "the other session's sampler still runs");
+  } finally {
+    post(other, 'HeapProfiler.stopSampling');
+    other.disconnect();
+  }
+});

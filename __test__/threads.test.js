@@ -67,6 +67,30 @@ test('selfprof record: a worker busy for 0.8 s appears with its thread label, a 
   fs.rmSync(dir, { recursive: true });
 });
 
+test('selfprof record: a worker ended by terminate() keeps what it recorded until its last checkpoint', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-threads-terminated-'));
+  fs.writeFileSync(
+    path.join(dir, 'app.js'),
+    `const { Worker } = require('node:worker_threads');
+const w = new Worker('function terminatedWork() { const end = Date.now() + 5; while (Date.now() < end); setImmediate(terminatedWork); } terminatedWork();', { eval: true });
+setTimeout(() => w.terminate().then(() => setTimeout(() => {}, 100)), 800);
+`,
+  );
+  const r = spawnSync(process.execPath, [cli, 'record', '-o', 'out', '--', process.execPath, 'app.js'], {
+    cwd: dir,
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, SELFPROF_RECORD_CHECKPOINT_MS: '150' },
+  });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stderr, /pid \d+'s Worker #\d+ Event Loop ended before it wrote its profile: kept what it recorded until its last checkpoint, [\d.]+ s in/, r.stderr);
+  const { p, names, labels } = decodePprof(fs.readFileSync(path.join(dir, 'out', 'profile.pb.gz')));
+  const work = p.sample.filter((s) => names(s).includes('terminatedWork'));
+  assert.ok(work.length > 100, `the terminated worker's samples until its last checkpoint: ${work.length}`);
+  assert.ok(work.every((s) => /^Worker #\d+ Event Loop$/.test(labels(s)['thread name'])));
+  fs.rmSync(dir, { recursive: true });
+});
+
 test('service mode: the worker\'s busy function with its thread label, in one pprof per period with the main thread', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-svc-threads-'));
   const script = `

@@ -59,18 +59,47 @@ function number(value, name, { min = 0, max = Infinity, integer = false } = {}) 
  * gzip's framing) a file is refused before it is read. */
 const MAX_FILE_BYTES = (256 << 20) + (1 << 20);
 
-/** A file's bytes, or one clear error naming the file. */
+/** What a stat says a file is, when it is not a regular file. */
+function kindOf(stat) {
+  if (stat.isDirectory()) return 'a directory';
+  if (stat.isFIFO()) return 'a FIFO';
+  if (stat.isCharacterDevice()) return 'a character device';
+  if (stat.isBlockDevice()) return 'a block device';
+  if (stat.isSocket()) return 'a socket';
+  return 'not a file';
+}
+
+/**
+ * A file's bytes, or one clear error naming the file. Only a regular file is read (a
+ * device or FIFO may never end, or block), and never past the limit: a file's size can
+ * be 0 (/proc) or grow while it is read.
+ */
 function readFile(file) {
-  let bytes;
+  let fd;
   try {
-    const { size } = fs.statSync(file);
-    if (size > MAX_FILE_BYTES) throw new Error(`is ${Math.round(size / 2 ** 20)} MiB; input is limited to 256 MiB`);
-    bytes = fs.readFileSync(file);
+    // Non-blocking: opening a FIFO without a writer would otherwise wait for one.
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+    const stat = fs.fstatSync(fd);
+    if (!stat.isFile()) throw new Error(`it is ${kindOf(stat)}, not a regular file`);
+    if (stat.size > MAX_FILE_BYTES) throw new Error(`is ${Math.round(stat.size / 2 ** 20)} MiB; input is limited to 256 MiB`);
+    const chunks = [];
+    let total = 0;
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(Math.min(Math.max(stat.size + 1 - total, 64 << 10), MAX_FILE_BYTES + 1 - total));
+      const n = fs.readSync(fd, chunk, 0, chunk.length, null);
+      if (n === 0) break;
+      chunks.push(n === chunk.length ? chunk : chunk.subarray(0, n));
+      total += n;
+      if (total > MAX_FILE_BYTES) throw new Error('is over 256 MiB; input is limited to 256 MiB');
+    }
+    if (total === 0) throw Object.assign(new Error('empty'), { empty: true });
+    return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, total);
   } catch (err) {
+    if (err.empty) throw new Error(`${file} is empty`);
     throw new Error(`cannot read ${file}: ${err.code ?? err.message}`);
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
   }
-  if (bytes.length === 0) throw new Error(`${file} is empty`);
-  return bytes;
 }
 
 /** A trace or pprof file converted to `to`; a bad file is one error naming it. */
@@ -269,10 +298,32 @@ function diffCommand(argv) {
   }
 }
 
+/** A thread's checkpoints as one trace (json-gzip); one that cannot be read is left out, saying so. */
+function concatParts(files) {
+  const { native } = require('../lib/native');
+  const parts = files.map((f) => fs.readFileSync(f));
+  try {
+    return native.concatTraces(parts);
+  } catch {
+    const readable = parts.filter((p, i) => {
+      try {
+        native.concatTraces([p]);
+        return true;
+      } catch (err) {
+        progress(`a checkpoint could not be read, left out: ${path.basename(files[i])}: ${err.message}`);
+        return false;
+      }
+    });
+    return readable.length ? native.concatTraces(readable) : null;
+  }
+}
+
 /**
- * The recorded processes, each `{ pid, threads: [{ meta, trace, pprof?, heap? }], skipped,
- * js, samples, command }` (threads: the main one first), the one that did the most work in
- * JS first: with a wrapper (npx, tsx, npm run) that is the app, not the wrapper.
+ * The recorded processes, each `{ pid, threads: [{ meta, trace, pprof?, heap?, cut? }],
+ * skipped, js, samples, command }` (threads: the main one first), the one that did the most
+ * work in JS first: with a wrapper (npx, tsx, npm run) that is the app, not the wrapper. A
+ * thread that ended without writing its trace (SIGKILL, a crash) is its checkpoints joined,
+ * with `cut`: the ms it recorded until its last checkpoint.
  */
 function collectRecordings(raw, childPid) {
   const zlib = require('node:zlib');
@@ -281,20 +332,38 @@ function collectRecordings(raw, childPid) {
     if (!byPid.has(pid)) byPid.set(pid, { pid, threads: [], skipped: 0 });
     return byPid.get(pid);
   };
+  // Per thread ("pid-threadId"): whether it wrote its trace, and its checkpoints' files.
+  const found = new Map();
+  const thread = (pid, tid) => {
+    const key = `${pid}-${tid}`;
+    if (!found.has(key)) found.set(key, { pid: Number(pid), tid: Number(tid), whole: false, parts: [] });
+    return found.get(key);
+  };
   for (const f of fs.readdirSync(raw)) {
     const skipped = /^selfprof-(\d+)-(\d+)\.skipped$/.exec(f);
     if (skipped) entry(Number(skipped[1])).skipped++;
     const m = /^selfprof-(\d+)-(\d+)\.trace\.json\.gz$/.exec(f);
-    if (!m) continue;
-    const base = path.join(raw, `selfprof-${m[1]}-${m[2]}`);
+    if (m) thread(m[1], m[2]).whole = true;
+    const part = /^selfprof-(\d+)-(\d+)\.part-(\d+)\.trace\.json\.gz$/.exec(f);
+    if (part) thread(part[1], part[2]).parts.push({ n: Number(part[3]), file: path.join(raw, f) });
+  }
+  for (const t of found.values()) {
+    if (!t.whole && !t.parts.length) continue;
+    const base = path.join(raw, `selfprof-${t.pid}-${t.tid}`);
     const read = (ext) => (fs.existsSync(`${base}${ext}`) ? fs.readFileSync(`${base}${ext}`) : undefined);
     let meta;
     try {
       meta = JSON.parse(read('.meta.json'));
     } catch {
-      meta = { pid: Number(m[1]), threadId: Number(m[2]), name: Number(m[2]) === 0 ? 'Main Event Loop' : `Worker #${m[2]} Event Loop`, argv: [] };
+      meta = { pid: t.pid, threadId: t.tid, name: t.tid === 0 ? 'Main Event Loop' : `Worker #${t.tid} Event Loop`, argv: [] };
     }
-    entry(Number(m[1])).threads.push({ meta, trace: read('.trace.json.gz'), pprof: read('.pb.gz'), heap: read('.heap.json') });
+    if (t.whole) {
+      entry(t.pid).threads.push({ meta, trace: read('.trace.json.gz'), pprof: read('.pb.gz'), heap: read('.heap.json') });
+    } else {
+      t.parts.sort((a, b) => a.n - b.n);
+      const trace = concatParts(t.parts.map((p) => p.file));
+      if (trace) entry(t.pid).threads.push({ meta, trace, cut: 0 });
+    }
   }
   const processes = [...byPid.values()].filter((p) => p.threads.length);
   for (const p of processes) {
@@ -307,6 +376,7 @@ function collectRecordings(raw, childPid) {
     p.js = 0;
     for (const t of p.threads) {
       const trace = JSON.parse(zlib.gunzipSync(t.trace));
+      if (t.cut !== undefined) t.cut = trace.samples.at(-1)?.timestamp ?? 0;
       t.samples = trace.samples.length;
       t.js = trace.samples.filter((s) => s.stackId !== undefined).length;
       p.samples += t.samples;
@@ -331,7 +401,11 @@ function buildProcess(p, sourceMaps) {
   }));
   const several = p.threads.length > 1;
   const trace = several ? native.mergeTraces(inputs, 'json-gzip') : p.threads[0].trace;
-  const pprof = several || !p.threads[0].pprof ? native.mergeTraces(several ? inputs : inputs.slice(0, 1), 'pprof') : p.threads[0].pprof;
+  let pprof = p.threads[0].pprof;
+  if (several) pprof = native.mergeTraces(inputs, 'pprof');
+  // A thread's checkpoints (it wrote no pprof): the pprof of their trace.
+  else if (p.threads[0].cut !== undefined) pprof = native.convertProfile(trace, 'pprof');
+  else if (!pprof) pprof = native.mergeTraces(inputs, 'pprof');
   let heap;
   const heaps = p.threads.filter((t) => t.heap);
   if (heaps.length) {
@@ -359,7 +433,7 @@ function buildProcess(p, sourceMaps) {
 }
 
 /** Writes each process's files (the app's as profile.*) and prints which is which, then the app's summary. */
-function writeRecordings(processes, { dir, command, interval, by, sourceMaps, sources }) {
+function writeRecordings(processes, { dir, command, interval, by, sourceMaps, sources, exit, heapOn }) {
   const zlib = require('node:zlib');
   const { htmlReport } = require('..');
   const rel = (f) => path.relative(process.cwd(), f) || f;
@@ -372,6 +446,12 @@ function writeRecordings(processes, { dir, command, interval, by, sourceMaps, so
     const threads = p.threads.length > 1 ? `, ${p.threads.length} threads` : '';
     const skipped = p.skipped ? `, ${p.skipped} workers past the cap of ${require('../lib/cli/record-hook').MAX_RECORDED_THREADS} threads not recorded` : '';
     progress(`  pid ${p.pid}: ${p.samples} samples (${p.js} in JS${threads}${skipped}) -> ${p.name}.*  ${p.command}`);
+    for (const t of p.threads.filter((t) => t.cut !== undefined)) {
+      const who = t.meta.threadId === 0 ? `pid ${p.pid}` : `pid ${p.pid}'s ${t.meta.name}`;
+      const how = p.direct && t.meta.threadId === 0 && exit.signal ? `was ended by ${exit.signal}` : 'ended';
+      const heap = t.meta.threadId === 0 && heapOn ? ' (no heap profile: it is taken at exit)' : '';
+      progress(`${who} ${how} before it wrote its profile: kept what it recorded until its last checkpoint, ${(t.cut / 1000).toFixed(1)} s in${heap}`);
+    }
     const out = buildProcess(p, sourceMaps);
     const to = path.join(dir, p.name);
     writeOut(`${to}.trace.json.gz`, out.trace);
@@ -395,6 +475,12 @@ function writeRecordings(processes, { dir, command, interval, by, sourceMaps, so
   process.stdout.write(`${summarize(trace, { by, top: 10, root })}\n`);
   if (heapTrace) process.stdout.write(`\n${summarize(heapTrace, { by, top: 10, root })}\n`);
 }
+
+/**
+ * One NODE_OPTIONS argument as Node splits them: in double quotes, inside which a backslash
+ * takes the next character as it is (a newline or space stays, `"` and `\` are escaped).
+ */
+const nodeOptionsQuote = (arg) => `"${arg.replace(/["\\]/g, '\\$&')}"`;
 
 /** Runs COMMAND with the record hook preloaded into its Node processes, then builds the outputs. */
 async function recordCommand(argv) {
@@ -432,7 +518,7 @@ async function recordCommand(argv) {
   const hook = path.join(__dirname, '..', 'lib', 'cli', 'record-hook.js');
   const env = {
     ...process.env,
-    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require=${JSON.stringify(hook)}`.trim(),
+    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require=${nodeOptionsQuote(hook)}`.trim(),
     SELFPROF_RECORD_DIR: raw,
     SELFPROF_RECORD_INTERVAL_MS: String(interval),
     ...(heapInterval !== undefined && { SELFPROF_RECORD_HEAP: String(heapInterval) }),
@@ -477,17 +563,29 @@ async function recordCommand(argv) {
   const seconds = ((Date.now() - started) / 1000).toFixed(1);
   progress(`${command[0]} ${exit.signal ? `ended by ${exit.signal}` : `exited with code ${exit.code}`} after ${seconds} s`);
 
-  const processes = collectRecordings(raw, child.pid, exit);
-  if (!processes.length) {
-    fs.rmSync(raw, { recursive: true, force: true });
-    throw new Error(`no profile was recorded: ${command[0]} started no Node.js process that ran to its exit`);
-  }
-  writeRecordings(processes, { dir, command, interval, by: values.by, sourceMaps: !values['no-source-maps'], sources: !values['no-sources'] });
-  fs.rmSync(raw, { recursive: true, force: true });
   // The recorder exits as the program did: a signal as a shell reports it, 128 + its number
   // (ending it after --duration is no failure).
-  if (exit.signal) return timedOut && exit.signal === 'SIGINT' ? 0 : 128 + (require('node:os').constants.signals[exit.signal] ?? 0);
-  return exit.code;
+  const status = !exit.signal ? exit.code : timedOut && exit.signal === 'SIGINT' ? 0 : 128 + (require('node:os').constants.signals[exit.signal] ?? 0);
+  const processes = collectRecordings(raw, child.pid);
+  if (!processes.length) {
+    fs.rmSync(raw, { recursive: true, force: true });
+    if (!exit.signal) throw new Error(`no profile was recorded: ${command[0]} started no Node.js process that ran to its exit`);
+    const every = Number(process.env.SELFPROF_RECORD_CHECKPOINT_MS ?? require('../lib/cli/record-hook').CHECKPOINT_MS) / 1000;
+    progress(`no profile was recorded: ${command[0]} was ended by ${exit.signal} before its first checkpoint (one every ${every} s) or its exit`);
+    return status;
+  }
+  writeRecordings(processes, {
+    dir,
+    command,
+    interval,
+    by: values.by,
+    sourceMaps: !values['no-source-maps'],
+    sources: !values['no-sources'],
+    exit,
+    heapOn: heapInterval !== undefined,
+  });
+  fs.rmSync(raw, { recursive: true, force: true });
+  return status;
 }
 
 async function main(argv) {

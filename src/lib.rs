@@ -916,6 +916,52 @@ pub fn merge_traces(threads: Vec<ThreadInput>, format: Option<String>) -> Result
   Ok(out.into())
 }
 
+/// Starts this thread's isolate's sampling heap profiler through V8's C++ API, without
+/// the inspector's forced garbage collection per profile (`capture::heap_sampler`):
+/// `"started"`, `"running"` (a sampler already ran: nothing changed) or `"unavailable"`
+/// (this host does not export V8's API: use the inspector).
+#[napi]
+pub fn heap_sampler_start(env: Env, interval: u32) -> Result<&'static str> {
+  thread_local! {
+    /// Whether this thread's environment has the hook that stops the sampler at teardown.
+    static HOOKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+  }
+  let (started, teardown) = capture::heap_sampler::start(u64::from(interval));
+  if let Some(teardown) = teardown {
+    if !HOOKED.get() {
+      if let Err(e) = env.add_env_cleanup_hook(teardown, |t| t.stop_at_teardown()) {
+        capture::heap_sampler::stop();
+        return Err(e);
+      }
+      HOOKED.set(true);
+    }
+  }
+  Ok(match started {
+    capture::heap_sampler::Started::Started => "started",
+    capture::heap_sampler::Started::Running => "running",
+    capture::heap_sampler::Started::Unavailable => "unavailable",
+  })
+}
+
+/// Stops this thread's isolate's sampling heap profiler; false if V8's API is unavailable.
+#[napi]
+pub fn heap_sampler_stop() -> bool {
+  capture::heap_sampler::stop()
+}
+
+/// The parts of one thread's recording (`selfprof record`'s checkpoints, json or json-gzip,
+/// in time order) as one trace, json-gzip (`formats::threads::concat`).
+#[napi]
+pub fn concat_traces(parts: Vec<Buffer>) -> Result<Buffer> {
+  let parts = parts
+    .iter()
+    .map(|p| formats::read_input(p).map(|t| t.trace).map_err(invalid))
+    .collect::<Result<Vec<_>>>()?;
+  let trace = formats::threads::concat(parts);
+  let out = trace.to_json_gzip().map_err(|e| Error::from_reason(e.to_string()))?;
+  Ok(out.into())
+}
+
 /// One thread's sampling heap profile, flattened (`lib/capture/heap.js`), and who it is.
 #[napi(object)]
 pub struct HeapChunk {

@@ -47,6 +47,47 @@ function loadInspector() {
 }
 
 
+/**
+ * NODE_OPTIONS split into arguments as Node splits it: at spaces outside double quotes;
+ * inside them a backslash takes the next character as it is.
+ */
+function nodeOptionsArgs(value) {
+  const args = [];
+  let quoted = false;
+  let fresh = true;
+  for (let i = 0; i < value.length; i++) {
+    let c = value[i];
+    if (c === '\\' && quoted) c = value[++i] ?? '';
+    else if (c === ' ' && !quoted) {
+      fresh = true;
+      continue;
+    } else if (c === '"') {
+      quoted = !quoted;
+      continue;
+    }
+    if (fresh) args.push(c);
+    else args[args.length - 1] += c;
+    fresh = false;
+  }
+  return args;
+}
+
+/**
+ * Whether Node's `--cpu-prof` profiles this thread (its flags, then NODE_OPTIONS, which
+ * the command line overrides). Its inspector session has the Profiler domain enabled, so
+ * it hears every console profile: Node prints each notification it gets, a finished
+ * profile's whole JSON included, to stderr. The group then makes no console profiles.
+ */
+function nodeCpuProfRuns(execArgv = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? '') {
+  let on = false;
+  for (const arg of [...nodeOptionsArgs(nodeOptions), ...execArgv]) {
+    if (arg === '--') break;
+    if (arg === '--cpu-prof') on = true;
+    else if (arg === '--no-cpu-prof') on = false;
+  }
+  return on;
+}
+
 const gcd = (a, b) => (b === 0 ? a : gcd(b, a % b));
 /** The sampler's interval (µs) for `members`: the GCD of theirs (0 for none). */
 const gcdOf = (members) => members.reduce((g, m) => gcd(g, m.intervalUs), 0);
@@ -210,6 +251,13 @@ class ProfilerGroup {
     return this.#session !== null;
   }
 
+  /**
+   * Whether a leave that keeps the interval, and a long recording's segments, can hand off
+   * without a gap: not beside Node's `--cpu-prof` (see nodeCpuProfRuns), where they stop and
+   * restart V8 instead, and a long recording is joined whole at its stop.
+   */
+  handOffs = !nodeCpuProfRuns();
+
   /** Segment hand-offs so far. */
   get segments() {
     return this.#segments;
@@ -372,6 +420,7 @@ class ProfilerGroup {
         post(this.#session, 'Profiler.start');
         return null;
       }
+      if (this.handOffs === false) return undefined;
       const title = `${this.#prefix}${++this.#titles}`;
       loadInspector().console.profile(title);
       // V8 says it started (synchronously, on this session); if not, the caller restarts.
@@ -473,4 +522,4 @@ class ProfilerGroup {
   }
 }
 
-module.exports = { group: new ProfilerGroup(), SEGMENT_SIGNALS };
+module.exports = { group: new ProfilerGroup(), SEGMENT_SIGNALS, nodeCpuProfRuns, nodeOptionsArgs };

@@ -1,14 +1,21 @@
 'use strict';
-// Heap profiles: V8's sampling heap profiler, through an inspector session on this thread
-// (one per isolate: this module is loaded once per isolate, as the ProfilerGroup is). V8
-// samples an allocation about every `samplingInterval` bytes and keeps the sampled objects
-// that are still alive, with the stack that allocated each: `take()` is a snapshot of the
-// heap in use (not a rate), flattened for Rust (`src/formats/heap.rs`).
+// Heap profiles: V8's sampling heap profiler, read through an inspector session on this
+// thread (one per isolate: this module is loaded once per isolate, as the ProfilerGroup
+// is). V8 samples an allocation about every `samplingInterval` bytes and keeps the sampled
+// objects until they are collected, with the stack that allocated each: `take()` is a
+// snapshot of the heap in use (not a rate), flattened for Rust (`src/formats/heap.rs`).
+//
+// The sampler is started through V8's C++ API where the host exports it
+// (`native.heapSamplerStart`): the inspector's `startSampling` asks V8 for a full garbage
+// collection before every profile, on this thread, which on a large heap is nearly all of
+// a snapshot's cost. Without it a profile also holds sampled objects that died since V8
+// last collected. Elsewhere, the inspector starts it as before.
 //
 // One sampler per isolate, shared: the first user's interval is the one in use; the last
 // to release it stops V8's sampler.
 
 const { post } = require('./inspector-post');
+const { native } = require('../native');
 const { performance } = require('node:perf_hooks');
 const path = require('node:path');
 const { pathToFileURL } = require('node:url');
@@ -34,6 +41,24 @@ function checkHeapInterval(value, name = 'heapSamplingInterval') {
 let session = null;
 let users = 0;
 let interval = 0;
+/** How this isolate's sampler was started: 'native' (by us, through V8's API), 'inspector'
+ * (by us, through the session) or 'shared' (it ran already: never ours to stop). */
+let startedBy = null;
+
+/** Starts V8's sampler on session `s`: through V8's API if it can, else the inspector. */
+function startSampler(s, samplingInterval) {
+  let how = 'unavailable';
+  try {
+    how = native?.heapSamplerStart?.(samplingInterval) ?? 'unavailable';
+  } catch {
+    // The inspector then.
+  }
+  if (how === 'started') return 'native';
+  if (how === 'running') return 'shared';
+  post(s, 'HeapProfiler.enable');
+  post(s, 'HeapProfiler.startSampling', { samplingInterval });
+  return 'inspector';
+}
 
 /**
  * The sampling heap profile as `{ interval, nodes: [{ parent, name, url, line, column,
@@ -83,8 +108,7 @@ function startHeapSampling(samplingInterval = DEFAULT_HEAP_INTERVAL) {
     const s = new inspector.Session();
     s.connect();
     try {
-      post(s, 'HeapProfiler.enable');
-      post(s, 'HeapProfiler.startSampling', { samplingInterval });
+      startedBy = startSampler(s, samplingInterval);
     } catch (err) {
       s.disconnect();
       throw new Error(`the heap profiler could not start: ${err.message}`);
@@ -109,16 +133,20 @@ function startHeapSampling(samplingInterval = DEFAULT_HEAP_INTERVAL) {
       users--;
       if (users === 0 && session !== null) {
         try {
-          post(session, 'HeapProfiler.stopSampling');
-          post(session, 'HeapProfiler.disable');
+          if (startedBy === 'native') native.heapSamplerStop();
+          else if (startedBy === 'inspector') {
+            post(session, 'HeapProfiler.stopSampling');
+            post(session, 'HeapProfiler.disable');
+          }
         } catch {
-          // Disconnecting stops it too.
+          // Disconnecting stops the inspector's.
         }
         session.disconnect();
         session = null;
+        startedBy = null;
       }
     },
   };
 }
 
-module.exports = { startHeapSampling, checkHeapInterval, DEFAULT_HEAP_INTERVAL, MIN_HEAP_INTERVAL, MAX_HEAP_INTERVAL };
+module.exports = { startHeapSampling, flatten, checkHeapInterval, DEFAULT_HEAP_INTERVAL, MIN_HEAP_INTERVAL, MAX_HEAP_INTERVAL };

@@ -8,8 +8,11 @@
 // Exit of any kind is covered: the end of the program, process.exit(), an uncaught
 // exception (the 'exit' event, with a synchronous build), and SIGINT/SIGTERM/SIGHUP
 // (written, then the signal is raised again unless the app handles it). Workers still
-// running when the main thread exits are asked to write theirs first (up to 2 s). Never
-// fails the app: a problem is one warning.
+// running when the main thread exits are asked to write theirs first (up to 2 s). Exit
+// without JS (SIGKILL, a crash, `worker.terminate()`) runs none of that: for it, a second
+// profiler records beside the first and is replaced every CHECKPOINT_MS, each part it
+// recorded written as selfprof-<pid>-<threadId>.part-<n>.trace.json.gz; the recorder uses
+// them only for a thread that wrote no trace. Never fails the app: a problem is one warning.
 
 const wt = require('node:worker_threads');
 
@@ -17,6 +20,8 @@ const CHANNEL = 'selfprof:record:v1';
 /** Threads recorded at once, as in service mode (the native cell table holds 64). */
 const MAX_RECORDED_THREADS = 32;
 const WORKER_FLUSH_MS = 2000;
+/** How often a checkpoint of each thread's recording is written (SELFPROF_RECORD_CHECKPOINT_MS). */
+const CHECKPOINT_MS = 5000;
 
 function record(env) {
   const fs = require('node:fs');
@@ -45,9 +50,22 @@ function record(env) {
       process.emitWarning(`selfprof record: no heap profile: ${err.message}`, { code: 'SELFPROF_RECORD' });
     }
   }
+  const meta = () => ({
+    pid: process.pid,
+    ppid: process.ppid,
+    threadId: wt.threadId,
+    name: threadName(),
+    osThreadId: native.threadId(),
+    timeOrigin: performance.timeOrigin,
+    argv: process.argv,
+    execArgv: process.execArgv,
+  });
+  // Which process and thread, for the checkpoints of one that never gets to write its trace.
+  fs.writeFileSync(`${base}.meta.json`, JSON.stringify(meta()));
   const channel = new wt.BroadcastChannel(CHANNEL);
   channel.unref?.();
   let written = false;
+  const checkpoints = startCheckpoints(env, base, profiler, () => written);
   const write = () => {
     if (written) return;
     written = true;
@@ -61,16 +79,6 @@ function record(env) {
       } catch (err) {
         process.emitWarning(`selfprof record: the heap profile could not be taken: ${err.message}`, { code: 'SELFPROF_RECORD' });
       }
-      const meta = {
-        pid: process.pid,
-        ppid: process.ppid,
-        threadId: wt.threadId,
-        name: threadName(),
-        osThreadId: native.threadId(),
-        timeOrigin: performance.timeOrigin,
-        argv: process.argv,
-        execArgv: process.execArgv,
-      };
       if (pprof) fs.writeFileSync(`${base}.pb.gz`, pprof);
       if (heapChunk) {
         // The maps Node holds for scripts compiled in memory (tsx) exist only here: the CLI
@@ -80,13 +88,14 @@ function record(env) {
         const scriptMaps = symbolize.enabled(undefined) ? symbolize.runtimeMaps(scripts) : [];
         fs.writeFileSync(`${base}.heap.json`, JSON.stringify({ ...chunk, scriptMaps }));
       }
-      fs.writeFileSync(`${base}.meta.json`, JSON.stringify(meta));
+      fs.writeFileSync(`${base}.meta.json`, JSON.stringify(meta()));
       // The trace last: the recorder takes it as the sign that all are complete.
       fs.writeFileSync(`${base}.trace.json.gz.tmp`, trace);
       fs.renameSync(`${base}.trace.json.gz.tmp`, `${base}.trace.json.gz`);
     } catch (err) {
       process.emitWarning(`selfprof record: the profile could not be written: ${err.message}`, { code: 'SELFPROF_RECORD' });
     }
+    checkpoints.end();
     if (!wt.isMainThread) {
       try {
         channel.postMessage({ type: 'written', threadId: wt.threadId });
@@ -134,6 +143,68 @@ function record(env) {
   }
 }
 
+/**
+ * Records this thread a second time, beside `profiler`, in parts: every
+ * SELFPROF_RECORD_CHECKPOINT_MS (0: never) a new profiler takes over (the group hands V8's
+ * recording from one to the other without a gap) and the part the old one recorded is
+ * built off the main thread and written, unless the thread has written its whole trace
+ * by then (`done()`). Not beside `node --cpu-prof`, where a hand-off would stop and
+ * restart V8, a gap in the whole recording too. Returns `{ end() }`, which stops it.
+ */
+function startCheckpoints(env, base, profiler, done) {
+  const fs = require('node:fs');
+  const { Profiler } = require('../capture/profiler');
+  const { group } = require('../capture/group');
+  const ms = env.SELFPROF_RECORD_CHECKPOINT_MS === undefined ? CHECKPOINT_MS : Number(env.SELFPROF_RECORD_CHECKPOINT_MS);
+  if (!(ms > 0) || !group.handOffs) return { end() {} };
+  let warned = false;
+  const warn = (what, err) => {
+    if (!warned) process.emitWarning(`selfprof record: ${what}: ${err.message}`, { code: 'SELFPROF_RECORD' });
+    warned = true;
+  };
+  const start = () => new Profiler({ sampleInterval: profiler.sampleInterval, maxBufferSize: 2 ** 32 - 1 });
+  let current;
+  try {
+    current = start();
+  } catch (err) {
+    warn('no checkpoints', err);
+    return { end() {} };
+  }
+  let parts = 0;
+  const timer = setInterval(() => {
+    const finished = current;
+    try {
+      current = start(); // before the stop: the stop then hands off to it
+    } catch (err) {
+      // No more checkpoints; the last one written stands.
+      clearInterval(timer);
+      current = null;
+      finished.stop().catch(() => {});
+      warn('no more checkpoints', err);
+      return;
+    }
+    const file = `${base}.part-${String(++parts).padStart(6, '0')}.trace.json.gz`;
+    finished
+      .stop({ format: 'json-gzip' })
+      .then(async (gz) => {
+        if (done()) return;
+        await fs.promises.writeFile(`${file}.tmp`, gz);
+        await fs.promises.rename(`${file}.tmp`, file);
+      })
+      .catch((err) => warn('a checkpoint could not be written', err));
+  }, ms);
+  timer.unref();
+  return {
+    end() {
+      clearInterval(timer);
+      // At exit its build never runs: this only lets go of the sampler. (The recorder
+      // leaves the parts of a thread that wrote its trace unused.)
+      current?.stop().catch(() => {});
+      current = null;
+    },
+  };
+}
+
 if (process.env.SELFPROF_RECORD_DIR) {
   try {
     record(process.env);
@@ -142,4 +213,4 @@ if (process.env.SELFPROF_RECORD_DIR) {
   }
 }
 
-module.exports = { MAX_RECORDED_THREADS };
+module.exports = { MAX_RECORDED_THREADS, CHECKPOINT_MS };

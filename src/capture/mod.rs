@@ -4,6 +4,7 @@
 //! samples reference, by id (`id_map`: a map laid out for those ids).
 
 pub mod drain;
+pub mod heap_sampler;
 pub mod id_map;
 pub mod labels;
 pub mod ring;

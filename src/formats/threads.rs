@@ -42,13 +42,59 @@ impl ThreadTrace {
 /// The threads' traces as one, samples in time order, each with its thread's labels.
 /// Weighted traces (heap profiles) stay weighted when every thread's is.
 pub fn merge(threads: Vec<ThreadTrace>) -> Trace {
+  append(
+    threads
+      .into_iter()
+      .map(|t| {
+        let labels = t.labels();
+        (t.trace, labels, t.offset_ms)
+      })
+      .collect(),
+  )
+}
+
+/// The consecutive parts of one thread's recording (`selfprof record`'s checkpoints, in time
+/// order) as one trace, with no labels added. Consecutive parts overlap by a sample or two
+/// (one recording started before the other stopped): a part's samples at or before the
+/// previous part's last are those, and are dropped.
+pub fn concat(parts: Vec<Trace>) -> Trace {
+  let mut last = f64::NEG_INFINITY;
+  let parts = parts
+    .into_iter()
+    .map(|mut t| {
+      let keep: Vec<bool> = t.samples.iter().map(|s| s.timestamp > last).collect();
+      if keep.iter().any(|k| !k) {
+        // `retain` visits each element once, in order.
+        let mut k = keep.iter();
+        t.samples.retain(|_| *k.next().unwrap_or(&false));
+        if let Some(w) = &mut t.weight {
+          let mut k = keep.iter();
+          w.values.retain(|_| *k.next().unwrap_or(&false));
+          if let Some(c) = &mut w.counts {
+            let mut k = keep.iter();
+            c.retain(|_| *k.next().unwrap_or(&false));
+          }
+        }
+      }
+      last = t.samples.iter().map(|s| s.timestamp).fold(last, f64::max);
+      (t, Vec::new(), 0.0)
+    })
+    .collect();
+  append(parts)
+}
+
+/// A trace to append, the labels added to every sample of it, and the ms added to its timestamps.
+type Appended = (Trace, Vec<(String, String)>, f64);
+
+/// Traces appended into one, samples in time order.
+fn append(threads: Vec<Appended>) -> Trace {
   let mut out = Trace::default();
   let mut resource_ids: HashMap<String, u32> = HashMap::new();
   let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
   let mut stack_ids: HashMap<Stack, u32> = HashMap::new();
   let mut context_ids: HashMap<LabelSet, u32> = HashMap::new();
   let mut line_ticks: HashMap<(u32, u32), u64> = HashMap::new();
-  let weighted = !threads.is_empty() && threads.iter().all(|t| t.trace.weight.is_some());
+  let weighted = !threads.is_empty() && threads.iter().all(|t| t.0.weight.is_some());
   let mut weight = SampleWeights::default();
   let mut metadata: Option<Metadata> = None;
   let mut source_maps: Option<SourceMapsInfo> = None;
@@ -56,9 +102,7 @@ pub fn merge(threads: Vec<ThreadTrace>) -> Trace {
   let mut mapped: std::collections::HashSet<u32> = std::collections::HashSet::new();
   // (timestamp, sample, weight value, weight count), sorted at the end.
   let mut samples = Vec::new();
-  for thread in threads {
-    let labels = thread.labels();
-    let mut t = thread.trace;
+  for (mut t, labels, offset_ms) in threads {
     label_every_sample(&mut t, &labels);
     let resources: Vec<u32> = t
       .resources
@@ -136,7 +180,7 @@ pub fn merge(threads: Vec<ThreadTrace>) -> Trace {
     }
     for (i, s) in t.samples.iter().enumerate() {
       let mut s = s.clone();
-      s.timestamp += thread.offset_ms;
+      s.timestamp += offset_ms;
       s.stack_id = s.stack_id.and_then(|id| stacks.get(id as usize).copied());
       s.context_id = s.context_id.and_then(|id| contexts.get(id as usize).copied());
       let (value, count) = match &t.weight {
@@ -316,5 +360,31 @@ mod tests {
     assert_eq!(t.frames.iter().filter(|f| f.name == "spin").count(), 1);
     assert_eq!(t.resources.len(), 2);
     assert_eq!(t.line_ticks.len(), 1);
+  }
+
+  #[test]
+  fn parts_of_one_recording_concat_without_labels_and_their_overlap_once() {
+    const LATER: &str = r#"{
+      "resources": ["file:///a.js"],
+      "frames": [{ "name": "main", "resourceId": 0, "line": 1, "column": 14 }, { "name": "spin", "resourceId": 0, "line": 3, "column": 5 }],
+      "stacks": [{ "frameId": 0 }, { "frameId": 1, "parentId": 0 }],
+      "samples": [
+        { "timestamp": 12.0, "marker": "idle" }, { "timestamp": 14.0, "stackId": 1, "contextId": 0 }
+      ],
+      "contexts": [{ "labels": { "endpoint": "GET /b" } }]
+    }"#;
+    let t = concat(vec![parse_trace(A).unwrap(), parse_trace(LATER).unwrap()]);
+    crate::formats::check(&t).unwrap();
+    let ts: Vec<f64> = t.samples.iter().map(|s| s.timestamp).collect();
+    assert_eq!(ts, vec![10.0, 12.0, 14.0], "the sample both parts hold, once");
+    assert_eq!((t.frames.len(), t.stacks.len(), t.resources.len()), (2, 2, 1));
+    let endpoint = |i: usize| {
+      let c = &t.contexts[t.samples[i].context_id.unwrap() as usize];
+      assert_eq!(c.labels.len(), 1, "no labels added");
+      c.labels.get("endpoint").map(str::to_owned)
+    };
+    assert_eq!(endpoint(0).as_deref(), Some("GET /a"));
+    assert_eq!(endpoint(2).as_deref(), Some("GET /b"));
+    assert_eq!(t.samples[1].context_id, None);
   }
 }

@@ -1,0 +1,301 @@
+'use strict';
+// What heap profiles cost the event loop, next to CPU-only, in service mode on a large
+// heap: each mode in a fresh process, modes shuffled per round, medians (ranges) over
+// rounds. The app holds `--heap-mb` MiB of live objects allocated from many functions (a
+// few hundred allocating stacks), serves labeled requests in 2 ms slices that yield to the
+// event loop, and (with `--workers`) starts a short-lived worker every 500 ms; service mode
+// rotates every `--period-ms` and ships to the file exporter.
+//
+//   node benchmark/heap-pause.js [--rounds 3] [--seconds 6] [--period-ms 1000] [--heap-mb 300] [--workers]
+//   node benchmark/heap-pause.js --breakdown [--heap-mb 300]
+//
+// Modes:
+//  - cpu: service mode, CPU only (`heap: false`);
+//  - heap-inspector: CPU + heap, V8's sampler started by the inspector's
+//    `HeapProfiler.startSampling` (the fallback where V8's C++ API is not exported, and how
+//    selfprof took every heap profile before): a full garbage collection before each profile;
+//  - heap: CPU + heap, the sampler started through V8's C++ API (src/capture/heap_sampler.rs).
+// Per run, on the main thread:
+//  - snapshot: the wall and CPU time of each heap profile's take() (the heap sampler's
+//    read and flattening, on the event loop);
+//  - longest block: the most CPU time the main thread spent between two turns of a 1 ms
+//    ticker (CPU time: on a shared machine, preemption does not count), and the longest
+//    wall time between two turns (which counts the main thread's waits: V8's full
+//    collection marks on helper threads while the main thread waits for them);
+//  - blocked: the sum of those blocks over 5 ms, in CPU and wall time (the workload's own
+//    slices are 2 ms);
+//  - requests per CPU-second, as a ratio to the cpu mode of the same round.
+// --breakdown takes 5 profiles each way in one process and splits a profile's time: the
+// inspector command (V8's profile, its serialization, the JSON crossing and JSON.parse),
+// the garbage collection inside it, JSON.parse of a string of the same size, the
+// flattening in JS, and the Rust build (its call on the main thread, and its work on the
+// thread pool, timed as the same build run synchronously).
+
+const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { parseArgs } = require('node:util');
+
+const MODES = ['cpu', 'heap-inspector', 'heap'];
+
+/** ~`mb` MiB of live objects in arrays, allocated by `sites` generated functions at three depths. */
+function buildHeap(mb, sites = 240) {
+  const keep = [];
+  const makers = Array.from({ length: sites }, (_, i) => {
+    const leaf = new Function('n', 'k', `return { id: n, name: 'item-' + n + '-' + k, tags: [n, k, ${i}], at: ${i} };`);
+    Object.defineProperty(leaf, 'name', { value: `allocSite${i}` });
+    const mid = (n, k) => leaf(n, k);
+    Object.defineProperty(mid, 'name', { value: `middle${i % 24}` });
+    return mid;
+  });
+  const perArray = 1000;
+  // About 140 bytes per object with its string and array.
+  const arrays = Math.ceil((mb * 2 ** 20) / (perArray * 140));
+  for (let a = 0; a < arrays; a++) {
+    const make = makers[a % sites];
+    const arr = new Array(perArray);
+    for (let i = 0; i < perArray; i++) arr[i] = make(i, a);
+    keep.push(arr);
+  }
+  return keep;
+}
+
+/** The heap module with take() timed: installed before selfprof loads, which reads it once. */
+function timeTakes(disableV8Api) {
+  const { native } = require('../lib/native');
+  if (disableV8Api) native.heapSamplerStart = () => 'unavailable';
+  const heap = require('../lib/capture/heap');
+  const takes = [];
+  const start = heap.startHeapSampling;
+  heap.startHeapSampling = (...args) => {
+    const h = start(...args);
+    const take = h.take.bind(h);
+    h.take = () => {
+      const { performance } = require('node:perf_hooks');
+      const t0 = performance.now();
+      const c0 = native.threadCpuNs();
+      try {
+        return take();
+      } finally {
+        takes.push({ wallMs: performance.now() - t0, cpuMs: (native.threadCpuNs() - c0) / 1e6 });
+      }
+    };
+    return h;
+  };
+  return takes;
+}
+
+function child(mode, { seconds, periodMs, heapMb, workers }) {
+  const { performance } = require('node:perf_hooks');
+  const takes = timeTakes(mode === 'heap-inspector');
+  const selfprof = require('..');
+  const { native } = require('../lib/native');
+  const { Worker } = require('node:worker_threads');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-heap-pause-'));
+  const session = selfprof.start({ service: 'bench', period: periodMs, heap: mode !== 'cpu', exporters: [{ type: 'file', dir }] });
+  // Allocated while the heap sampler runs, as a service's heap is. Building it takes a few
+  // periods: what is measured starts after.
+  const kept = buildHeap(heapMb);
+  takes.length = 0;
+  // The longest block and the blocks over 10 ms, in main-thread CPU time between ticks.
+  let lastCpu = native.threadCpuNs();
+  let lastWall = performance.now();
+  let longest = 0;
+  let blocked = 0;
+  let longestWall = 0;
+  let blockedWall = 0;
+  const tick = setInterval(() => {
+    const cpu = native.threadCpuNs();
+    const wall = performance.now();
+    const block = (cpu - lastCpu) / 1e6;
+    longest = Math.max(longest, block);
+    if (block > 5) blocked += block;
+    longestWall = Math.max(longestWall, wall - lastWall);
+    if (wall - lastWall > 5) blockedWall += wall - lastWall;
+    lastCpu = cpu;
+    lastWall = wall;
+  }, 1);
+  let spawned = 0;
+  const spawner = workers
+    ? setInterval(() => {
+        spawned++;
+        const w = new Worker(
+          'const k = []; const end = Date.now() + 150; while (Date.now() < end) k.push({ a: Math.random(), s: "w".repeat(32) }); setTimeout(() => {}, 50);',
+          { eval: true },
+        );
+        w.unref();
+      }, 500)
+    : null;
+  let ops = 0;
+  const request = (i) => {
+    const order = { id: i, items: Array.from({ length: 10 }, (_, k) => ({ sku: `sku-${k}`, qty: k % 3 })), note: 'x'.repeat(32) };
+    const parsed = JSON.parse(JSON.stringify(order));
+    if (i % 50 === 0) kept[i % kept.length][i % 1000] = parsed; // the heap changes a little
+    return parsed.items.length;
+  };
+  const cpu0 = process.cpuUsage();
+  const end = performance.now() + seconds * 1000;
+  const run = () => {
+    if (performance.now() < end) {
+      const slice = performance.now() + 2;
+      while (performance.now() < slice) {
+        selfprof.withLabels({ endpoint: ops % 2 ? 'POST /orders' : 'GET /cart' }, request, ops);
+        ops++;
+      }
+      return setImmediate(run);
+    }
+    clearInterval(tick);
+    clearInterval(spawner);
+    const cpu = process.cpuUsage(cpu0);
+    session.stop().then(() => {
+      fs.rmSync(dir, { recursive: true, force: true });
+      const heapUsedMb = process.memoryUsage().heapUsed / 2 ** 20;
+      process.stdout.write(JSON.stringify({ ops, cpuMs: (cpu.user + cpu.system) / 1000, longest, blocked, longestWall, blockedWall, takes, heapUsedMb, spawned, kept: kept.length }));
+    });
+  };
+  run();
+}
+
+/** Where one profile's time goes, each way, in this process. */
+function breakdown({ heapMb }) {
+  const { performance, PerformanceObserver } = require('node:perf_hooks');
+  const inspector = require('node:inspector');
+  const { native } = require('../lib/native');
+  const { post } = require('../lib/capture/inspector-post');
+  let kept = [];
+  const gcs = [];
+  new PerformanceObserver((l) => gcs.push(...l.getEntries())).observe({ entryTypes: ['gc'] });
+  const rows = [];
+  let liveMb = 0;
+  const measureWay = async (way) => {
+    const s = new inspector.Session();
+    s.connect();
+    if (way === 'inspector') {
+      post(s, 'HeapProfiler.enable');
+      post(s, 'HeapProfiler.startSampling', { samplingInterval: 512 * 1024 });
+    } else if (native.heapSamplerStart(512 * 1024) !== 'started') throw new Error("V8's API is not reachable here");
+    // The heap, allocated while V8 samples (the last way's goes).
+    kept = [];
+    kept = buildHeap(heapMb);
+    const { flatten } = require('../lib/capture/heap');
+    for (let i = 0; i < 5; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      gcs.length = 0;
+      const t0 = performance.now();
+      const { profile } = post(s, 'HeapProfiler.getSamplingProfile');
+      const tPost = performance.now() - t0;
+      const t1 = performance.now();
+      const flat = flatten(profile, 512 * 1024);
+      const tFlat = performance.now() - t1;
+      const text = JSON.stringify({ profile });
+      const t2 = performance.now();
+      JSON.parse(text);
+      const tParse = performance.now() - t2;
+      const t3 = performance.now();
+      const built = native.buildHeapProfile([{ profile: flat.json, atMs: performance.now() }], {
+        startUnixMs: Date.now(),
+        durationMs: 1000,
+        intervalBytes: 512 * 1024,
+        trace: false,
+        sourceMaps: false,
+      });
+      const tCall = performance.now() - t3;
+      await built;
+      // The thread pool's work, timed as the same build run here.
+      const t4 = performance.now();
+      native.buildHeapProfileSync([{ profile: flat.json, atMs: performance.now() }], { startUnixMs: Date.now(), durationMs: 1000, intervalBytes: 512 * 1024, trace: false, sourceMaps: false });
+      const tBuild = performance.now() - t4;
+      await new Promise((r) => setImmediate(r)); // the gc entries of the command arrive
+      if (way === 'inspector' && i === 0) liveMb = process.memoryUsage().heapUsed / 2 ** 20; // just collected
+      const gcMs = gcs.filter((g) => g.startTime >= t0 && g.startTime <= t0 + tPost).reduce((a, g) => a + g.duration, 0);
+      rows.push({ way, tPost, gcMs, tParse, tFlat, tCall, tBuild, bytes: text.length, nodes: flat.urls.length, samples: profile.samples.length });
+    }
+    if (way === 'inspector') post(s, 'HeapProfiler.stopSampling');
+    else native.heapSamplerStop();
+    s.disconnect();
+  };
+  (async () => {
+    await measureWay('inspector');
+    await measureWay('v8-api');
+    const med = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+    const fmt = (xs) => `${med(xs).toFixed(1)} (${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)})`;
+    console.log(`Node ${process.version}, ${liveMb.toFixed(0)} MiB of heap in use after a collection; ms per profile, median (range) of 5`);
+    console.log('| started by | getSamplingProfile | of it, GC | JSON.parse of its size | flatten | build: call | build: work | profile |');
+    console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
+    for (const way of ['inspector', 'v8-api']) {
+      const r = rows.filter((x) => x.way === way);
+      const pick = (k) => fmt(r.map((x) => x[k]));
+      const last = r.at(-1);
+      console.log(
+        `| ${way === 'inspector' ? "the inspector's startSampling" : "V8's C++ API"} | ${pick('tPost')} | ${pick('gcMs')} | ${pick('tParse')} | ${pick('tFlat')} | ${pick('tCall')} | ${pick('tBuild')} | ${last.samples} samples, ${last.nodes} nodes, ${(last.bytes / 1024).toFixed(0)} KiB JSON |`,
+      );
+    }
+  })();
+}
+
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+function main() {
+  const { values } = parseArgs({
+    options: {
+      rounds: { type: 'string' },
+      seconds: { type: 'string' },
+      'period-ms': { type: 'string' },
+      'heap-mb': { type: 'string' },
+      workers: { type: 'boolean' },
+      breakdown: { type: 'boolean' },
+      child: { type: 'string' },
+    },
+  });
+  const opts = {
+    seconds: Number(values.seconds ?? 6),
+    periodMs: Number(values['period-ms'] ?? 1000),
+    heapMb: Number(values['heap-mb'] ?? 300),
+    workers: values.workers ?? false,
+  };
+  if (values.breakdown) return breakdown(opts);
+  if (values.child) return child(values.child, opts);
+  const rounds = Number(values.rounds ?? 3);
+  const runs = Object.fromEntries(MODES.map((m) => [m, []]));
+  const perCpu = Object.fromEntries(MODES.map((m) => [m, []]));
+  for (let r = 0; r < rounds; r++) {
+    const order = [...MODES].sort(() => Math.random() - 0.5);
+    const results = {};
+    for (const mode of order) {
+      const args = [__filename, '--child', mode, '--seconds', String(opts.seconds), '--period-ms', String(opts.periodMs), '--heap-mb', String(opts.heapMb)];
+      if (opts.workers) args.push('--workers');
+      const out = spawnSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 64 << 20 });
+      if (out.status !== 0) throw new Error(`${mode}: ${out.stderr}`);
+      results[mode] = JSON.parse(out.stdout);
+      runs[mode].push(results[mode]);
+    }
+    for (const mode of MODES) perCpu[mode].push(results[mode].ops / results[mode].cpuMs / (results.cpu.ops / results.cpu.cpuMs));
+    process.stderr.write(
+      `round ${r + 1}/${rounds}: ${order.map((m) => `${m}: blocked ${results[m].blockedWall.toFixed(0)} ms, longest ${results[m].longestWall.toFixed(0)} ms (wall), ${results[m].takes.length} snapshots`).join('; ')}\n`,
+    );
+  }
+  const fmt = (xs, d = 1) => (xs.length ? `${median(xs).toFixed(d)} (${Math.min(...xs).toFixed(d)}–${Math.max(...xs).toFixed(d)})` : '–');
+  const heapUsed = median(runs.cpu.map((x) => x.heapUsedMb));
+  console.log(
+    `Node ${process.version}, ${rounds} rounds × ${opts.seconds} s, period ${opts.periodMs} ms, heap used ~${heapUsed.toFixed(0)} MiB${opts.workers ? `, a worker every 500 ms` : ''}; median (range)`,
+  );
+  console.log('| mode | snapshot, wall ms | snapshot, main-thread CPU ms | longest block, wall ms | longest block, CPU ms | blocked per run (blocks > 5 ms), wall ms | blocked per run, CPU ms | requests per CPU-s, × CPU only |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
+  const names = { cpu: 'CPU only', 'heap-inspector': 'CPU + heap, inspector (before)', heap: 'CPU + heap, V8 API (after)' };
+  for (const mode of MODES) {
+    const rs = runs[mode];
+    const takes = rs.flatMap((x) => x.takes);
+    // Each run against the CPU-only run of its round.
+    const x = (key) => (mode === 'cpu' ? '' : ` (× ${fmt(rs.map((r, i) => r[key] / Math.max(runs.cpu[i][key], 1)), 1)})`);
+    const col = (key) => `${fmt(rs.map((r) => r[key]), 0)}${x(key)}`;
+    console.log(
+      `| ${names[mode]} | ${fmt(takes.map((t) => t.wallMs))} | ${fmt(takes.map((t) => t.cpuMs))} | ${col('longestWall')} | ${col('longest')} | ${col('blockedWall')} | ${col('blocked')} | ${fmt(perCpu[mode], 3)} |`,
+    );
+  }
+}
+
+main();
