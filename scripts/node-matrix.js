@@ -33,6 +33,9 @@ function nodeBinary(major) {
 }
 
 const results = [];
+// The frame reader's table of V8 layouts against each Node's own headers.
+const layouts = spawnSync(process.execPath, [path.join(__dirname, 'check-frame-layouts.js'), ...majors.map((m) => path.dirname(path.dirname(nodeBinary(m))))], { stdio: 'inherit' });
+results.push({ version: 'frame layouts', ok: layouts.status === 0 });
 for (const major of majors) {
   const bin = nodeBinary(major);
   const version = execFileSync(bin, ['--version'], { encoding: 'utf8' }).trim();

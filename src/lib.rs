@@ -18,7 +18,7 @@ use capture::signal;
 use formats::pprof;
 
 use napi::bindgen_prelude::{
-  AsyncTask, Buffer, ClassInstance, Either, Either3, Float64Array, Int32Array, Uint32Array, Uint8Array,
+  AsyncTask, Buffer, ClassInstance, Either, Either3, Float64Array, Int32Array, JsValue, Object, Uint32Array, Uint8Array,
 };
 use napi::{Env, Error, Result, Status, Task};
 use napi_derive::napi;
@@ -78,6 +78,9 @@ pub struct TraceOptions {
   pub thread_id: Option<String>,
   pub os_thread_id: Option<String>,
   pub threads: Option<Vec<ThreadInput>>,
+  /// How the recording's thread told the handler its label set: `"async-hooks"` or
+  /// `"context-frame"` (the trace's `metadata.labelPath`).
+  pub label_path: Option<String>,
   /// Map frames through their scripts' source maps (default true).
   pub source_maps: Option<bool>,
   /// Source maps Node holds for scripts compiled in memory (`module.findSourceMap`).
@@ -338,7 +341,11 @@ impl BuildTrace {
         .add(&profile, chunk.stride, self.window.until_ms)
         .map_err(invalid)?;
     }
-    Ok(join.finish())
+    let mut trace = join.finish();
+    if let (Some(meta), Some(path)) = (trace.metadata.as_mut(), self.labels.and_then(|l| l.path)) {
+      meta.label_path = Some(path);
+    }
+    Ok(trace)
   }
 }
 
@@ -623,6 +630,11 @@ fn label_source(options: &TraceOptions) -> Option<LabelSource> {
     tid: options.tid.unwrap_or_else(signal::gettid),
     cpu_start_ns: options.cpu_start_ns.map(|n| n as u64),
     recording: options.recording,
+    path: match options.label_path.as_deref() {
+      Some("context-frame") => Some(trace::LabelPath::ContextFrame),
+      Some("async-hooks") => Some(trace::LabelPath::AsyncHooks),
+      _ => None,
+    },
   })
 }
 
@@ -712,6 +724,112 @@ pub fn set_thread_context(id: u32) {
 #[napi]
 pub fn take_sampled_context() -> u32 {
   this_thread().map_or(0, |t| t.cell[2].swap(0, Ordering::Relaxed))
+}
+
+/// The indices of a thread cell's elements (`signal::slot`), and its queue's length.
+#[napi(object)]
+pub struct CellSlots {
+  pub context: u32,
+  pub generation: u32,
+  pub sampled: u32,
+  pub recordings: u32,
+  pub queue_head: u32,
+  pub queue_tail: u32,
+  pub last_pushed: u32,
+  pub queue: u32,
+  pub queue_len: u32,
+}
+
+/// Where JS finds what in a thread's cell (see `signal::slot`).
+#[napi]
+pub fn cell_slots() -> CellSlots {
+  use signal::slot;
+  CellSlots {
+    context: slot::CONTEXT as u32,
+    generation: slot::GENERATION as u32,
+    sampled: slot::SAMPLED as u32,
+    recordings: slot::RECORDINGS as u32,
+    queue_head: slot::QUEUE_HEAD as u32,
+    queue_tail: slot::QUEUE_TAIL as u32,
+    last_pushed: slot::LAST_PUSHED as u32,
+    queue: slot::QUEUE as u32,
+    queue_len: signal::QUEUE_LEN as u32,
+  }
+}
+
+/// Sets the calling thread's handler up to read its label-set id from the async context
+/// frame (`capture::context_frame`), not enabled yet: JS checks it with `frameRead`, then
+/// `frameEnable`s it. `storeKey` is selfprof's AsyncLocalStorage, `map` any JS Map. Throws
+/// why it cannot (an unknown V8 version, a missing symbol).
+#[napi]
+pub fn frame_set_up(env: Env, v8_version: String, store_key: Object, map: Object) -> Result<()> {
+  let t = this_thread().ok_or_else(|| Error::from_reason("this thread has no cell (registerThread first)"))?;
+  // SAFETY: both are this call's arguments, live in its handle scope.
+  let installed = unsafe {
+    capture::context_frame::set_up(
+      t,
+      &v8_version,
+      store_key.raw() as *const std::ffi::c_void,
+      map.raw() as *const std::ffi::c_void,
+    )
+  }
+  .map_err(Error::from_reason)?;
+  let tid = signal::gettid();
+  env.add_env_cleanup_hook((installed, tid), |(installed, tid)| {
+    if let Some(t) = signal::THREADS.iter().find(|t| t.tid.load(Ordering::Acquire) == tid) {
+      capture::context_frame::tear_down(t, installed);
+    }
+  })?;
+  Ok(())
+}
+
+/// The label-set id the handler would read on the calling thread now, through the same
+/// code (`signal::frame_context`): -1 if the frame cannot be read.
+#[napi]
+pub fn frame_read() -> i64 {
+  this_thread()
+    .and_then(|t| signal::frame_context(&t.frame))
+    .map_or(-1, i64::from)
+}
+
+/// One V8 version's layouts the frame reader uses (`capture::context_frame::LAYOUTS`).
+#[napi(object)]
+pub struct FrameLayoutInfo {
+  pub v8: String,
+  pub cped: u32,
+  pub map_instance_type: u32,
+  pub js_object_header: u32,
+  pub fixed_array_header: u32,
+}
+
+/// The V8 versions whose layouts this build knows (checked against each Node's headers
+/// by `scripts/check-frame-layouts.js`).
+#[napi]
+pub fn frame_layouts() -> Vec<FrameLayoutInfo> {
+  capture::context_frame::LAYOUTS
+    .iter()
+    .map(|l| FrameLayoutInfo {
+      v8: l.v8.to_string(),
+      cped: l.cped as u32,
+      map_instance_type: l.map_instance_type as u32,
+      js_object_header: l.js_object_header as u32,
+      fixed_array_header: l.fixed_array_header as u32,
+    })
+    .collect()
+}
+
+/// Ids the handler could not queue for JS (a thread's queue was full), process-wide.
+#[napi]
+pub fn frame_queue_full() -> f64 {
+  signal::QUEUE_FULL.load(Ordering::Relaxed) as f64
+}
+
+/// Makes the handler read (or stop reading) the calling thread's frame.
+#[napi]
+pub fn frame_enable(on: bool) {
+  if let Some(t) = this_thread() {
+    t.frame.enabled.store(on, Ordering::Release);
+  }
 }
 
 /// Reserves `count` label-set ids, unique in the process (every copy of the JS module and

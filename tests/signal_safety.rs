@@ -219,4 +219,109 @@ fn the_handler_allocates_nothing_and_survives_malloc_and_lock_pressure() {
   );
   assert_eq!(signal::REENTERED.load(Ordering::Relaxed), 0);
   eprintln!("{sent} signals sent, {handled} handled, while the victim did {rounds} allocate/lock rounds: 0 allocations in the handler");
+  reading_the_context_frame_allocates_nothing_and_reads_the_store_id();
+}
+
+/// Words laid out as V8 lays out what the handler reads on the context-frame path (Node ≥
+/// 24): an isolate's CPED slot pointing at a JS Map (an AsyncContextFrame) whose table maps
+/// a key (selfprof's AsyncLocalStorage, held by a "global handle" slot) to a store object
+/// whose first in-object property is a Smi id. Leaked: the handler may read it at any time.
+struct FakeFrame {
+  cped_slot: usize,
+  key_slot: usize,
+  hash: u32,
+}
+
+const JS_MAP_TYPE: u16 = 0x4321;
+
+fn leak(words: Vec<usize>) -> usize {
+  Box::leak(words.into_boxed_slice()).as_ptr() as usize
+}
+
+fn smi(v: i64) -> usize {
+  (v << 32) as usize
+}
+
+fn fake_frame(id: u32) -> FakeFrame {
+  let tag = |addr: usize| addr + 1;
+  // A hidden class whose instance type (a u16 at byte 12) is JS_MAP_TYPE's.
+  let mut hidden = vec![0usize; 4];
+  hidden[1] = (JS_MAP_TYPE as usize) << 32;
+  let hidden = leak(hidden);
+  let key = leak(vec![tag(hidden), 0, 0, 0]);
+  let store = leak(vec![tag(hidden), 0, 0, smi(i64::from(id))]);
+  // OrderedHashMap: [map, length, elements, deleted, buckets, heads.., entries (key, value, chain)..]
+  let (buckets, capacity) = (2usize, 4usize);
+  let hash = 0x2d2f_u32;
+  let mut table = vec![0usize; 2 + 3 + buckets + 3 * capacity];
+  table[1] = smi((table.len() - 2) as i64);
+  table[2] = smi(1);
+  table[3] = smi(0);
+  table[4] = smi(buckets as i64);
+  table[5] = smi(-1);
+  table[6] = smi(-1);
+  table[5 + (hash as usize & (buckets - 1))] = smi(0);
+  table[7] = tag(key);
+  table[8] = tag(store);
+  table[9] = smi(-1);
+  let table = leak(table);
+  let map = leak(vec![tag(hidden), 0, 0, tag(table)]);
+  FakeFrame {
+    cped_slot: leak(vec![tag(map)]),
+    key_slot: leak(vec![tag(key)]),
+    hash,
+  }
+}
+
+/// Part 3, the context-frame path (after 1 and 2, in the same chain): reading the frame
+/// allocates nothing, reads the store's id, pushes it to the queue once, and during a
+/// collection answers the id read when it began.
+fn reading_the_context_frame_allocates_nothing_and_reads_the_store_id() {
+  let layout = &signal::FRAME_LAYOUT;
+  layout.map_instance_type.store(12, Ordering::Relaxed);
+  layout.js_object_header.store(24, Ordering::Relaxed);
+  layout.fixed_array_header.store(16, Ordering::Relaxed);
+  layout.js_map_type.store(u32::from(JS_MAP_TYPE), Ordering::Relaxed);
+  let (slot, _) = signal::register_thread().unwrap();
+  let t = &signal::THREADS[slot];
+  t.cell[0].store(0, Ordering::Relaxed);
+  let frame = fake_frame(4242);
+  t.frame.cped.store(frame.cped_slot, Ordering::Relaxed);
+  t.frame.key.store(frame.key_slot, Ordering::Relaxed);
+  t.frame.hash.store(frame.hash, Ordering::Relaxed);
+  t.frame.enabled.store(true, Ordering::Release);
+  assert_eq!(signal::frame_context(&t.frame), Some(4242));
+
+  let write = signal::RING_WRITE.load(Ordering::Acquire);
+  let armed_before = ALLOCATIONS_WHILE_ARMED.load(Ordering::Relaxed);
+  for _ in 0..5_000 {
+    unsafe {
+      *signal::errno_location() = libc::ENOENT;
+      libc::raise(libc::SIGPROF);
+      assert_eq!(*signal::errno_location(), libc::ENOENT, "errno restored");
+    }
+  }
+  // A collection in progress: the id read when it began.
+  t.frame.gc_context.store(17, Ordering::Relaxed);
+  t.frame.gc_depth.store(1, Ordering::Release);
+  unsafe { libc::raise(libc::SIGPROF) };
+  t.frame.gc_depth.store(0, Ordering::Release);
+  assert_eq!(
+    ALLOCATIONS_WHILE_ARMED.load(Ordering::Relaxed),
+    armed_before,
+    "the handler allocated (or freed) memory"
+  );
+  let end = signal::RING_WRITE.load(Ordering::Acquire);
+  let entries = selfprof::capture::ring::snapshot(&signal::RING, end, signal::gettid(), 0, u64::MAX);
+  let ours = &entries[entries.len() - (end - write) as usize..];
+  assert_eq!(ours.len(), 5_001);
+  assert!(ours[..5_000].iter().all(|e| e.context == 4242));
+  assert_eq!(ours[5_000].context, 17);
+  // Pushed to the queue once (then not again until JS takes it), and 17 once.
+  use signal::slot;
+  let head = t.cell[slot::QUEUE_HEAD].load(Ordering::Relaxed);
+  assert_eq!(head, 2);
+  assert_eq!(t.cell[slot::QUEUE].load(Ordering::Relaxed), 4242);
+  assert_eq!(t.cell[slot::QUEUE + 1].load(Ordering::Relaxed), 17);
+  t.frame.clear();
 }

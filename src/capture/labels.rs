@@ -45,14 +45,18 @@ const FIRST_CHUNK_BYTES: usize = 1 << 10;
 /// The next label-set id to hand out (0 means "no labels").
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 
-/// Reserves `count` consecutive ids and returns the first. After 2³² − 1 ids the counter
+/// Ids stay below this: a JS store's id is then a Smi, which the signal handler reads
+/// from the store object in place (`signal::frame_context`).
+pub const ID_LIMIT: u32 = 1 << 31;
+
+/// Reserves `count` consecutive ids and returns the first. After 2³¹ − 1 ids the counter
 /// wraps to 1 (a set is kept for seconds to minutes; ids come back after billions).
 pub fn reserve_ids(count: u32) -> u32 {
-  let count = count.max(1);
+  let count = count.clamp(1, 1 << 20);
   let mut first = NEXT_ID.load(Ordering::Relaxed);
   loop {
     let (start, next) = match first.checked_add(count) {
-      Some(next) if first != 0 => (first, next),
+      Some(next) if first != 0 && next <= ID_LIMIT => (first, next),
       _ => (1, 1 + count),
     };
     match NEXT_ID.compare_exchange_weak(first, next, Ordering::Relaxed, Ordering::Relaxed) {
@@ -893,6 +897,10 @@ mod tests {
     let b = reserve_ids(10);
     assert!(a != 0 && b != 0);
     assert!(b >= a + 10 || b < a, "blocks do not overlap");
+    // Near the limit the counter wraps before an id could leave the Smi range.
+    NEXT_ID.store(ID_LIMIT - 5, Ordering::Relaxed);
+    let c = reserve_ids(10);
+    assert!(c >= 1 && c + 10 <= ID_LIMIT, "{c}");
   }
 
   #[test]

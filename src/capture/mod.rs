@@ -3,6 +3,7 @@
 //! the handler wrote and joins it to V8's samples; `labels` keeps the label sets that
 //! samples reference, by id (`id_map`: a map laid out for those ids).
 
+pub mod context_frame;
 pub mod drain;
 pub mod heap_sampler;
 pub mod id_map;

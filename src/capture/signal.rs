@@ -18,7 +18,9 @@
 //! predecessor back when its last sampler stops. After every profiler start we install
 //! `handle_sigprof` in front of V8's handler (`install`); it reads the clock, calls
 //! V8's handler (which takes the sample and stamps it with V8's clock), reads the clock
-//! again, and writes `{ before, after, context, generation, cpu }` into the ring. Because V8's stop
+//! again, and writes `{ before, after, context, generation, cpu }` into the ring (the
+//! context: the label-set id JS published, or the one read from the thread's async context
+//! frame: `frame_context`). Because V8's stop
 //! puts back the handler that preceded V8's, ours drops out of the chain with V8's, and
 //! the handler we chain to is re-read at every install, never kept from an older chain.
 
@@ -93,41 +95,223 @@ pub static RING: [Slot; RING_CAPACITY] = [EMPTY_SLOT; RING_CAPACITY];
 /// Total entries ever claimed; `index & (RING_CAPACITY - 1)` is the slot.
 pub static RING_WRITE: CachePadded<AtomicU64> = CachePadded::new(AtomicU64::new(0));
 
-/// A thread that publishes its current label context: `tid` (0 = free) and the cell its
-/// JS reads and writes through a Uint32Array view: `[context id, generation, sampled,
-/// recordings]`. JS writes the id and bumps the generation (a count of context switches)
-/// on every switch; the handler stores the id it recorded in `sampled`, and JS saves that
-/// context's labels and zeroes it at its next switch. `recordings` counts the recordings
-/// started on the thread (written outside signal context): a set saved since the last
-/// start need not be saved again. The handler touches only the first three.
+/// A thread whose samples carry labels: `tid` (0 = free), the cell its JS reads and writes
+/// through a Uint32Array view (`slot`), and, where the thread's labels are read from its
+/// async context frame, how (`FrameReader`).
+///
+/// Two ways to know the thread's label set when a signal lands:
+/// - published (async_hooks): JS writes the set's id to `CONTEXT` and bumps `GENERATION`
+///   (a count of switches) at every switch; the handler stores the id it recorded in
+///   `SAMPLED`, and JS saves that set's labels and zeroes it at its next switch;
+/// - read (Node >= 24): the handler reads the id from the AsyncLocalStorage store of the
+///   thread's current async context frame (`frame_context`) and pushes each id it records
+///   to `QUEUE` (a ring JS drains to save the labels).
+///
+/// `RECORDINGS` counts the recordings started on the thread (written outside signal
+/// context): a set saved since the last start need not be saved again.
 #[repr(C)]
 pub struct ThreadContext {
   pub cell: [AtomicU32; CELL_LEN],
   pub tid: AtomicI32,
+  pub frame: FrameReader,
 }
 
+/// The elements of a thread's cell (lib/capture/labels.js gets them from `cellSlots()`).
+pub mod slot {
+  /// Published: the id of the thread's current label set.
+  pub const CONTEXT: usize = 0;
+  /// Published: switches so far.
+  pub const GENERATION: usize = 1;
+  /// Published: the id the handler last recorded (JS zeroes it once it saved the set).
+  pub const SAMPLED: usize = 2;
+  /// Recordings started on the thread.
+  pub const RECORDINGS: usize = 3;
+  /// Read: ids the handler pushed to `QUEUE` (it increments this after the write).
+  pub const QUEUE_HEAD: usize = 4;
+  /// Read: ids JS took from `QUEUE`.
+  pub const QUEUE_TAIL: usize = 5;
+  /// Read: the id the handler pushed last (not pushed again until JS zeroes this).
+  pub const LAST_PUSHED: usize = 6;
+  /// Read: the ring of ids, `QUEUE_LEN` of them.
+  pub const QUEUE: usize = 8;
+}
+
+/// Ids the queue holds (a power of two). JS drains it at every label change and every
+/// 50 ms; a full queue drops ids (their samples' labels then count as lost).
+pub const QUEUE_LEN: usize = 256;
 /// Elements of a thread's cell.
-pub const CELL_LEN: usize = 4;
+pub const CELL_LEN: usize = slot::QUEUE + QUEUE_LEN;
 
 impl ThreadContext {
   pub fn context(&self) -> u32 {
-    self.cell[0].load(Ordering::Relaxed)
+    self.cell[slot::CONTEXT].load(Ordering::Relaxed)
   }
   pub fn generation(&self) -> u32 {
-    self.cell[1].load(Ordering::Relaxed)
+    self.cell[slot::GENERATION].load(Ordering::Relaxed)
   }
+}
+
+/// How the handler reads a thread's label-set id from its async context frame (set up by
+/// `capture::context_frame`, outside signal context; all zero while not set up). On
+/// Node >= 24 AsyncLocalStorage keeps its stores in V8's continuation-preserved embedder
+/// data: a JS Map (Node's AsyncContextFrame) from each AsyncLocalStorage to its store,
+/// which V8 swaps at every continuation. selfprof's store is an object whose first
+/// in-object property is its set's id, a Smi.
+pub struct FrameReader {
+  /// The handler reads the frame (else the published id).
+  pub enabled: AtomicBool,
+  /// The address of the isolate's continuation-preserved embedder data slot.
+  pub cped: AtomicUsize,
+  /// The address of a global handle holding selfprof's AsyncLocalStorage (the GC keeps
+  /// the object's current address there), and that object's identity hash.
+  pub key: AtomicUsize,
+  pub hash: AtomicU32,
+  /// While the isolate collects garbage (objects move): how deep, and the id read at the
+  /// collection's start, which samples during it carry.
+  pub gc_depth: AtomicU32,
+  pub gc_context: AtomicU32,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
 const EMPTY_THREAD: CachePadded<ThreadContext> = CachePadded::new(ThreadContext {
-  cell: [
-    AtomicU32::new(0),
-    AtomicU32::new(0),
-    AtomicU32::new(0),
-    AtomicU32::new(0),
-  ],
+  cell: [const { AtomicU32::new(0) }; CELL_LEN],
   tid: AtomicI32::new(0),
+  frame: FrameReader {
+    enabled: AtomicBool::new(false),
+    cped: AtomicUsize::new(0),
+    key: AtomicUsize::new(0),
+    hash: AtomicU32::new(0),
+    gc_depth: AtomicU32::new(0),
+    gc_context: AtomicU32::new(0),
+  },
 });
+
+/// V8's object layouts the frame reader needs (byte offsets and a type), the same for
+/// every thread; from `capture::context_frame`'s per-version table. All zero until set.
+pub struct FrameLayout {
+  /// `Internals::kMapInstanceTypeOffset`: where a Map (hidden class) keeps its instance type.
+  pub map_instance_type: AtomicUsize,
+  /// `Internals::kJSObjectHeaderSize`: a JSObject's first in-object property (and a
+  /// JSMap's table: JSCollection's first field).
+  pub js_object_header: AtomicUsize,
+  /// `Internals::kFixedArrayHeaderSize`: a FixedArray's first element.
+  pub fixed_array_header: AtomicUsize,
+  /// The instance type of a JS Map (read from a Map at set-up).
+  pub js_map_type: AtomicU32,
+}
+
+pub static FRAME_LAYOUT: FrameLayout = FrameLayout {
+  map_instance_type: AtomicUsize::new(0),
+  js_object_header: AtomicUsize::new(0),
+  fixed_array_header: AtomicUsize::new(0),
+  js_map_type: AtomicU32::new(0),
+};
+
+/// A word of V8's heap at `addr`. SAFETY: the caller got `addr` from V8's heap structures
+/// it checked (tags, types, bounds), outside a garbage collection.
+#[inline(always)]
+unsafe fn word(addr: usize) -> usize {
+  std::ptr::read_volatile(addr as *const usize)
+}
+
+/// V8's heap-object tag (64-bit, no pointer compression, as Node's builds are).
+const HEAP_OBJECT_TAG: usize = 1;
+/// OrderedHashMap: entries are (key, value, chain); capacity is buckets × load factor.
+const ENTRY_SIZE: usize = 3;
+const LOAD_FACTOR: usize = 2;
+
+#[inline(always)]
+fn is_heap_object(v: usize) -> bool {
+  v & 3 == HEAP_OBJECT_TAG
+}
+
+/// A Smi's value (32-bit Smis in the upper half), if `v` is one.
+#[inline(always)]
+fn smi(v: usize) -> Option<i64> {
+  (v & 0xffff_ffff == 0).then_some((v as i64) >> 32)
+}
+
+/// The label-set id of the store that selfprof's AsyncLocalStorage holds in the thread's
+/// current async context frame: `Some(0)` when it holds none, `None` when the frame cannot
+/// be read. Plain loads only; every pointer is checked (tag, instance type, table bounds,
+/// bounded chain walk) before it is followed. During a garbage collection (objects move)
+/// it answers the id read when the collection began.
+#[inline(always)]
+pub fn frame_context(f: &FrameReader) -> Option<u32> {
+  if f.gc_depth.load(Ordering::Acquire) > 0 {
+    return Some(f.gc_context.load(Ordering::Relaxed));
+  }
+  frame_context_now(f)
+}
+
+/// `frame_context` outside a collection (also what a collection's start reads).
+#[inline(always)]
+pub fn frame_context_now(f: &FrameReader) -> Option<u32> {
+  let (cped_slot, key_slot) = (f.cped.load(Ordering::Relaxed), f.key.load(Ordering::Relaxed));
+  let map_type_at = FRAME_LAYOUT.map_instance_type.load(Ordering::Relaxed);
+  let header = FRAME_LAYOUT.js_object_header.load(Ordering::Relaxed);
+  let array_header = FRAME_LAYOUT.fixed_array_header.load(Ordering::Relaxed);
+  let js_map = FRAME_LAYOUT.js_map_type.load(Ordering::Relaxed);
+  if cped_slot == 0 || key_slot == 0 || header == 0 || array_header == 0 || js_map == 0 {
+    return None;
+  }
+  // SAFETY: set up by context_frame: the isolate's CPED slot and a global handle's slot.
+  let (frame, key) = unsafe { (word(cped_slot), word(key_slot)) };
+  if !is_heap_object(frame) || !is_heap_object(key) {
+    // No frame yet (undefined is a heap object too: its type is not a Map's).
+    return Some(0);
+  }
+  let frame = frame - HEAP_OBJECT_TAG;
+  // SAFETY: `frame` is a tagged heap object: its first word is its Map (hidden class).
+  let hidden = unsafe { word(frame) };
+  if !is_heap_object(hidden) {
+    return None;
+  }
+  // SAFETY: a Map's instance type is a u16 at its fixed offset.
+  let instance_type = unsafe { std::ptr::read_volatile((hidden - HEAP_OBJECT_TAG + map_type_at) as *const u16) };
+  if u32::from(instance_type) != js_map {
+    return Some(0);
+  }
+  // SAFETY: a JSMap's table (OrderedHashMap) is its first field after the header.
+  let table = unsafe { word(frame + header) };
+  if !is_heap_object(table) {
+    return None;
+  }
+  let table = table - HEAP_OBJECT_TAG;
+  // SAFETY: the table is a FixedArray: [map, length, elements, deleted, buckets, ...].
+  let at = |i: usize| unsafe { word(table + array_header + i * 8) };
+  // SAFETY: the FixedArray's length follows its map.
+  let length = smi(unsafe { word(table + 8) })?;
+  let (elements, deleted, buckets) = (smi(at(0))?, smi(at(1))?, smi(at(2))?);
+  if length < 3 || buckets <= 0 || buckets & (buckets - 1) != 0 || elements < 0 || deleted < 0 {
+    return None;
+  }
+  let (buckets, entries) = (buckets as usize, (elements + deleted) as usize);
+  let capacity = buckets * LOAD_FACTOR;
+  if entries > capacity || (length as usize) < 3 + buckets + ENTRY_SIZE * capacity {
+    return None;
+  }
+  let hash = f.hash.load(Ordering::Relaxed) as usize;
+  let mut entry = smi(at(3 + (hash & (buckets - 1))))?;
+  // A chain never has more links than entries: a cycle cannot hold the handler.
+  for _ in 0..entries {
+    if entry < 0 || entry as usize >= entries {
+      return Some(0);
+    }
+    let index = 3 + buckets + entry as usize * ENTRY_SIZE;
+    if at(index) == key {
+      let store = at(index + 1);
+      if !is_heap_object(store) {
+        return Some(0);
+      }
+      // SAFETY: selfprof's stores are objects whose first in-object property is the id.
+      let id = smi(unsafe { word(store - HEAP_OBJECT_TAG + header) })?;
+      return u32::try_from(id).ok();
+    }
+    entry = smi(at(index + 2))?;
+  }
+  Some(0)
+}
 
 pub static THREADS: [CachePadded<ThreadContext>; MAX_THREADS] = [EMPTY_THREAD; MAX_THREADS];
 
@@ -306,24 +490,58 @@ mod os {
   }
 }
 
-/// The context id and generation the thread `tid` has published (zeros if none), and
-/// tells JS the id was sampled.
+/// The label-set id and generation of thread `tid` (zeros if none), and tells JS the id
+/// was sampled.
 #[inline(always)]
 fn context_of(tid: i32) -> (u32, u32) {
   for t in THREADS.iter() {
     if t.tid.load(Ordering::Relaxed) == tid {
+      if t.frame.enabled.load(Ordering::Acquire) {
+        // Another copy of the JS module on this thread may publish its own sets (with
+        // hooks): where selfprof's store is not in the frame, that is the context.
+        let id = read_context(t);
+        if id != 0 || t.context() == 0 {
+          return (id, 0);
+        }
+      }
       // JS writes the id, then bumps the generation: a signal between the two records
       // the new id under the old generation, which only makes the record look older.
       let generation = t.generation();
       let context = t.context();
       if context != 0 {
-        t.cell[2].store(context, Ordering::Relaxed);
+        t.cell[slot::SAMPLED].store(context, Ordering::Relaxed);
       }
       return (context, generation);
     }
   }
   (0, 0)
 }
+
+/// The id read from thread `t`'s async context frame (0 if none or unreadable), pushed to
+/// its queue for JS unless it was the last one pushed. The record's generation is the
+/// signal's number: no switches are counted on this path, so two signals never vouch for
+/// a sample between them (`ring::Match::Between`).
+#[inline(always)]
+fn read_context(t: &ThreadContext) -> u32 {
+  let id = frame_context(&t.frame).unwrap_or(0);
+  if id != 0 && t.cell[slot::LAST_PUSHED].load(Ordering::Relaxed) != id {
+    let head = t.cell[slot::QUEUE_HEAD].load(Ordering::Relaxed);
+    let tail = t.cell[slot::QUEUE_TAIL].load(Ordering::Relaxed);
+    if head.wrapping_sub(tail) < QUEUE_LEN as u32 {
+      if let Some(c) = t.cell.get(slot::QUEUE + (head as usize & (QUEUE_LEN - 1))) {
+        c.store(id, Ordering::Relaxed);
+      }
+      t.cell[slot::QUEUE_HEAD].store(head.wrapping_add(1), Ordering::Release);
+      t.cell[slot::LAST_PUSHED].store(id, Ordering::Relaxed);
+    } else {
+      QUEUE_FULL.fetch_add(1, Ordering::Relaxed);
+    }
+  }
+  id
+}
+
+/// Ids the handler could not push because a thread's queue was full.
+pub static QUEUE_FULL: AtomicU64 = AtomicU64::new(0);
 
 #[inline(always)]
 fn call_next(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
@@ -377,15 +595,20 @@ fn sample(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void,
   call_next(sig, info, uctx);
   let after_ns = os::bracket_end_ns();
   let (context, generation) = context_of(tid);
+  let index = RING_WRITE.fetch_add(1, Ordering::Relaxed);
   let record = Record {
     before_ns,
     after_ns,
     cpu_ns: thread_cpu_ns(),
     context,
-    generation,
+    // Read from the frame: a generation of its own (see `read_context`).
+    generation: if generation == 0 && context != 0 {
+      !(index as u32)
+    } else {
+      generation
+    },
     tid,
   };
-  let index = RING_WRITE.fetch_add(1, Ordering::Relaxed);
   RING[(index as usize) & (RING_CAPACITY - 1)].write(index, &record);
   SIGNALS.fetch_add(1, Ordering::Relaxed);
 }
@@ -514,6 +737,7 @@ pub fn register_thread() -> Option<(usize, bool)> {
       for c in t.cell.iter() {
         c.store(0, Ordering::Relaxed);
       }
+      t.frame.clear();
       return Some((i, true));
     }
   }
@@ -527,10 +751,23 @@ pub fn unregister_thread(index: usize, tid: i32) {
   // Only the holder's own cleanup frees a slot, so nobody else changes it meanwhile.
   if let Some(t) = THREADS.get(index).filter(|t| t.tid.load(Ordering::Acquire) == tid) {
     // Cleared before release: the next holder never sees this thread's context.
+    t.frame.clear();
     for c in t.cell.iter() {
       c.store(0, Ordering::Relaxed);
     }
     t.tid.store(0, Ordering::Release);
+  }
+}
+
+impl FrameReader {
+  /// Off, and nothing left to read (a thread that goes, or one that starts over).
+  pub fn clear(&self) {
+    self.enabled.store(false, Ordering::Release);
+    self.cped.store(0, Ordering::Relaxed);
+    self.key.store(0, Ordering::Relaxed);
+    self.hash.store(0, Ordering::Relaxed);
+    self.gc_depth.store(0, Ordering::Relaxed);
+    self.gc_context.store(0, Ordering::Relaxed);
   }
 }
 
@@ -542,6 +779,80 @@ pub fn context_cell(index: usize) -> Option<*mut u32> {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  /// A frame laid out as V8 lays one out (see tests/signal_safety.rs), its table's words
+  /// returned for the test to corrupt: `(reader, table)`.
+  fn fake_frame(id: u32) -> (&'static FrameReader, &'static mut [usize]) {
+    let leak = |v: Vec<usize>| Box::leak(v.into_boxed_slice());
+    let smi = |v: i64| (v << 32) as usize;
+    let tag = |a: &[usize]| a.as_ptr() as usize + 1;
+    FRAME_LAYOUT.map_instance_type.store(12, Ordering::Relaxed);
+    FRAME_LAYOUT.js_object_header.store(24, Ordering::Relaxed);
+    FRAME_LAYOUT.fixed_array_header.store(16, Ordering::Relaxed);
+    FRAME_LAYOUT.js_map_type.store(0x4321, Ordering::Relaxed);
+    let hidden = leak(vec![0, 0x4321usize << 32, 0, 0]);
+    let key = leak(vec![tag(hidden), 0, 0, 0]);
+    let store = leak(vec![tag(hidden), 0, 0, smi(i64::from(id))]);
+    let mut table = vec![0usize; 2 + 3 + 2 + 3 * 4];
+    table[1] = smi(17);
+    table[2] = smi(1);
+    table[3] = smi(0);
+    table[4] = smi(2);
+    table[5] = smi(0);
+    table[6] = smi(-1);
+    table[7] = tag(key);
+    table[8] = tag(store);
+    table[9] = smi(-1);
+    let table = leak(table);
+    let map = leak(vec![tag(hidden), 0, 0, tag(table)]);
+    let reader = Box::leak(Box::new(FrameReader {
+      enabled: AtomicBool::new(true),
+      cped: AtomicUsize::new(leak(vec![tag(map)]).as_ptr() as usize),
+      key: AtomicUsize::new(leak(vec![tag(key)]).as_ptr() as usize),
+      hash: AtomicU32::new(0x10),
+      gc_depth: AtomicU32::new(0),
+      gc_context: AtomicU32::new(0),
+    }));
+    (reader, table)
+  }
+
+  fn smi_word(v: i64) -> usize {
+    (v << 32) as usize
+  }
+
+  #[test]
+  fn a_frame_reads_its_store_id_and_a_broken_one_reads_none_or_nothing() {
+    let (f, _) = fake_frame(77);
+    assert_eq!(frame_context(f), Some(77));
+    // Each corruption: the read ends, with no labels, in bounded time.
+    type Corruption = (&'static str, fn(&mut [usize]));
+    let broken: [Corruption; 7] = [
+      ("length not a Smi", |t| t[1] = 0x11),
+      ("too short for its buckets", |t| t[1] = smi_word(6)),
+      ("buckets not a power of two", |t| t[4] = smi_word(3)),
+      ("more entries than capacity", |t| t[2] = smi_word(9)),
+      ("a chain that loops without the key", |t| {
+        t[7] = 0x1001;
+        t[9] = smi_word(0);
+      }),
+      ("an entry out of range", |t| t[5] = smi_word(5)),
+      ("a negative count", |t| t[3] = smi_word(-1)),
+    ];
+    for (what, corrupt) in broken {
+      let (f, table) = fake_frame(77);
+      corrupt(table);
+      let got = frame_context(f);
+      assert!(got.is_none() || got == Some(0), "{what}: {got:?}");
+    }
+    // Another key in the frame: not ours, no labels.
+    let (f, table) = fake_frame(77);
+    table[7] = 0x1001; // a tagged address that is not the key's
+    assert_eq!(frame_context(f), Some(0));
+    // A store id that is not a Smi: nothing.
+    let (f, _) = fake_frame(77);
+    f.key.store(0, Ordering::Relaxed);
+    assert_eq!(frame_context(f), None, "not set up");
+  }
 
   #[test]
   fn a_thread_slot_is_freed_and_cleared_only_for_its_holder() {

@@ -721,7 +721,7 @@ pub fn profile_for(trace: &Trace, timing: &Timing, dialect: &Dialect) -> Profile
 
 const METADATA_COMMENT: &str = "selfprof:";
 
-/// `selfprof: matchedSamples=… betweenSignalsSamples=… unmatchedSamples=…`.
+/// `selfprof: matchedSamples=… betweenSignalsSamples=… unmatchedSamples=…[ labelsLostSamples=…][ labelPath=…]`.
 fn metadata_comment(m: &Metadata) -> String {
   let mut s = format!(
     "{METADATA_COMMENT} matchedSamples={} betweenSignalsSamples={} unmatchedSamples={}",
@@ -729,6 +729,11 @@ fn metadata_comment(m: &Metadata) -> String {
   );
   if m.labels_lost_samples > 0 {
     s.push_str(&format!(" labelsLostSamples={}", m.labels_lost_samples));
+  }
+  match m.label_path {
+    Some(crate::trace::LabelPath::AsyncHooks) => s.push_str(" labelPath=async-hooks"),
+    Some(crate::trace::LabelPath::ContextFrame) => s.push_str(" labelPath=context-frame"),
+    None => {}
   }
   s
 }
@@ -739,12 +744,19 @@ pub fn parse_metadata_comment(comment: &str) -> Option<Metadata> {
   let mut m = Metadata::default();
   for pair in rest.split_whitespace() {
     let (key, value) = pair.split_once('=')?;
-    let n: usize = value.parse().ok()?;
+    let count = || value.parse::<usize>().ok();
     match key {
-      "matchedSamples" => m.matched_samples = n,
-      "betweenSignalsSamples" => m.between_signals_samples = n,
-      "unmatchedSamples" => m.unmatched_samples = n,
-      "labelsLostSamples" => m.labels_lost_samples = n,
+      "matchedSamples" => m.matched_samples = count()?,
+      "betweenSignalsSamples" => m.between_signals_samples = count()?,
+      "unmatchedSamples" => m.unmatched_samples = count()?,
+      "labelsLostSamples" => m.labels_lost_samples = count()?,
+      "labelPath" => {
+        m.label_path = match value {
+          "async-hooks" => Some(crate::trace::LabelPath::AsyncHooks),
+          "context-frame" => Some(crate::trace::LabelPath::ContextFrame),
+          _ => None,
+        }
+      }
       _ => {}
     }
   }

@@ -144,6 +144,7 @@ fn append(threads: Vec<Appended>) -> Trace {
       sum.between_signals_samples += m.between_signals_samples;
       sum.unmatched_samples += m.unmatched_samples;
       sum.labels_lost_samples += m.labels_lost_samples;
+      sum.label_path = sum.label_path.or(m.label_path);
     }
     // What source mapping did in each thread, with its frame and script ids made the
     // merged trace's (a frame shared by threads keeps the first thread's generated place).

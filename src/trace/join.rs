@@ -31,6 +31,8 @@ pub struct LabelSource {
   /// The recording's token (`drain::recording_started`): the records it was joined
   /// through are let go as it is.
   pub recording: Option<u32>,
+  /// How its thread told the handler its label set (for the trace's metadata).
+  pub path: Option<super::LabelPath>,
 }
 
 /// The label sets of the store, looked up by id.

@@ -17,6 +17,8 @@ pub use crate::capture::labels::LabelSet;
 
 /// The context id of "no labels".
 pub const NO_CONTEXT: u32 = 0;
+/// The context index of a kept set that holds no labels: the sample gets no context.
+const NO_LABELS: u32 = u32::MAX;
 
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
@@ -216,6 +218,19 @@ pub struct Metadata {
   /// Samples whose context was known but whose labels were no longer kept.
   #[serde(skip_serializing_if = "is_zero")]
   pub labels_lost_samples: usize,
+  /// How the recording's thread told the handler its label set.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub label_path: Option<LabelPath>,
+}
+
+/// How a thread tells the SIGPROF handler its current label set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LabelPath {
+  /// async_hooks publish the set's id at every continuation.
+  AsyncHooks,
+  /// The handler reads it from the async context frame (Node >= 24).
+  ContextFrame,
 }
 
 fn labels_from_object<'de, D: Deserializer<'de>>(d: D) -> Result<Labels, D::Error> {
@@ -418,6 +433,11 @@ impl<'a> TraceBuilder<'a> {
       return Some(*c);
     }
     let labels = self.labeler.as_mut().and_then(|l| (l.lookup)(id))?;
+    if labels.is_empty() {
+      // A set with no labels (selfprof's own check of the context frame): no context.
+      self.context_ids.insert(id, NO_LABELS);
+      return Some(NO_LABELS);
+    }
     let index = self.trace.contexts.len() as u32;
     self.trace.contexts.push(Context { labels });
     self.context_ids.insert(id, index);
@@ -430,10 +450,13 @@ impl<'a> TraceBuilder<'a> {
     if id == NO_CONTEXT || sample.marker == Some(Marker::Idle) {
       return;
     }
-    sample.context_id = self.context_id(id);
-    if sample.context_id.is_none() {
-      if let Some(meta) = self.trace.metadata.as_mut() {
-        meta.labels_lost_samples += 1;
+    match self.context_id(id) {
+      Some(NO_LABELS) => {}
+      Some(index) => sample.context_id = Some(index),
+      None => {
+        if let Some(meta) = self.trace.metadata.as_mut() {
+          meta.labels_lost_samples += 1;
+        }
       }
     }
   }
@@ -488,7 +511,7 @@ impl<'a> TraceBuilder<'a> {
   /// they were first looked up); ids this trace has no context for are left out.
   pub fn refresh_contexts(&mut self, ids: &[u32], mut lookup: impl FnMut(u32) -> Option<Labels>) {
     for id in ids {
-      let Some(&index) = self.context_ids.get(id) else {
+      let Some(&index) = self.context_ids.get(id).filter(|&&i| i != NO_LABELS) else {
         continue;
       };
       if let (Some(labels), Some(context)) = (lookup(*id), self.trace.contexts.get_mut(index as usize)) {

@@ -403,7 +403,8 @@ fn labeler_joins_samples_to_brackets_for_labels_and_cpu_time() {
       matched_samples: 5,
       between_signals_samples: 0,
       unmatched_samples: 1,
-      labels_lost_samples: 1
+      labels_lost_samples: 1,
+      label_path: None,
     })
   );
   let v: serde_json::Value = serde_json::from_str(&t.to_json()).unwrap();
@@ -485,7 +486,8 @@ fn a_second_sample_in_one_bracket_is_not_the_signals() {
       matched_samples: 3,
       between_signals_samples: 1,
       unmatched_samples: 1,
-      labels_lost_samples: 0
+      labels_lost_samples: 0,
+      label_path: None,
     })
   );
 }

@@ -166,6 +166,7 @@ fn join_counts_travel_as_a_comment_and_read_back() {
     between_signals_samples: 0,
     unmatched_samples: 1,
     labels_lost_samples: 0,
+    label_path: Some(crate::trace::LabelPath::ContextFrame),
   };
   let p = profile(
     &Trace {
@@ -177,7 +178,7 @@ fn join_counts_travel_as_a_comment_and_read_back() {
   let comments: Vec<&str> = p.comment.iter().map(|&c| p.string_table[c as usize].as_str()).collect();
   assert_eq!(
     comments,
-    vec!["selfprof: matchedSamples=4 betweenSignalsSamples=0 unmatchedSamples=1"]
+    vec!["selfprof: matchedSamples=4 betweenSignalsSamples=0 unmatchedSamples=1 labelPath=context-frame"]
   );
   let back = crate::formats::pprof_decode::decode(&p.encode_to_vec()).unwrap();
   assert_eq!(back.trace.metadata, Some(m));

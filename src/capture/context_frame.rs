@@ -1,0 +1,254 @@
+//! Setting up the signal handler to read a thread's label set from its async context frame
+//! (`signal::frame_context`), on Node ≥ 24: no hook at every async hop.
+//!
+//! What the handler needs, found here on the JS thread, never in signal context:
+//! - the isolate (`v8::Isolate::GetCurrent`) and where it keeps the continuation-preserved
+//!   embedder data, a per-V8-version offset (`LAYOUTS`, checked against each Node's headers
+//!   by `scripts/node-matrix.js`);
+//! - selfprof's AsyncLocalStorage, the key in the frame's Map: its identity hash
+//!   (`v8::Object::GetIdentityHash`) and a global handle to it (the GC moves the object and
+//!   updates the handle's slot, which the handler reads);
+//! - a JS Map's instance type, read from a Map JS passes;
+//! - GC prologue and epilogue callbacks: while objects move, the handler uses the id read
+//!   when the collection began.
+//!
+//! The V8 functions are the node executable's own exports, found with `dlsym`, so one
+//! Node-API build serves every Node version; where a symbol or the version's layout is
+//! missing, set-up fails and JS keeps its hooks. JS then proves the reader on the running
+//! Node before it is enabled (lib/capture/labels.js: `frameCheck`).
+
+use super::signal::{self, FrameReader, ThreadContext, FRAME_LAYOUT};
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+
+/// V8's layouts by V8 version (`major.minor`, as in `process.versions.v8`): the offset of
+/// the continuation-preserved embedder data in the isolate, a Map's instance type, a
+/// JSObject's header and a FixedArray's header (v8-internal.h's `Internals` constants,
+/// 64-bit without pointer compression, as Node's own builds are).
+pub const LAYOUTS: &[Layout] = &[
+  // Node 22 (with --experimental-async-context-frame).
+  Layout {
+    v8: "12.4",
+    cped: 576,
+    map_instance_type: 12,
+    js_object_header: 24,
+    fixed_array_header: 16,
+  },
+  // Node 24.
+  Layout {
+    v8: "13.6",
+    cped: 632,
+    map_instance_type: 12,
+    js_object_header: 24,
+    fixed_array_header: 16,
+  },
+  // Node 26.
+  Layout {
+    v8: "14.6",
+    cped: 680,
+    map_instance_type: 12,
+    js_object_header: 24,
+    fixed_array_header: 16,
+  },
+];
+
+#[derive(Debug, Clone, Copy)]
+pub struct Layout {
+  pub v8: &'static str,
+  pub cped: usize,
+  pub map_instance_type: usize,
+  pub js_object_header: usize,
+  pub fixed_array_header: usize,
+}
+
+/// The layout for V8 version `version` (`"13.6.233.17-node.53"`), if known.
+pub fn layout_for(version: &str) -> Option<&'static Layout> {
+  let mut parts = version.split('.');
+  let major_minor = format!("{}.{}", parts.next()?, parts.next()?);
+  LAYOUTS.iter().find(|l| l.v8 == major_minor)
+}
+
+type GcCallback = extern "C" fn(isolate: *mut c_void, gc_type: i32, flags: i32, data: *mut c_void);
+
+/// The V8 functions used, from the node executable.
+struct V8 {
+  get_current: extern "C" fn() -> *mut c_void,
+  identity_hash: extern "C" fn(object: *const c_void) -> i32,
+  globalize: extern "C" fn(isolate: *mut c_void, value: usize) -> *mut usize,
+  dispose_global: extern "C" fn(slot: *mut usize),
+  add_prologue: extern "C" fn(isolate: *mut c_void, cb: GcCallback, data: *mut c_void, filter: i32),
+  add_epilogue: extern "C" fn(isolate: *mut c_void, cb: GcCallback, data: *mut c_void, filter: i32),
+  remove_prologue: extern "C" fn(isolate: *mut c_void, cb: GcCallback, data: *mut c_void),
+  remove_epilogue: extern "C" fn(isolate: *mut c_void, cb: GcCallback, data: *mut c_void),
+}
+
+/// Every kind of collection (kGCTypeAll).
+const GC_TYPE_ALL: i32 = 0x1f;
+
+fn symbol(name: &str) -> Result<*mut c_void, String> {
+  let c = std::ffi::CString::new(name).map_err(|e| e.to_string())?;
+  // SAFETY: dlsym with RTLD_DEFAULT looks a name up in the loaded objects.
+  let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) };
+  if f.is_null() {
+    Err(format!("the node executable does not export {name}"))
+  } else {
+    Ok(f)
+  }
+}
+
+/// The function `name` as type `F` (an `extern "C" fn` of the symbol's real signature).
+///
+/// # Safety
+/// `F` must be the function's type.
+unsafe fn function<F: Copy>(name: &str) -> Result<F, String> {
+  let f = symbol(name)?;
+  Ok(std::mem::transmute_copy::<*mut c_void, F>(&f))
+}
+
+fn v8() -> Result<&'static V8, String> {
+  static V8_FNS: OnceLock<Result<V8, String>> = OnceLock::new();
+  V8_FNS
+    .get_or_init(|| {
+      // SAFETY: each symbol is the C++ function the mangled name spells, whose ABI is a C
+      // function taking `this` first (Itanium ABI, non-virtual members); enums are ints.
+      unsafe {
+        Ok(V8 {
+          get_current: function("_ZN2v87Isolate10GetCurrentEv")?,
+          identity_hash: function("_ZN2v86Object15GetIdentityHashEv")?,
+          globalize: function("_ZN2v812api_internal18GlobalizeReferenceEPNS_8internal7IsolateEm")?,
+          dispose_global: function("_ZN2v812api_internal13DisposeGlobalEPm")?,
+          add_prologue: function(
+            "_ZN2v87Isolate21AddGCPrologueCallbackEPFvPS0_NS_6GCTypeENS_15GCCallbackFlagsEPvES4_S2_",
+          )?,
+          add_epilogue: function(
+            "_ZN2v87Isolate21AddGCEpilogueCallbackEPFvPS0_NS_6GCTypeENS_15GCCallbackFlagsEPvES4_S2_",
+          )?,
+          remove_prologue: function(
+            "_ZN2v87Isolate24RemoveGCPrologueCallbackEPFvPS0_NS_6GCTypeENS_15GCCallbackFlagsEPvES4_",
+          )?,
+          remove_epilogue: function(
+            "_ZN2v87Isolate24RemoveGCEpilogueCallbackEPFvPS0_NS_6GCTypeENS_15GCCallbackFlagsEPvES4_",
+          )?,
+        })
+      }
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+extern "C" fn gc_prologue(_isolate: *mut c_void, _gc_type: i32, _flags: i32, data: *mut c_void) {
+  // SAFETY: `data` is the static FrameReader of the thread the callbacks were added for.
+  let f = unsafe { &*(data as *const FrameReader) };
+  if f.gc_depth.load(Ordering::Relaxed) == 0 {
+    // The heap is whole at a collection's start: read as the handler would.
+    let id = signal::frame_context_now(f).unwrap_or(0);
+    f.gc_context.store(id, Ordering::Relaxed);
+  }
+  f.gc_depth.fetch_add(1, Ordering::Release);
+}
+
+extern "C" fn gc_epilogue(_isolate: *mut c_void, _gc_type: i32, _flags: i32, data: *mut c_void) {
+  // SAFETY: as in gc_prologue.
+  let f = unsafe { &*(data as *const FrameReader) };
+  let _ = f
+    .gc_depth
+    .fetch_update(Ordering::Release, Ordering::Relaxed, |d| d.checked_sub(1));
+}
+
+/// What a thread's set-up made, to undo when the thread goes.
+pub struct Installed {
+  isolate: usize,
+  global: usize,
+  frame: usize,
+}
+
+/// Sets thread `t`'s frame reader up (not enabled: JS checks it first). `v8_version` is
+/// `process.versions.v8`; `store_key` and `map` are the napi values (handle slots) of
+/// selfprof's AsyncLocalStorage and of a JS Map.
+///
+/// # Safety
+/// `store_key` and `map` must be live `napi_value`s of the calling thread's current
+/// handle scope (Node-API's values are pointers to V8 handle slots).
+pub unsafe fn set_up(
+  t: &'static ThreadContext,
+  v8_version: &str,
+  store_key: *const c_void,
+  map: *const c_void,
+) -> Result<Installed, String> {
+  if t.frame.key.load(Ordering::Relaxed) != 0 {
+    // Another copy of the JS module (jest's registry, a hot reload) reads this thread's
+    // frame for its own AsyncLocalStorage: this one publishes its sets with hooks instead.
+    return Err("another copy of selfprof reads this thread's context frame".into());
+  }
+  let layout = layout_for(v8_version).ok_or_else(|| format!("V8 {v8_version}'s layout is not known to this build"))?;
+  let v8 = v8()?;
+  let isolate = (v8.get_current)();
+  if isolate.is_null() {
+    return Err("no V8 isolate on this thread".into());
+  }
+  // The handle slots Node-API's values point to hold the objects' tagged addresses.
+  let (key, map_addr) = (*(store_key as *const usize), *(map as *const usize));
+  if key & 3 != 1 || map_addr & 3 != 1 {
+    return Err("Node-API values are not V8 handle slots here".into());
+  }
+  let hidden = *((map_addr - 1) as *const usize);
+  let js_map_type = *((hidden - 1 + layout.map_instance_type) as *const u16);
+  let hash = (v8.identity_hash)(store_key);
+  let global = (v8.globalize)(isolate, key);
+  if global.is_null() {
+    return Err("no global handle for the AsyncLocalStorage".into());
+  }
+  FRAME_LAYOUT
+    .map_instance_type
+    .store(layout.map_instance_type, Ordering::Relaxed);
+  FRAME_LAYOUT
+    .js_object_header
+    .store(layout.js_object_header, Ordering::Relaxed);
+  FRAME_LAYOUT
+    .fixed_array_header
+    .store(layout.fixed_array_header, Ordering::Relaxed);
+  FRAME_LAYOUT
+    .js_map_type
+    .store(u32::from(js_map_type), Ordering::Relaxed);
+  let f = &t.frame;
+  f.enabled.store(false, Ordering::Release);
+  f.gc_depth.store(0, Ordering::Relaxed);
+  f.hash.store(hash as u32, Ordering::Relaxed);
+  f.key.store(global as usize, Ordering::Relaxed);
+  f.cped.store(isolate as usize + layout.cped, Ordering::Release);
+  let data = f as *const FrameReader as *mut c_void;
+  (v8.add_prologue)(isolate, gc_prologue, data, GC_TYPE_ALL);
+  (v8.add_epilogue)(isolate, gc_epilogue, data, GC_TYPE_ALL);
+  Ok(Installed {
+    isolate: isolate as usize,
+    global: global as usize,
+    frame: data as usize,
+  })
+}
+
+/// Undoes `set_up` on the thread that made it (its isolate still alive): the reader off,
+/// the GC callbacks removed, the global handle disposed.
+pub fn tear_down(t: &ThreadContext, installed: Installed) {
+  t.frame.clear();
+  if let Ok(v8) = v8() {
+    let isolate = installed.isolate as *mut c_void;
+    let data = installed.frame as *mut c_void;
+    (v8.remove_prologue)(isolate, gc_prologue, data);
+    (v8.remove_epilogue)(isolate, gc_epilogue, data);
+    (v8.dispose_global)(installed.global as *mut usize);
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn layouts_are_found_by_major_and_minor() {
+    assert_eq!(layout_for("13.6.233.17-node.53").map(|l| l.cped), Some(632));
+    assert_eq!(layout_for("14.6.202.34-node.34").map(|l| l.cped), Some(680));
+    assert!(layout_for("11.3.244.8-node.25").is_none(), "Node 20 keeps its hooks");
+    assert!(layout_for("garbage").is_none());
+  }
+}
