@@ -144,7 +144,7 @@ function decodePprof(bytes) {
   const sum = (k) => p.sample.reduce((n, s) => n + Number(s.value[k]), 0);
   // selfprof's comment with the SIGPROF join's counts (see src/pprof.rs).
   const comment = p.comment.map(str).find((c) => c.startsWith('selfprof:')) ?? '';
-  const join = Object.fromEntries([...comment.matchAll(/(\w+)=(\d+)/g)].map(([, k, v]) => [k, Number(v)]));
+  const join = Object.fromEntries([...comment.matchAll(/(\w+)=([\w-]+)/g)].map(([, k, v]) => [k, /^\d+$/.test(v) ? Number(v) : v]));
   return { p, str, frames, names, labels, numLabels, sum, join };
 }
 

@@ -15,6 +15,13 @@
 // (still current) store natively (src/capture/labels.rs), where trace builds look them up:
 // only sampled label sets are kept, nothing is serialized at stop, and ids come from one
 // process-wide counter, so copies of this module loaded side by side never share an id.
+//
+// On Node >= 24 (and 22 with --experimental-async-context-frame) there is no hook at all
+// once it has proved itself: AsyncLocalStorage keeps its stores in V8's
+// continuation-preserved data, and the handler reads the current store's id there when
+// the signal lands (src/capture/signal.rs: `frame_context`). It pushes the ids it records
+// to a queue in the cell, which JS drains at each label change and every 50 ms, finding
+// each store by id among the recent ones (`recent`) to save its labels.
 
 const { AsyncLocalStorage, createHook, executionAsyncResource } = require('node:async_hooks');
 const { native } = require('../native');
@@ -34,16 +41,16 @@ const als = new AsyncLocalStorage();
 
 let currentStore = EMPTY;
 let previousStore = EMPTY;
-// [context id, switch count, id the handler last recorded (0 once JS took note),
-// recordings started on this thread]: a view of the native cell, or a plain array where
-// Node refuses external buffers (then the native calls below stand in for it).
-let cell = new Uint32Array(4);
+// The thread's native cell (src/capture/signal.rs `slot`): a view of it, or a plain array
+// where Node refuses external buffers (then the native calls below stand in for it).
+const SLOT = native?.cellSlots?.() ?? { context: 0, generation: 1, sampled: 2, recordings: 3 };
+let cell = new Uint32Array(8);
 let shared = false;
 let localRecordings = 0;
 
 /** Recordings started on this thread (by any copy of this module): a save is current
  * for every recording started before it. */
-const recordingsStarted = () => (shared ? cell[3] : localRecordings);
+const recordingsStarted = () => (shared ? cell[SLOT.recordings] : localRecordings);
 
 /** Keeps a sampled store's labels for the traces that may reference it. */
 function save(store) {
@@ -69,21 +76,117 @@ function save(store) {
 
 /** A signal recorded a context since JS last looked: keep its labels. */
 function noteSampled() {
-  const id = shared ? Atomics.exchange(cell, 2, 0) : native.takeSampledContext();
+  if (frameRead) return drainQueue();
+  const id = shared ? Atomics.exchange(cell, SLOT.sampled, 0) : native.takeSampledContext();
   if (id === 0) return;
   if (id === currentStore.id) save(currentStore);
   else if (id === previousStore.id) save(previousStore); // recorded as we switched
-  else if (shared) Atomics.compareExchange(cell, 2, 0, id); // another copy's: leave it
+  else if (shared) Atomics.compareExchange(cell, SLOT.sampled, 0, id); // another copy's: leave it
 }
 
 function publish(store) {
-  if (store === currentStore) return;
-  if (cell[2] !== 0 || !shared) noteSampled();
+  if (store === currentStore || frameRead) return;
+  if (cell[SLOT.sampled] !== 0 || !shared) noteSampled();
   previousStore = currentStore;
   currentStore = store;
-  cell[0] = store.id;
-  cell[1]++;
+  cell[SLOT.context] = store.id;
+  cell[SLOT.generation]++;
   if (!shared) native.setThreadContext(store.id);
+}
+
+// --- reading the context frame (Node >= 24) ------------------------------------------
+
+/** Stores by id, the last RECENT made: where a sampled id's labels are found. Kept from
+ * the start where the frame may be read (AsyncLocalStorage without async_hooks), so that
+ * stores made before the check are found too. */
+const RECENT = 16384;
+let recent = typeof als.kResourceStore === 'symbol' ? null : new Array(RECENT);
+/** The handler reads this thread's frame (no hooks). */
+let frameRead = false;
+/** Why it does not, once known: undefined until checked. */
+let frameReason;
+let drainTimer = null;
+
+/** Saves the labels of the stores the handler recorded since JS last looked. */
+function drainQueue() {
+  const head = cell[SLOT.queueHead];
+  let tail = cell[SLOT.queueTail];
+  if (head === tail) return;
+  const mask = SLOT.queueLen - 1;
+  while (tail !== head) {
+    const id = cell[SLOT.queue + (tail & mask)];
+    tail = (tail + 1) >>> 0;
+    const store = recent[id & (RECENT - 1)];
+    if (store !== undefined && store.id === id) save(store);
+  }
+  cell[SLOT.queueTail] = tail;
+  // The next sample of the same store is pushed again (it may be a new recording's).
+  cell[SLOT.lastPushed] = 0;
+}
+
+/**
+ * Sets up the handler to read this thread's frame and proves it on this Node before it is
+ * trusted: stores set by run(), nested, beside other AsyncLocalStorages, across an await
+ * and a timer, must read back as themselves, and no store as none. Hooks label samples
+ * until then, and for good if anything differs. `SELFPROF_CONTEXT_FRAME=0` keeps hooks.
+ */
+function checkFrame() {
+  if (frameReason !== undefined) return;
+  frameReason = 'checking';
+  const fail = (why) => {
+    frameReason = why;
+    frameRead = false;
+    native.frameEnable?.(false);
+  };
+  if (process.env.SELFPROF_CONTEXT_FRAME === '0') return fail('SELFPROF_CONTEXT_FRAME=0');
+  if (typeof als.kResourceStore === 'symbol') return fail('AsyncLocalStorage runs on async_hooks here (Node < 24)');
+  if (!shared || typeof native.frameSetUp !== 'function') return fail('the native cell is not shared');
+  try {
+    native.frameSetUp(process.versions.v8, als, new Map());
+  } catch (err) {
+    return fail(err.message);
+  }
+  // Probes hold no labels: a sample of this check's own code is saved with none.
+  const probe = () => {
+    const store = { id: newId(), labels: EMPTY.labels, flat: null, savedFor: -1 };
+    recent[store.id & (RECENT - 1)] = store;
+    return store;
+  };
+  const [a, b, c] = [probe(), probe(), probe()];
+  const others = [new AsyncLocalStorage(), new AsyncLocalStorage()];
+  const reads = [];
+  const expect = (what, want) => reads.push([what, native.frameRead(), want]);
+  als.run(EMPTY, () => expect('no store', 0));
+  als.run(a, () => {
+    expect('run', a.id);
+    others[0].run({}, () => als.run(b, () => others[1].run(1, () => expect('nested beside others', b.id))));
+    expect('back out', a.id);
+  });
+  const failed = () => reads.find(([, got, want]) => got !== want);
+  if (failed()) return fail(`read ${failed()[1]} for ${failed()[0]}, not ${failed()[2]}`);
+  als.run(c, async () => {
+    await null;
+    expect('after await', c.id);
+    setTimeout(() => {
+      expect('in a timer', c.id);
+      if (failed()) return fail(`read ${failed()[1]} for ${failed()[0]}, not ${failed()[2]}`);
+      frameReason = null;
+      frameRead = true;
+      native.frameEnable(true);
+      updateHook();
+    }, 0).unref();
+  });
+}
+
+/** How samples get their labels on this thread (`trace.metadata.labelPath`). */
+function labelPath() {
+  return frameRead ? 'context-frame' : 'async-hooks';
+}
+
+/** This thread's label path, why it is not the frame (once checked), and whether hooks
+ * run now: for service mode's log line, tests and diagnostics. */
+function labelState() {
+  return { path: labelPath(), reason: frameReason ?? undefined, hooks: hookEnabled, idsNotQueued: native?.frameQueueFull?.() ?? 0 };
 }
 
 let available = true;
@@ -96,9 +199,9 @@ function initCell() {
   }
   try {
     const view = native.registerThread();
-    view[0] = 0x5e1f;
+    view[SLOT.context] = 0x5e1f;
     shared = native.readThreadContext() === 0x5e1f;
-    view[0] = 0;
+    view[SLOT.context] = 0;
     if (shared) cell = view;
     else warnOnce('labels-copy', 'selfprof: external buffers are not allowed here; labels cost a native call per switch');
   } catch (err) {
@@ -196,14 +299,31 @@ let hookEnabled = false;
 checkPromiseHooks();
 
 // The hooks cost every async hop, so they run only while a profiler records and labels
-// have been used at all.
+// have been used at all, and not once the handler reads the frame.
 function updateHook() {
-  const want = recordings > 0 && labelsUsed;
+  const active = recordings > 0 && labelsUsed;
+  if (active && frameReason === undefined && available) checkFrame();
+  const want = active && !frameRead;
+  if (frameRead) {
+    if (active && drainTimer === null) {
+      drainTimer = setInterval(drainQueue, 50);
+      drainTimer.unref();
+    } else if (!active && drainTimer !== null) {
+      clearInterval(drainTimer);
+      drainTimer = null;
+    }
+  }
   if (want === hookEnabled) return;
   hookEnabled = want;
   outer.length = 0;
   switchHooks(want);
   if (want) publish(currentStoreOfContext());
+  else if (frameRead) {
+    // Hooks off: the published context goes, so the handler reads the frame alone.
+    currentStore = previousStore = EMPTY;
+    cell[SLOT.context] = 0;
+    cell[SLOT.generation]++;
+  }
 }
 
 /** A recording starts on this thread; returns its token for `recordingBuilt`. */
@@ -406,7 +526,12 @@ function storeWith(fn, labels, derived) {
     throw new RangeError(`${fn}: at most ${MAX_KEYS} labels per set, got ${Object.keys(out).length}`);
   }
   if (count === 0 && derived === undefined) return EMPTY;
+  // `id` first: the signal handler reads it as the object's first in-object property.
   const store = { id: newId(), labels: Object.freeze(out), flat: null, savedFor: -1 };
+  if (recent !== null) {
+    recent[store.id & (RECENT - 1)] = store;
+    if (cell[SLOT.queueHead] !== cell[SLOT.queueTail]) drainQueue();
+  }
   if (from !== undefined && keys.length > 0) {
     store.derived = from;
     store.derivedKeys = keys;
@@ -491,6 +616,8 @@ module.exports = {
   recordingBuilt,
   labelsForTrace,
   labelStats,
+  labelPath,
+  labelState,
   setSpanLabels,
   derivedLabels,
   updateDerived,

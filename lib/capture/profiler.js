@@ -302,6 +302,7 @@ class Profiler extends EventTarget {
       cpuTime: pprof.cpuTime ?? true,
       lines: pprof.lines ?? false,
       sourceText: pprof.sourceText ? 'scripts' : undefined,
+      labelPath: labels.labelPath(),
     };
     const recordings = member.recordings;
     member.recordings = [];
