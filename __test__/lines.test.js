@@ -69,7 +69,7 @@ test('a recording carries V8 line ticks: the hot line of a function, adding up t
   assert.ok(ticks <= self && ticks >= self * 0.5, `its lines cover its samples: ${ticks} of ${self}`);
   assert.ok(lines.get(hot) > ticks / 2, `line ${hot} is the hot one: ${JSON.stringify([...lines])}`);
   // V8 counts a sample taken inside a function it inlined (here `performance.now`'s Node
-  // internals) at the inlined function's line, under the caller (README, "Line ticks"):
+  // internals) at the inlined function's line, under the caller (docs/api.md, "Line ticks"):
   // a stray tick outside the body. Under load on Node 22 that was one tick of ~220, at
   // line 139 or 546, in 7 of 24 runs; the rest must be the function's own lines.
   const outside = [...lines].filter(([line]) => line < def || line > def + 8);

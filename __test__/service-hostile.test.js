@@ -141,13 +141,13 @@ test('a natural exit does not wait for a receiver that never answers', async () 
   assert.equal(r.code, 0, r.stderr);
   const workEnded = Number(/done ([\d.]+)/.exec(r.stdout)[1]);
   assert.equal(silent.requests.length, 1, 'the final profile was sent');
-  // README: the last profile is flushed within 2 s; then the upload is abandoned.
+  // docs/service-mode.md: the last profile is flushed within 2 s; then the upload is abandoned.
   const after = r.ms - workEnded;
   assert.ok(after < 3500, `exited ${after.toFixed(0)} ms after the work ended`);
 });
 
 /**
- * What an exit may take past the README's 2 s: the last period's encoding and the child's
+ * What an exit may take past docs/service-mode.md's 2 s: the last period's encoding and the child's
  * own teardown on a loaded machine (the time is taken from the end of the app's work, so
  * process start is not in it).
  */
@@ -207,7 +207,7 @@ test('an upload under way when the work ends or SIGTERM comes holds the exit at 
   for (const [name, r] of Object.entries(byName)) {
     assert.equal(r.code, 0, `${name}: exit ${r.code} ${r.signal}: ${r.stderr}`);
     const after = r.exitedAt - Number(/done (\d+)/.exec(r.stdout)[1]);
-    assert.ok(after <= 2000 + EXIT_MARGIN_MS, `${name}: exited ${after} ms after the work ended (README: 2 s)`);
+    assert.ok(after <= 2000 + EXIT_MARGIN_MS, `${name}: exited ${after} ms after the work ended (docs/service-mode.md: 2 s)`);
   }
   // The receiver that answers got every profile, the last one included; nothing was warned.
   assert.ok(slow.requests.some(isLast), `the last profile reached the slow receiver (${slow.requests.length} uploads)`);

@@ -14,7 +14,7 @@
 // Usage: node scripts/build-all.js [triple ...]   (default: every napi target)
 // Needs: rustup targets, cargo-zigbuild and zig (scripts/setup-cross.sh installs them),
 // readelf and llvm-nm/llvm-objdump. Prints a line per target and writes
-// artifacts/summary.json (sizes, times, checks) for the README and the pack test.
+// artifacts/summary.json (sizes, times, checks) for docs/development.md and the pack test.
 
 const { execFileSync, spawnSync } = require('node:child_process');
 const fs = require('node:fs');

@@ -27,7 +27,7 @@ impl std::fmt::Display for ConvertError {
 }
 
 /// What converting outside input (files given to the CLI, `convert`, `readProfile`,
-/// `htmlReport`) may cost: past a limit, one error naming it. The README's bounds table.
+/// `htmlReport`) may cost: past a limit, one error naming it. docs/reliability.md's bounds table.
 pub mod limits {
   /// Input, decompressed.
   pub const INPUT_BYTES: u64 = 256 << 20;
