@@ -103,4 +103,9 @@ function formOf(body, contentType) {
   return new Response(body, { headers: { 'content-type': contentType } }).formData();
 }
 
-module.exports = { root, findTool, missing, freePort, startTestAgent, runNode, formOf };
+/** What a child printed besides service mode's one line at start: its warnings. */
+function warningsIn(stderr) {
+  return stderr.replace(/^selfprof: profiling .*\n?/gm, '');
+}
+
+module.exports = { root, findTool, missing, freePort, startTestAgent, runNode, formOf, warningsIn };

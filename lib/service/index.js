@@ -6,173 +6,19 @@
 const os = require('node:os');
 const { performance } = require('node:perf_hooks');
 const { Profiler, stopForExport } = require('../capture/profiler');
-const { createExporter, ENV_NAMES } = require('./exporters');
-const { MAX_TIMER_MS } = require('./exporters/uploader');
+const { createExporter } = require('./exporters');
+const { validate, fromEnv } = require('./options');
 const { warnOnce } = require('../log');
-const { parseDdTags } = require('./exporters/env');
 const { requestCounter } = require('../integrations/requests');
 const { native, unavailable } = require('../native');
 const { version: profilerVersion } = require('../../package.json');
 const { gitMetadata } = require('./git');
 const symbolize = require('../symbolize');
-const { startHeapSampling, checkHeapInterval, DEFAULT_HEAP_INTERVAL } = require('../capture/heap');
+const { startHeapSampling } = require('../capture/heap');
 const { ThreadHub, wrapWorkers, threadName } = require('./threads');
 const { wireTracers } = require('../integrations/auto');
 
-const DEFAULT_INTERVAL_MS = 1000 / 99; // 99 Hz, off the beat of 10 ms timers
-const DEFAULT_PERIOD_MS = 60_000;
 const EXIT_FLUSH_MS = 2000;
-
-/** A numeric environment variable; not a number is an error naming the variable. */
-function envNumber(env, name) {
-  const text = env[name].trim();
-  const n = Number(text);
-  if (text === '' || !Number.isFinite(n)) throw new TypeError(`start: ${name} must be a number of ms, got ${JSON.stringify(env[name])}`);
-  return n;
-}
-
-/** Seconds from DD_PROFILING_UPLOAD_PERIOD, as ms. */
-function envSeconds(env, name) {
-  const text = env[name].trim();
-  const n = Number(text);
-  if (text === '' || !Number.isFinite(n)) throw new TypeError(`start: ${name} must be a number of seconds, got ${JSON.stringify(env[name])}`);
-  return n * 1000;
-}
-
-/**
- * Options from the environment: selfprof's own variables first, then the conventional
- * ones of the backends (dd-trace's DD_*, OpenTelemetry's OTEL_*) for what they name.
- */
-function fromEnv(env) {
-  const options = {};
-  const ddTags = parseDdTags(env.DD_TAGS);
-  const service = env.SELFPROF_SERVICE || env.DD_SERVICE || env.DD_SERVICE_NAME || env.OTEL_SERVICE_NAME || ddTags.service;
-  if (service) options.service = service;
-  const envName = env.SELFPROF_ENV || env.DD_ENV || ddTags.env;
-  if (envName) options.env = envName;
-  const version = env.SELFPROF_VERSION || env.DD_VERSION || ddTags.version;
-  if (version) options.version = version;
-  const tags = { ...ddTags };
-  for (const k of ['service', 'env', 'version']) delete tags[k];
-  if (env.SELFPROF_TAGS) {
-    Object.assign(
-      tags,
-      Object.fromEntries(
-        env.SELFPROF_TAGS.split(',')
-          .filter(Boolean)
-          .map((kv) => {
-            const i = kv.indexOf(':');
-            return i < 0 ? [kv.trim(), ''] : [kv.slice(0, i).trim(), kv.slice(i + 1).trim()];
-          }),
-      ),
-    );
-  }
-  if (Object.keys(tags).length) options.tags = tags;
-  if (env.SELFPROF_PERIOD_MS) options.period = envNumber(env, 'SELFPROF_PERIOD_MS');
-  else if (env.DD_PROFILING_UPLOAD_PERIOD) options.period = envSeconds(env, 'DD_PROFILING_UPLOAD_PERIOD');
-  if (env.SELFPROF_SAMPLE_INTERVAL_MS) options.sampleInterval = envNumber(env, 'SELFPROF_SAMPLE_INTERVAL_MS');
-  const type = env.SELFPROF_EXPORTER ?? (env.SELFPROF_EXPORTER_URL ? 'datadog' : env.SELFPROF_DIR ? 'file' : undefined);
-  if (type) {
-    const exporter = { type };
-    const names = {};
-    for (const [key, name] of [['url', 'SELFPROF_EXPORTER_URL'], ['dir', 'SELFPROF_DIR'], ['apiKey', 'SELFPROF_API_KEY'], ['authToken', 'SELFPROF_AUTH_TOKEN'], ['tenantId', 'SELFPROF_TENANT_ID']]) {
-      if (env[name]) [exporter[key], names[key]] = [env[name], name];
-    }
-    // createExporter's errors name the variable, not the option.
-    Object.defineProperty(exporter, ENV_NAMES, { value: names });
-    options.exporters = [exporter];
-  }
-  if (env.SELFPROF_HEAP !== undefined && env.SELFPROF_HEAP.trim() !== '') {
-    const v = env.SELFPROF_HEAP.trim().toLowerCase();
-    if (['0', 'false', 'no', 'off'].includes(v)) options.heap = false;
-    else if (['1', 'true', 'yes', 'on'].includes(v)) options.heap = true;
-    else throw new TypeError(`start: SELFPROF_HEAP must be 1 or 0 (true or false), got ${JSON.stringify(env.SELFPROF_HEAP)}`);
-  }
-  if (env.SELFPROF_WORKERS !== undefined && env.SELFPROF_WORKERS.trim() !== '') {
-    const v = env.SELFPROF_WORKERS.trim().toLowerCase();
-    if (['0', 'false', 'no', 'off'].includes(v)) options.workers = false;
-    else if (['1', 'true', 'yes', 'on'].includes(v)) options.workers = true;
-    else throw new TypeError(`start: SELFPROF_WORKERS must be 1 or 0 (true or false), got ${JSON.stringify(env.SELFPROF_WORKERS)}`);
-  }
-  if (env.SELFPROF_SPAN_LABELS !== undefined && env.SELFPROF_SPAN_LABELS.trim() !== '') {
-    const v = env.SELFPROF_SPAN_LABELS.trim().toLowerCase();
-    if (['0', 'false', 'no', 'off'].includes(v)) options.spanLabels = false;
-    else if (['1', 'true', 'yes', 'on'].includes(v)) options.spanLabels = true;
-    else throw new TypeError(`start: SELFPROF_SPAN_LABELS must be 1 or 0 (true or false), got ${JSON.stringify(env.SELFPROF_SPAN_LABELS)}`);
-  }
-  if (env.SELFPROF_HEAP_SAMPLING_INTERVAL) {
-    const text = env.SELFPROF_HEAP_SAMPLING_INTERVAL.trim();
-    const n = Number(text);
-    if (text === '' || !Number.isFinite(n)) {
-      throw new TypeError(`start: SELFPROF_HEAP_SAMPLING_INTERVAL must be a number of bytes, got ${JSON.stringify(env.SELFPROF_HEAP_SAMPLING_INTERVAL)}`);
-    }
-    options.heapSamplingInterval = n;
-  }
-  if (env.SELFPROF_PYROSCOPE_SERIES_LABELS !== undefined) {
-    options.pyroscope = { seriesLabels: env.SELFPROF_PYROSCOPE_SERIES_LABELS.split(',').map((s) => s.trim()).filter(Boolean) };
-  }
-  return options;
-}
-
-function validate(options) {
-  const o = { ...fromEnv(process.env), ...options };
-  const str = (key, fallback) => {
-    const v = o[key] ?? fallback;
-    if (v !== undefined && (typeof v !== 'string' || v === '')) throw new TypeError(`start: ${key} must be a non-empty string`);
-    return v;
-  };
-  const num = (key, fallback, min, max) => {
-    const v = o[key] ?? fallback;
-    if (typeof v !== 'number' || !Number.isFinite(v)) throw new TypeError(`start: ${key} must be a finite number of ms, got ${v}`);
-    if (v < min || v > max) throw new RangeError(`start: ${key} must be from ${min} to ${max} ms, got ${v}`);
-    return v;
-  };
-  const tags = o.tags ?? {};
-  if (tags === null || typeof tags !== 'object' || Array.isArray(tags)) {
-    throw new TypeError('start: tags must be an object like { team: "checkout" }');
-  }
-  for (const [k, v] of Object.entries(tags)) {
-    if (typeof v !== 'string') throw new TypeError(`start: tag ${JSON.stringify(k)} must be a string`);
-  }
-  for (const key of ['collectCpuTime', 'lines', 'heap', 'workers', 'sourceMaps', 'spanLabels']) {
-    if (o[key] !== undefined && typeof o[key] !== 'boolean') throw new TypeError(`start: ${key} must be a boolean`);
-  }
-  const exporters = o.exporters ?? [];
-  if (!Array.isArray(exporters)) throw new TypeError('start: exporters must be an array');
-  const pyroscope = o.pyroscope ?? {};
-  if (pyroscope === null || typeof pyroscope !== 'object' || Array.isArray(pyroscope)) {
-    throw new TypeError('start: pyroscope must be an object like { seriesLabels: [\'endpoint\'] }');
-  }
-  return {
-    service: str('service', 'node'),
-    env: str('env'),
-    version: str('version'),
-    tags,
-    // The Profiler clamps an interval it cannot sample at to the nearest it can.
-    sampleInterval: num('sampleInterval', DEFAULT_INTERVAL_MS, 0, Number.MAX_VALUE),
-    // The rotation is a timer: longer than setTimeout can wait, it would fire every 1 ms.
-    period: num('period', DEFAULT_PERIOD_MS, 100, MAX_TIMER_MS),
-    collectCpuTime: o.collectCpuTime ?? true,
-    heap: o.heap ?? true,
-    workers: o.workers ?? true,
-    spanLabels: o.spanLabels ?? true,
-    heapSamplingInterval: checkHeapIntervalOption(o.heapSamplingInterval ?? DEFAULT_HEAP_INTERVAL),
-    lines: o.lines ?? false,
-    // undefined: on, unless SELFPROF_SOURCE_MAPS=0 (read at each build).
-    sourceMaps: o.sourceMaps,
-    exporters,
-    pyroscope,
-  };
-}
-
-function checkHeapIntervalOption(v) {
-  try {
-    return checkHeapInterval(v);
-  } catch (err) {
-    err.message = `start: ${err.message}`;
-    throw err;
-  }
-}
 
 class Session {
   #options;
@@ -200,6 +46,7 @@ class Session {
       git: gitMetadata(process.env, this.#options.tags ?? {}),
     };
     this.#exporters = this.#options.exporters.map((e) => createExporter(e, meta));
+    announce(this.#options, this.#exporters);
     // A file exporter asked for the spec trace too: encode both from one recording.
     this.#withTrace = this.#options.exporters.some((e) => e.type === 'file' && e.trace === true);
     if (!native) {
@@ -420,6 +267,29 @@ const exitGuard = {
     this.handlers = null;
   },
 };
+
+/**
+ * One line at start saying what the session does: its service, how often it samples and
+ * ships, and where to (or a warning that nothing receives its profiles). Another session
+ * already running is said too: both profile and upload.
+ */
+function announce(options, exporters) {
+  if (!native) return;
+  const hz = Math.round(1000 / options.sampleInterval);
+  const where = exporters.map((e) => `${e.type} ${e.destination}`).join(', ');
+  const what = `selfprof: profiling ${JSON.stringify(options.service)}${options.env ? ` (${options.env})` : ''} at ${hz} Hz${options.heap ? ', heap too' : ''}`;
+  if (exporters.length) {
+    if ((process.env.SELFPROF_STARTUP_LOG ?? '').trim() !== '0') process.stderr.write(`${what}; a profile every ${options.period / 1000} s to ${where}\n`);
+  } else {
+    warnOnce(
+      'service-no-exporter',
+      `${what}, but no exporter is configured: its profiles go nowhere. Set SELFPROF_EXPORTER (datadog, pyroscope, otlp or file, with SELFPROF_EXPORTER_URL or SELFPROF_DIR), or start({ exporters: [...] })`,
+    );
+  }
+  if (exitGuard.sessions.size > 0) {
+    warnOnce('service-twice', 'selfprof: start() was called while another session runs (-r selfprof/start, or an earlier start()): both profile and upload; stop() one, or give one start() every exporter');
+  }
+}
 
 /** Starts continuous profiling; returns the session (`stop()`, `flush()`). */
 function start(options = {}) {

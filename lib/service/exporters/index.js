@@ -12,8 +12,17 @@ const { file } = require('./file');
 const { otlp } = require('./otlp');
 const { datadogAgentUrl, otlpProfilesUrl } = require('./env');
 const { checkHeaderValue, decodeUserInfo } = require('./checks');
+const { checkKeys } = require('../keys');
 
 const TYPES = { datadog, pyroscope, otlp, file };
+
+/** Each exporter type's options (beside the tuning every one takes: `NUMBERS`). */
+const KEYS = {
+  datadog: ['url', 'apiKey'],
+  pyroscope: ['url', 'appName', 'authToken', 'basicAuthUser', 'basicAuthPassword', 'tenantId', 'seriesLabels'],
+  otlp: ['url', 'headers', 'compression'],
+  file: ['dir', 'trace'],
+};
 
 /** Where an exporter without a url sends: the backend's conventional variables. */
 const DEFAULT_URL = {
@@ -66,6 +75,7 @@ function createExporter(options, meta, env = process.env) {
   if (!make) {
     throw new TypeError(`start: exporter type must be one of ${Object.keys(TYPES).join(', ')}, got ${JSON.stringify(options.type)}`);
   }
+  checkKeys(options, ['type', ...KEYS[options.type], ...Object.keys(NUMBERS)], `start: the ${options.type} exporter`);
   for (const [key, [min, max, whole]] of Object.entries(NUMBERS)) {
     const v = options[key];
     if (v === undefined) continue;
@@ -91,7 +101,7 @@ function createExporter(options, meta, env = process.env) {
   if (options.type === 'file') {
     if (typeof options.dir !== 'string' || options.dir === '') throw new TypeError('start: the file exporter needs a dir');
     if (options.trace !== undefined && typeof options.trace !== 'boolean') throw new TypeError('start: the file exporter\'s trace must be a boolean');
-    return make(options, meta);
+    return described(make(options, meta), 'file', options.dir);
   }
   if (options.url === undefined) {
     if (!DEFAULT_URL[options.type]) throw new TypeError(`start: the ${options.type} exporter needs a url`);
@@ -104,7 +114,14 @@ function createExporter(options, meta, env = process.env) {
     throw new TypeError(`start: the ${options.type} exporter needs an http(s) url, got ${JSON.stringify(redact(String(options.url)))}`);
   }
   const { url, auth } = splitCredentials(options, nameOf('url'));
-  return make({ ...options, url }, meta, auth, env);
+  return described(make({ ...options, url }, meta, auth, env), options.type, redact(url));
+}
+
+/** The exporter, saying what it is and where it sends (no credential: for the start line). */
+function described(exporter, type, destination) {
+  exporter.type = type;
+  exporter.destination = destination;
+  return exporter;
 }
 
 module.exports = { createExporter, ENV_NAMES };
