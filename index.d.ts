@@ -1,4 +1,16 @@
-/// <reference types="node" />
+// No dependency on @types/node: where it is installed, `ProfileBuffer` is Node's Buffer;
+// elsewhere the Uint8Array it extends.
+
+/** Node's `Buffer` where `@types/node` declares it, else `Uint8Array` (which it extends). */
+export type ProfileBuffer = typeof globalThis extends { Buffer: { prototype: infer B } } ? B : Uint8Array
+
+/** The `Event` a profiler dispatches (`samplebufferfull`). */
+export interface ProfilerEvent {
+  readonly type: string
+}
+
+/** An event listener of a `Profiler`. */
+export type ProfilerEventListener = ((event: ProfilerEvent) => void) | { handleEvent(event: ProfilerEvent): void }
 
 /** Options of `new Profiler(...)`, as in the JS Self-Profiling API. */
 export interface ProfilerInitOptions {
@@ -156,22 +168,26 @@ export interface ProfilerTraceWeight {
   counts?: number[]
 }
 
-/** A sampling profiling session; starts when constructed. */
-export declare class Profiler extends EventTarget {
+/** A sampling profiling session; starts when constructed. An EventTarget. */
+export declare class Profiler {
   constructor(options: ProfilerInitOptions)
   /** The sample interval in use, in ms: the request rounded up to a multiple of the base interval. */
   readonly sampleInterval: number
   /** True once stop() was called or the sample buffer filled. */
   readonly stopped: boolean
   /** Fired once when `maxBufferSize` samples were taken; the profiler is then stopped. */
-  onsamplebufferfull: ((this: Profiler, ev: Event) => unknown) | null
+  onsamplebufferfull: ((this: Profiler, ev: ProfilerEvent) => unknown) | null
+  addEventListener(type: 'samplebufferfull' | (string & {}), listener: ProfilerEventListener | null, options?: boolean | { once?: boolean; signal?: unknown }): void
+  removeEventListener(type: 'samplebufferfull' | (string & {}), listener: ProfilerEventListener | null, options?: boolean | object): void
+  dispatchEvent(event: ProfilerEvent): boolean
   /**
    * Rejects with an `InvalidStateError` DOMException if already stopped (by an earlier
    * stop(); after `samplebufferfull` the first stop() still resolves to the trace).
+   * `format: 'json-gzip'` or `'pprof'` resolves to bytes.
    */
-  stop(): Promise<ProfilerTrace>
-  stop(options: { format: 'json-gzip' | 'pprof' }): Promise<Buffer>
-  stop(options?: ProfilerStopOptions): Promise<ProfilerTrace | Buffer>
+  stop(options?: ProfilerStopOptions & { format?: 'json' }): Promise<ProfilerTrace>
+  stop(options: ProfilerStopOptions & { format: 'json-gzip' | 'pprof' }): Promise<ProfileBuffer>
+  stop(options?: ProfilerStopOptions): Promise<ProfilerTrace | ProfileBuffer>
 }
 
 /**
@@ -182,9 +198,9 @@ export declare class Profiler extends EventTarget {
 export declare function setBaseInterval(ms: number): void
 
 /** Converts a V8 CPU profile (`.cpuprofile`) into a trace; timestamps count from its start. */
-export declare function fromCpuProfile(profile: object): Promise<ProfilerTrace>
-export declare function fromCpuProfile(profile: object, options: { format: 'json-gzip' }): Promise<Buffer>
-export declare function fromCpuProfile(profile: object, options?: ProfilerStopOptions): Promise<ProfilerTrace | Buffer>
+export declare function fromCpuProfile(profile: object, options?: ProfilerStopOptions & { format?: 'json' }): Promise<ProfilerTrace>
+export declare function fromCpuProfile(profile: object, options: ProfilerStopOptions & { format: 'json-gzip' | 'pprof' }): Promise<ProfileBuffer>
+export declare function fromCpuProfile(profile: object, options?: ProfilerStopOptions): Promise<ProfilerTrace | ProfileBuffer>
 
 /** A label value: numbers, bigints and booleans are stored as strings. */
 export type LabelValue = string | number | bigint | boolean
@@ -343,7 +359,7 @@ export declare function ddTraceIntegration(): { disable(): void }
  * Buffer of gzip'd profile.proto. Bad input throws an Error naming what is wrong.
  */
 export declare function convert(input: ProfilerTrace | string | Uint8Array | ArrayBuffer, options: { to: 'cpuprofile' | 'folded' | 'trace'; sourceMaps?: boolean }): string
-export declare function convert(input: ProfilerTrace | string | Uint8Array | ArrayBuffer, options: { to: 'pprof'; lines?: boolean; sourceMaps?: boolean }): Buffer
+export declare function convert(input: ProfilerTrace | string | Uint8Array | ArrayBuffer, options: { to: 'pprof'; lines?: boolean; sourceMaps?: boolean }): ProfileBuffer
 
 /**
  * Reads a trace or pprof profile (as `convert` takes it) into a trace object. `sourceMaps:
