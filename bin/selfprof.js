@@ -8,6 +8,7 @@ const path = require('node:path');
 const { parseArgs } = require('node:util');
 
 const USAGE = `usage:
+  selfprof --version
   selfprof record [-o DIR] [--interval MS] [--duration S] [--by KEY] [--heap [--heap-interval BYTES]] [--no-source-maps] [--no-sources] -- COMMAND [ARGS...]
       profiles the Node.js processes COMMAND starts, every thread; writes DIR/profile.trace.json.gz,
       profile.pb.gz and profile.html for the process that ran the most JS (the app, behind a
@@ -121,6 +122,27 @@ function writeOut(out, data) {
   }
 }
 
+/**
+ * Makes an output file's directory before any work (`report --html out/r.html`): one line
+ * naming it if it cannot be made, before a profile is read.
+ */
+function outDir(out) {
+  if (out === undefined) return;
+  const dir = path.dirname(path.resolve(out));
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+  } catch (err) {
+    throw new Error(`cannot create ${dir} for ${out}: ${err.code ?? err.message}`);
+  }
+}
+
+/** `a` and `b` as told apart: their base names, or their paths when those are the same. */
+function sideNames(a, b) {
+  if (path.basename(a) !== path.basename(b)) return [path.basename(a), path.basename(b)];
+  const rel = (f) => path.relative(process.cwd(), path.resolve(f)) || f;
+  return [rel(a), rel(b)];
+}
+
 function convertCommand(argv) {
   const { values, positionals } = options(argv, {
     to: { type: 'string' },
@@ -133,6 +155,7 @@ function convertCommand(argv) {
   if (!values.to) throw new UsageError(`convert needs --to ${TARGETS.join('|')}`);
   if (!TARGETS.includes(values.to)) throw new UsageError(`--to must be one of ${TARGETS.join(', ')}, got ${JSON.stringify(values.to)}`);
   if (values.lines && values.to !== 'pprof') throw new UsageError('--lines goes with --to pprof');
+  outDir(values.out);
   const out = convertFile(positionals[0], values.to, { lines: values.lines, sourceMaps: values['source-maps'] });
   if (values.out) writeOut(values.out, out);
   else if (values.to === 'pprof' && process.stdout.isTTY) throw new UsageError('pprof is binary: give -o OUT');
@@ -212,6 +235,7 @@ function reportCommand(argv) {
   });
   if (positionals.length !== 1) throw new UsageError('report takes one FILE');
   const top = number(values.top, '--top', { min: 1, integer: true }) ?? 15;
+  outDir(values.html);
   const [file] = positionals;
   const trace = JSON.parse(convertFile(file, 'trace', { sourceMaps: values['source-maps'] }));
   process.stdout.write(`${summarize(trace, { by: values.by, top, root: `file://${process.cwd()}/` })}\n`);
@@ -239,6 +263,7 @@ function diffCommand(argv) {
   });
   const sources = !values['no-sources'];
   const top = number(values.top, '--top', { min: 1, integer: true }) ?? 20;
+  outDir(values.html);
   const ignoreLines = values['ignore-lines'] ?? false;
   const readTrace = (file) => JSON.parse(convertFile(file, 'trace', { sourceMaps: values['source-maps'] }));
   const { diffProfiles, diffLabelValues, formatDiff } = require('../lib/views/diff');
@@ -274,12 +299,14 @@ function diffCommand(argv) {
     noHeap(fb, tb);
     result = diffProfiles(ta, tb, { ignoreLines });
     sides = [fa, fb];
+    // Two files of one name (run1/profile.json, run2/profile.json) named by their paths.
+    const [na, nb] = sideNames(fa, fb);
     report = () =>
       require('..').htmlReport(tb, {
-        title: `selfprof diff: ${path.basename(fa)} → ${path.basename(fb)}`,
+        title: `selfprof diff: A ${na} → B ${nb}`,
         baseline: ta,
-        baselineName: path.basename(fa),
-        name: path.basename(fb),
+        baselineName: `A: ${na}`,
+        name: `B: ${nb}`,
         sources,
       });
   }
@@ -514,6 +541,9 @@ async function recordCommand(argv) {
   } catch (err) {
     throw new Error(`cannot create ${dir}: ${err.code ?? err.message}`);
   }
+  // Never overwrite without saying so: the earlier run's files are named.
+  const earlier = fs.readdirSync(dir).filter((f) => /^profile(-\d+-.*)?\.(trace\.json\.gz|pb\.gz|html|heap\.pb\.gz|heap\.html)$/.test(f));
+  if (earlier.length) progress(`${path.relative(process.cwd(), dir) || dir} holds an earlier recording (${earlier.slice(0, 3).join(', ')}${earlier.length > 3 ? `, ${earlier.length - 3} more` : ''}): this one replaces it`);
   const raw = fs.mkdtempSync(path.join(dir, '.recording-'));
   const hook = path.join(__dirname, '..', 'lib', 'cli', 'record-hook.js');
   const env = {
@@ -588,8 +618,18 @@ async function recordCommand(argv) {
   return status;
 }
 
+// A reader that went away (`selfprof convert ... | head`) ends the output quietly.
+process.stdout.on('error', (err) => {
+  if (err.code !== 'EPIPE') throw err;
+  process.exit(process.exitCode ?? 0);
+});
+
 async function main(argv) {
   const [command, ...rest] = argv;
+  if (command === '--version' || command === '-v' || command === 'version') {
+    process.stdout.write(`selfprof ${require('../package.json').version}\n`);
+    return 0;
+  }
   if (command === 'convert') return convertCommand(rest);
   if (command === 'report') return reportCommand(rest);
   if (command === 'record') return recordCommand(rest);
