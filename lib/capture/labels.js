@@ -20,7 +20,7 @@
 // once it has proved itself: AsyncLocalStorage keeps its stores in V8's
 // continuation-preserved data, and the handler reads the current store's id there when
 // the signal lands (src/capture/signal.rs: `frame_context`). It pushes the ids it records
-// to a queue in the cell, which JS drains at each label change and every 50 ms, finding
+// to a queue in the cell, which JS drains at each new label set and every second, finding
 // each store by id among the recent ones (`recent`) to save its labels.
 
 const { AsyncLocalStorage, createHook, executionAsyncResource } = require('node:async_hooks');
@@ -306,7 +306,7 @@ function updateHook() {
   const want = active && !frameRead;
   if (frameRead) {
     if (active && drainTimer === null) {
-      drainTimer = setInterval(drainQueue, 50);
+      drainTimer = setInterval(drainQueue, 1000);
       drainTimer.unref();
     } else if (!active && drainTimer !== null) {
       clearInterval(drainTimer);

@@ -137,8 +137,8 @@ pub mod slot {
 }
 
 /// Ids the queue holds (a power of two). JS drains it at every label change and every
-/// 50 ms; a full queue drops ids (their samples' labels then count as lost).
-pub const QUEUE_LEN: usize = 256;
+/// second; a full queue drops ids (their samples' labels then count as lost).
+pub const QUEUE_LEN: usize = 1024;
 /// Elements of a thread's cell.
 pub const CELL_LEN: usize = slot::QUEUE + QUEUE_LEN;
 
