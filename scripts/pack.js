@@ -1,8 +1,11 @@
 'use strict';
 // The release tarballs, with `npm pack`: the main package `selfprof` (JS only: no binary)
 // and one package per platform under npm/<platform>/ (its binary, put there by
-// `npm run build:all`). The main package lists the platform packages as
-// optionalDependencies, so npm installs only the host's.
+// `npm run build:all`). The packed main package lists the platform packages as
+// optionalDependencies, so npm installs only the host's; the checkout's package.json does
+// not (they are not on the registry yet, and an unresolvable dependency keeps them out of
+// the lock file, which `npm ci` then refuses): the main package is packed from a staging
+// copy whose package.json adds them.
 //
 //   node scripts/pack.js [--out DIR] [platform ...]   pack (default: every platform) into DIR
 //   node scripts/pack.js --check                      what prepublishOnly runs: refuse a
@@ -10,7 +13,7 @@
 //
 // A source build (`npm install` in a checkout) leaves selfprof.<platform>.node in the
 // root, which the main package's `files` takes (so an install from git works from
-// source); packing for a release sets it aside for the moment of `npm pack`.
+// source); the staging copy leaves it out.
 
 const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -43,7 +46,6 @@ function metadataProblems() {
   const problems = [];
   for (const p of platforms) {
     const name = `${pkg.name}-${p}`;
-    if (pkg.optionalDependencies?.[name] !== pkg.version) problems.push(`package.json's optionalDependencies must list "${name}": "${pkg.version}"`);
     const file = path.join(root, 'npm', p, 'package.json');
     if (!fs.existsSync(file)) {
       problems.push(`npm/${p}/package.json is missing (npx napi create-npm-dirs)`);
@@ -56,19 +58,39 @@ function metadataProblems() {
   return problems;
 }
 
-/** Packs the main package with any source build in the root set aside. */
+/** The platform packages, as the published main package lists them. */
+function optionalDependencies() {
+  return Object.fromEntries(platforms.map((p) => [`${pkg.name}-${p}`, pkg.version]));
+}
+
+/**
+ * Packs the main package from a staging copy of its files (package.json's `files`, no
+ * source build) whose package.json lists the platform packages.
+ */
 function packMain(dest) {
-  const builds = fs.readdirSync(root).filter((f) => f.startsWith(`${pkg.napi.binaryName}.`) && f.endsWith('.node'));
-  const aside = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-aside-'));
-  for (const f of builds) fs.renameSync(path.join(root, f), path.join(aside, f));
+  const stage = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-stage-'));
   try {
-    const main = npmPack(root, dest);
+    const isBuild = (f) => f.startsWith(`${pkg.napi.binaryName}.`) && f.endsWith('.node');
+    for (const entry of pkg.files) {
+      const names = entry.includes('*')
+        ? fs.readdirSync(root).filter((f) => new RegExp(`^${entry.replace(/\./g, '\\.').replace(/\*/g, '.*')}$`).test(f))
+        : [entry.replace(/\/$/, '')];
+      for (const name of names) {
+        if (isBuild(name) || !fs.existsSync(path.join(root, name))) continue;
+        fs.cpSync(path.join(root, name), path.join(stage, name), { recursive: true });
+      }
+    }
+    for (const f of ['README.md', 'LICENSE']) if (fs.existsSync(path.join(root, f))) fs.copyFileSync(path.join(root, f), path.join(stage, f));
+    const manifest = { ...pkg, optionalDependencies: optionalDependencies() };
+    delete manifest.devDependencies;
+    delete manifest.overrides;
+    fs.writeFileSync(path.join(stage, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+    const main = npmPack(stage, dest);
     const binaries = main.files.filter((f) => f.endsWith('.node'));
     if (binaries.length) throw new Error(`the main package would ship ${binaries.join(', ')}`);
     return main;
   } finally {
-    for (const f of builds) fs.renameSync(path.join(aside, f), path.join(root, f));
-    fs.rmSync(aside, { recursive: true, force: true });
+    fs.rmSync(stage, { recursive: true, force: true });
   }
 }
 
@@ -109,7 +131,7 @@ function main() {
   for (const p of packed) console.log(`  ${path.relative(root, p.file)}  ${(p.size / 1024).toFixed(0)} KiB packed, ${p.files.length} files`);
 }
 
-module.exports = { packMain, packPlatform, metadataProblems, platforms, platformOf };
+module.exports = { packMain, packPlatform, metadataProblems, optionalDependencies, platforms, platformOf };
 
 if (require.main === module) {
   try {
