@@ -4,10 +4,14 @@
 # glibc (libc6-arm64-cross), on this x64 machine.
 #
 # 1. The suite's spec Profiler tests (__test__/profiler.test.js) and labels tests
-#    (__test__/labels.test.js: a busy function's samples carry their endpoint) with the
-#    arm64 binary from npm/linux-arm64-gnu/ in place of the host's.
+#    (__test__/labels.test.js: a busy function's samples carry their endpoint; and the
+#    in-process ones of __test__/context-frame.test.js: which path labels samples on this
+#    Node, and a worker's own) with the arm64 binary from npm/linux-arm64-gnu/ in place of
+#    the host's; then __test__/fixtures/frame-stress.js under V8's GC stress flags, its
+#    trace checked here (no sample with another request's labels).
 # 2. The packed tarballs (main + selfprof-linux-arm64-gnu) installed offline with
-#    `npm install --cpu=arm64`, and __test__/fixtures/installed-app.js run on them.
+#    `npm install --cpu=arm64`, and __test__/fixtures/installed-app.js run on them
+#    (not with QEMU_TESTS_ONLY=1).
 #
 # Usage: bash scripts/qemu-arm64.sh [node major, default 20]. Needs npm run build:all
 # first (for the arm64 binary). Installs what it needs (apt, npm). Each Node run is
@@ -45,7 +49,7 @@ run() { timeout 600 qemu-aarch64 -L "$sysroot" "$node_arm64" "$@"; }
 echo "qemu-arm64: node $(run --version) ($(run -p process.arch)) under $(qemu-aarch64 --version | head -1)"
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap '[ -n "${QEMU_KEEP:-}" ] || rm -rf "$work"' EXIT
 passed=0
 failed=0
 
@@ -56,9 +60,12 @@ mkdir -p "$tree"
 cp -r package.json index.js binding.js start.js lib __test__ "$tree/"
 ln -s "$root/node_modules" "$tree/node_modules"
 cp "$artifact" "$tree/"
-for t in profiler labels; do
+for t in profiler labels context-frame; do
   t0=$SECONDS
-  if (cd "$tree" && run --test-reporter=spec "__test__/$t.test.js") >"$work/$t.log" 2>&1; then status=ok; else status=FAIL; fi
+  # context-frame's other tests run child processes, which qemu-user cannot start here.
+  filter=()
+  [ "$t" = context-frame ] && filter=(--test-name-pattern '^labels come from|^a worker reads')
+  if (cd "$tree" && run --test-reporter=spec "${filter[@]}" "__test__/$t.test.js") >"$work/$t.log" 2>&1; then status=ok; else status=FAIL; fi
   grep -E '^ℹ (tests|pass|fail) |labeled with their endpoint' "$work/$t.log" | sed 's/^/  /'
   p=$(sed -n 's/^ℹ pass \([0-9]*\)$/\1/p' "$work/$t.log" | tail -1)
   f=$(sed -n 's/^ℹ fail \([0-9]*\)$/\1/p' "$work/$t.log" | tail -1)
@@ -68,6 +75,39 @@ for t in profiler labels; do
   [ "$status" = FAIL ] && grep -E '^✖|not ok' "$work/$t.log" | head -20 || true
   echo "  $status __test__/$t.test.js on arm64 ($((SECONDS - t0)) s)"
 done
+
+# The context frame under GC stress, on arm64: recorded there, checked here.
+t0=$SECONDS
+if (cd "$tree" && run --stress-compaction --gc-interval=2000 __test__/fixtures/frame-stress.js 2 "$work/stress.json") >"$work/stress.log" 2>&1 &&
+  out=$(node -e '
+    const { trace, calls } = require(process.argv[1]);
+    const { samplesIn } = require(process.argv[2]);
+    calls.sort((a, b) => a.t0 - b.t0);
+    let right = 0, wrong = 0;
+    const samples = samplesIn(trace, "stressWork");
+    for (const s of samples) {
+      const l = s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels;
+      if (!l) continue;
+      const c = calls.find((c) => c.t0 <= s.timestamp && s.timestamp <= c.t1);
+      if (c && l.span_id === `s${c.i}`) right++; else wrong++;
+    }
+    console.log(`${trace.metadata.labelPath}: ${samples.length} samples in stressWork, ${right} right, ${wrong} wrong`);
+    process.exit(wrong === 0 && samples.length >= 20 && right >= samples.length * 0.9 ? 0 : 1);
+  ' "$work/stress.json" "$root/__test__/helpers.js"); then
+  echo "  ok   GC stress on arm64: $out ($((SECONDS - t0)) s)"
+  passed=$((passed + 1))
+else
+  echo "  FAIL GC stress on arm64: ${out:-}"
+  cat "$work/stress.log" | tail -20
+  failed=$((failed + 1))
+fi
+
+if [ "${QEMU_TESTS_ONLY:-}" = 1 ]; then
+  echo "qemu-arm64: $((SECONDS - start)) s"
+  echo "qemu-arm64: $passed passed, $failed failed"
+  [ "$failed" = 0 ]
+  exit
+fi
 
 # 2. As a user on arm64 installs it: the tarballs, offline, for cpu=arm64. (--force:
 # npm checks a direct dependency's cpu against this x64 host whatever --cpu says.)
