@@ -101,6 +101,11 @@ export interface ProfilerTraceMetadata {
   unmatchedSamples: number
   /** Samples whose context was known but whose labels were no longer kept. */
   labelsLostSamples?: number
+  /**
+   * How the recording's thread told the signal handler its labels: `async_hooks` at every
+   * continuation (Node 20, 22), or read from the async context frame (Node ≥ 24).
+   */
+  labelPath?: 'async-hooks' | 'context-frame'
 }
 
 /**
