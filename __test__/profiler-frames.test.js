@@ -260,11 +260,14 @@ test('selfprof record: the top functions, trace, pprof and heap profile hide sel
 });
 
 test('a copy of selfprof loaded twice, from a linked directory of another name, is found by its root', () => {
+  // Named with what a file URL cannot keep as it is: Node drops the line break and reads
+  // the backslash as a slash in the scripts' URLs.
   const dir = tmp('twice');
-  fs.symlinkSync(ROOT, path.join(dir, 'vendored'));
+  const vendored = path.join(dir, 'vendored\nb c"d\'e\\f');
+  fs.symlinkSync(ROOT, vendored);
   const script = `
     const a = require(${JSON.stringify(ROOT)});
-    const b = require(${JSON.stringify(path.join(dir, 'vendored'))});
+    const b = require(${JSON.stringify(vendored)});
     if (a.withLabels === b.withLabels) throw new Error('one copy');
     function vendoredWork() { let x = 0; for (let i = 0; i < 2e6; i++) x += Math.sqrt(i); return x; }
     (async () => {
@@ -276,9 +279,9 @@ test('a copy of selfprof loaded twice, from a linked directory of another name, 
   const r = spawnSync(process.execPath, ['--preserve-symlinks', '-e', script], { encoding: 'utf8', timeout: 30_000 });
   assert.equal(r.status, 0, r.stderr);
   const { shown, hidden } = JSON.parse(r.stdout);
-  const vendored = (t) => t.resources.filter((u) => u.startsWith(pathToFileURL(path.join(dir, 'vendored', 'lib')).href));
-  assert.ok(vendored(shown).length > 0, 'the second copy ran withLabels');
-  assert.deepEqual(vendored(hidden), []);
+  const second = (t) => t.resources.filter((u) => u.startsWith(pathToFileURL(dir).href));
+  assert.ok(second(shown).some((u) => u.endsWith('/lib/capture/labels.js')), 'the second copy ran withLabels');
+  assert.deepEqual(second(hidden), []);
   assert.ok(on(hidden, 'vendoredWork') > 0);
   fs.rmSync(dir, { recursive: true });
 });

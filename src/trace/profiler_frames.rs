@@ -46,14 +46,26 @@ impl ProfilerFiles {
   /// The files under `roots` (absolute paths; others are ignored) and under any
   /// `node_modules/selfprof/`.
   pub fn new<S: AsRef<str>>(roots: impl IntoIterator<Item = S>) -> ProfilerFiles {
-    let roots = roots
-      .into_iter()
-      .filter_map(|r| {
-        let r = r.as_ref().trim_end_matches('/');
-        (r.starts_with('/') && r.len() > 1).then(|| r.as_bytes().to_vec())
-      })
-      .collect();
-    ProfilerFiles { roots }
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    for r in roots {
+      let r = r.as_ref().trim_end_matches('/');
+      if !(r.starts_with('/') && r.len() > 1) {
+        continue;
+      }
+      // Node names a script by a URL parsed from its path, which drops tabs and line
+      // breaks and reads `\` as `/`: such a root is matched in that form too.
+      let parsed: String = r
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .map(|c| if c == '\\' { '/' } else { c })
+        .collect();
+      for root in [r.as_bytes().to_vec(), parsed.into_bytes()] {
+        if !out.contains(&root) {
+          out.push(root);
+        }
+      }
+    }
+    ProfilerFiles { roots: out }
   }
 
   /// Whether the script `resource` (a `file://` URL or an absolute path) is selfprof's.

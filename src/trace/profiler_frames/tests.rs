@@ -174,8 +174,12 @@ fn selfprof_is_found_by_its_root_and_in_any_node_modules() {
   ] {
     assert!(!files.contains(no), "{no}");
   }
-  // A root with a space, as a file URL encodes it.
+  // A root with a space, as a file URL encodes it; one with a line break and a backslash,
+  // as Node names its scripts (the URL parser drops the one and reads the other as `/`).
   assert!(ProfilerFiles::new(["/a b/sp"]).contains("file:///a%20b/sp/lib/x.js"));
+  let odd = ProfilerFiles::new(["/t/a\nb c\"d'e\\f"]);
+  assert!(odd.contains("file:///t/ab%20c%22d'e/f/lib/capture/profiler.js"));
+  assert!(odd.contains("/t/a\nb c\"d'e\\f/index.js"));
 }
 
 #[test]
