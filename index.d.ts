@@ -46,6 +46,12 @@ export interface ProfilerStopOptions {
    * maps' `sourcesContent`; `false`: none.
    */
   sourceText?: boolean
+  /**
+   * Keep selfprof's own frames (withLabels, its hooks, integrations and preload) as V8
+   * recorded them (default false, unless `SELFPROF_PROFILER_FRAMES=1`): hidden, selfprof's
+   * own work at a sample's leaf shown as one frame `(selfprof)`.
+   */
+  profilerFrames?: boolean
 }
 
 /** A script URL: `file:///…` for application files, `node:…` for Node's own; for a mapped frame, its original file. */
@@ -308,6 +314,8 @@ export interface StartOptions {
   workers?: boolean
   /** Map frames through source maps (default true, unless `SELFPROF_SOURCE_MAPS=0`). */
   sourceMaps?: boolean
+  /** Keep selfprof's own frames in the profiles (default false, unless `SELFPROF_PROFILER_FRAMES=1`). */
+  profilerFrames?: boolean
   /**
    * Label samples from the app's tracer, dd-trace or OpenTelemetry's SDK, wiring it
    * without code (default true; $SELFPROF_SPAN_LABELS).
@@ -362,15 +370,16 @@ export declare function ddTraceIntegration(): { disable(): void }
  * also read by speedscope), `'folded'` folded stacks (`outer;...;leaf count` lines, for
  * flamegraph.pl, inferno and speedscope), `'trace'` the spec trace's JSON, `'pprof'` a
  * Buffer of gzip'd profile.proto. Bad input throws an Error naming what is wrong.
+ * selfprof's own frames are hidden (`profilerFrames: true`: as recorded).
  */
-export declare function convert(input: ProfilerTrace | string | Uint8Array | ArrayBuffer, options: { to: 'cpuprofile' | 'folded' | 'trace'; sourceMaps?: boolean }): string
-export declare function convert(input: ProfilerTrace | string | Uint8Array | ArrayBuffer, options: { to: 'pprof'; lines?: boolean; sourceMaps?: boolean }): ProfileBuffer
+export declare function convert(input: ProfilerTrace | string | Uint8Array | ArrayBuffer, options: { to: 'cpuprofile' | 'folded' | 'trace'; sourceMaps?: boolean; profilerFrames?: boolean }): string
+export declare function convert(input: ProfilerTrace | string | Uint8Array | ArrayBuffer, options: { to: 'pprof'; lines?: boolean; sourceMaps?: boolean; profilerFrames?: boolean }): ProfileBuffer
 
 /**
  * Reads a trace or pprof profile (as `convert` takes it) into a trace object. `sourceMaps:
  * true` (as for `convert`; default false) maps its frames through the source maps found here.
  */
-export declare function readProfile(input: ProfilerTrace | string | Uint8Array | ArrayBuffer, options?: { sourceMaps?: boolean }): ProfilerTrace
+export declare function readProfile(input: ProfilerTrace | string | Uint8Array | ArrayBuffer, options?: { sourceMaps?: boolean; profilerFrames?: boolean }): ProfilerTrace
 
 /** A profile as `readProfile` takes it: a trace, a V8 CPU profile's JSON, or pprof bytes. */
 export type ProfileInput = ProfilerTrace | string | Uint8Array
@@ -403,6 +412,8 @@ export interface HtmlReportOptions {
    * `stop()` or `record` was mapped when it was built).
    */
   sourceMaps?: boolean
+  /** Show selfprof's own frames as recorded (default false: hidden, as `convert` hides them). */
+  profilerFrames?: boolean
 }
 
 /**
@@ -445,7 +456,7 @@ export interface DiffResult {
  * busy samples in B minus in A. Functions match by name, file, line and column
  * (`ignoreLines`: name and file).
  */
-export declare function diffProfiles(a: ProfileInput, b: ProfileInput, options?: { ignoreLines?: boolean }): DiffResult
+export declare function diffProfiles(a: ProfileInput, b: ProfileInput, options?: { ignoreLines?: boolean; profilerFrames?: boolean }): DiffResult
 
 /** The same between the samples with label `key` = `a` and those with `key` = `b` (`null`: without the label). */
 export declare function diffLabelValues(
@@ -453,5 +464,5 @@ export declare function diffLabelValues(
   key: string,
   a: string | null,
   b: string | null,
-  options?: { ignoreLines?: boolean },
+  options?: { ignoreLines?: boolean; profilerFrames?: boolean },
 ): DiffResult

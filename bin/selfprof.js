@@ -9,7 +9,7 @@ const { parseArgs } = require('node:util');
 
 const USAGE = `usage:
   selfprof --version
-  selfprof record [-o DIR] [--interval MS] [--duration S] [--by KEY] [--heap [--heap-interval BYTES]] [--no-source-maps] [--no-sources] -- COMMAND [ARGS...]
+  selfprof record [-o DIR] [--interval MS] [--duration S] [--by KEY] [--heap [--heap-interval BYTES]] [--no-source-maps] [--no-sources] [--profiler-frames] -- COMMAND [ARGS...]
       profiles the Node.js processes COMMAND starts, every thread; writes DIR/profile.trace.json.gz,
       profile.pb.gz and profile.html for the process that ran the most JS (the app, behind a
       wrapper such as npx, tsx or npm run), profile-<pid>-<script>.* for the others
@@ -17,21 +17,24 @@ const USAGE = `usage:
       and profile.heap.html; frames of scripts with a source map are mapped to the original
       files (--no-source-maps: as V8 ran them); the trace and report carry the text of the
       hot lines of the scripts the program loaded (--no-sources: none)
-  selfprof report FILE [--html OUT] [--by KEY] [--top N] [--source-maps] [--no-sources]
+  selfprof report FILE [--html OUT] [--by KEY] [--top N] [--source-maps] [--no-sources] [--profiler-frames]
       top functions and samples per label value of a profile file
-  selfprof convert FILE --to cpuprofile|folded|pprof|trace [-o OUT] [--lines] [--source-maps]
+  selfprof convert FILE --to cpuprofile|folded|pprof|trace [-o OUT] [--lines] [--source-maps] [--profiler-frames]
       (--lines: pprof samples at line-level locations, from the profile's line ticks)
       (--source-maps: map frames through the source maps found on this machine; a file is
       otherwise taken as it was recorded)
-  selfprof diff A B [--html OUT] [--top N] [--ignore-lines] [--source-maps] [--no-sources]
+  selfprof diff A B [--html OUT] [--top N] [--ignore-lines] [--source-maps] [--no-sources] [--profiler-frames]
       what changed from profile A (the baseline) to B: each function's share of the busy
       samples (all but idle) in B minus in A, in percentage points
-  selfprof diff FILE --by KEY VALUE_A VALUE_B [--html OUT] [--top N] [--ignore-lines] [--no-sources]
+  selfprof diff FILE --by KEY VALUE_A VALUE_B [--html OUT] [--top N] [--ignore-lines] [--no-sources] [--profiler-frames]
       the same between two values of a label in one profile ("(none)": without the label)
   FILE, A, B: a selfprof trace (.json, .json.gz), a V8 CPU profile (.cpuprofile, from
       DevTools or node --cpu-prof) or a pprof profile (.pb, .pb.gz)
   --html OUT: the HTML report, with the hot lines' text that the profile carries (a trace
-      recorded by selfprof; no local file is read); --no-sources: without it`;
+      recorded by selfprof; no local file is read); --no-sources: without it
+  --profiler-frames: show selfprof's own frames (withLabels, its hooks, its preload) as
+      recorded; by default they are hidden, selfprof's own work at a sample's leaf shown
+      as one frame (selfprof) (default from SELFPROF_PROFILER_FRAMES=1)`;
 
 class UsageError extends Error {}
 
@@ -103,12 +106,15 @@ function readFile(file) {
   }
 }
 
+/** `--profiler-frames`, whose default is SELFPROF_PROFILER_FRAMES. */
+const showProfilerFrames = (values) => require('../lib/profiler-frames').shown(values['profiler-frames'] || undefined, process.env);
+
 /** A trace or pprof file converted to `to`; a bad file is one error naming it. */
-function convertFile(file, to, { lines = false, sourceMaps = false } = {}) {
+function convertFile(file, to, { lines = false, sourceMaps = false, profilerFrames = false } = {}) {
   const bytes = readFile(file);
   const { convert } = require('..');
   try {
-    return convert(bytes, { to, lines, sourceMaps });
+    return convert(bytes, { to, lines, sourceMaps, profilerFrames });
   } catch (err) {
     throw new Error(`${file}: ${err.message.replace(/^convert: /, '')}`);
   }
@@ -149,6 +155,7 @@ function convertCommand(argv) {
     out: { type: 'string', short: 'o' },
     lines: { type: 'boolean' },
     'source-maps': { type: 'boolean' },
+    'profiler-frames': { type: 'boolean' },
   });
   if (positionals.length !== 1) throw new UsageError('convert takes one FILE');
   const { TARGETS } = require('../lib/views/convert');
@@ -156,7 +163,7 @@ function convertCommand(argv) {
   if (!TARGETS.includes(values.to)) throw new UsageError(`--to must be one of ${TARGETS.join(', ')}, got ${JSON.stringify(values.to)}`);
   if (values.lines && values.to !== 'pprof') throw new UsageError('--lines goes with --to pprof');
   outDir(values.out);
-  const out = convertFile(positionals[0], values.to, { lines: values.lines, sourceMaps: values['source-maps'] });
+  const out = convertFile(positionals[0], values.to, { lines: values.lines, sourceMaps: values['source-maps'], profilerFrames: showProfilerFrames(values) });
   if (values.out) writeOut(values.out, out);
   else if (values.to === 'pprof' && process.stdout.isTTY) throw new UsageError('pprof is binary: give -o OUT');
   else process.stdout.write(out);
@@ -232,16 +239,18 @@ function reportCommand(argv) {
     top: { type: 'string' },
     'source-maps': { type: 'boolean' },
     'no-sources': { type: 'boolean' },
+    'profiler-frames': { type: 'boolean' },
   });
   if (positionals.length !== 1) throw new UsageError('report takes one FILE');
   const top = number(values.top, '--top', { min: 1, integer: true }) ?? 15;
   outDir(values.html);
   const [file] = positionals;
-  const trace = JSON.parse(convertFile(file, 'trace', { sourceMaps: values['source-maps'] }));
+  const profilerFrames = showProfilerFrames(values);
+  const trace = JSON.parse(convertFile(file, 'trace', { sourceMaps: values['source-maps'], profilerFrames }));
   process.stdout.write(`${summarize(trace, { by: values.by, top, root: `file://${process.cwd()}/` })}\n`);
   if (values.html) {
     const { htmlReport } = require('..');
-    writeOut(values.html, htmlReport(trace, { title: `selfprof: ${path.basename(file)}`, sources: !values['no-sources'] }));
+    writeOut(values.html, htmlReport(trace, { title: `selfprof: ${path.basename(file)}`, sources: !values['no-sources'], profilerFrames }));
     progress(`wrote ${values.html}`);
   }
 }
@@ -260,12 +269,14 @@ function diffCommand(argv) {
     'ignore-lines': { type: 'boolean' },
     'source-maps': { type: 'boolean' },
     'no-sources': { type: 'boolean' },
+    'profiler-frames': { type: 'boolean' },
   });
   const sources = !values['no-sources'];
+  const profilerFrames = showProfilerFrames(values);
   const top = number(values.top, '--top', { min: 1, integer: true }) ?? 20;
   outDir(values.html);
   const ignoreLines = values['ignore-lines'] ?? false;
-  const readTrace = (file) => JSON.parse(convertFile(file, 'trace', { sourceMaps: values['source-maps'] }));
+  const readTrace = (file) => JSON.parse(convertFile(file, 'trace', { sourceMaps: values['source-maps'], profilerFrames }));
   const { diffProfiles, diffLabelValues, formatDiff } = require('../lib/views/diff');
   const root = `file://${process.cwd()}/`;
   const shorten = (loc) => (loc.startsWith(root) ? loc.slice(root.length) : loc);
@@ -289,6 +300,7 @@ function diffCommand(argv) {
         title: `selfprof diff: ${path.basename(file)}, ${values.by}: ${va} → ${vb}`,
         labelDiff: { key: values.by, a: value(va), b: value(vb) },
         sources,
+        profilerFrames,
       });
   } else {
     if (positionals.length !== 2) throw new UsageError('diff takes two files, A (the baseline) and B, or FILE --by KEY VALUE_A VALUE_B');
@@ -308,6 +320,7 @@ function diffCommand(argv) {
         baselineName: `A: ${na}`,
         name: `B: ${nb}`,
         sources,
+        profilerFrames,
       });
   }
   const side = (name, s) => `${name}: ${s.samples} samples, ${s.busy} busy${s.busy ? '' : ' (no busy samples: every share is 0)'}`;
@@ -416,7 +429,7 @@ function collectRecordings(raw, childPid) {
 }
 
 /** A process's trace (its threads merged, each sample labeled with its thread), pprof and heap pprof. */
-function buildProcess(p, sourceMaps) {
+function buildProcess(p, sourceMaps, profilerFrames) {
   const { native } = require('../lib/native');
   const main = p.threads[0].meta;
   const inputs = p.threads.map((t) => ({
@@ -431,7 +444,10 @@ function buildProcess(p, sourceMaps) {
   let pprof = p.threads[0].pprof;
   if (several) pprof = native.mergeTraces(inputs, 'pprof');
   // A thread's checkpoints (it wrote no pprof): the pprof of their trace.
-  else if (p.threads[0].cut !== undefined) pprof = native.convertProfile(trace, 'pprof');
+  else if (p.threads[0].cut !== undefined) {
+    const frames = require('../lib/profiler-frames').buildOptions(profilerFrames);
+    pprof = native.convertProfile(trace, 'pprof', false, false, frames.profilerFrames, frames.profilerRoots);
+  }
   else if (!pprof) pprof = native.mergeTraces(inputs, 'pprof');
   let heap;
   const heaps = p.threads.filter((t) => t.heap);
@@ -452,6 +468,8 @@ function buildProcess(p, sourceMaps) {
         // As the CPU profile was mapped in the app (--no-source-maps: not at all).
         sourceMaps: sourceMaps !== false,
         scriptMaps: chunks.flatMap((c) => c.maps.map((m) => ({ url: m.url, map: m.map }))),
+        // The recorded program loaded selfprof from here (the hook is this package's).
+        ...require('../lib/profiler-frames').buildOptions(profilerFrames),
       },
     );
     heap = { pprof: pb, trace: heapTrace };
@@ -460,7 +478,7 @@ function buildProcess(p, sourceMaps) {
 }
 
 /** Writes each process's files (the app's as profile.*) and prints which is which, then the app's summary. */
-function writeRecordings(processes, { dir, command, interval, by, sourceMaps, sources, exit, heapOn }) {
+function writeRecordings(processes, { dir, command, interval, by, sourceMaps, sources, exit, heapOn, profilerFrames }) {
   const zlib = require('node:zlib');
   const { htmlReport } = require('..');
   const rel = (f) => path.relative(process.cwd(), f) || f;
@@ -479,18 +497,18 @@ function writeRecordings(processes, { dir, command, interval, by, sourceMaps, so
       const heap = t.meta.threadId === 0 && heapOn ? ' (no heap profile: it is taken at exit)' : '';
       progress(`${who} ${how} before it wrote its profile: kept what it recorded until its last checkpoint, ${(t.cut / 1000).toFixed(1)} s in${heap}`);
     }
-    const out = buildProcess(p, sourceMaps);
+    const out = buildProcess(p, sourceMaps, profilerFrames);
     const to = path.join(dir, p.name);
     writeOut(`${to}.trace.json.gz`, out.trace);
     writeOut(`${to}.pb.gz`, out.pprof);
     const trace = JSON.parse(zlib.gunzipSync(out.trace));
-    writeOut(`${to}.html`, htmlReport(trace, { title: `selfprof: ${p.command || command.join(' ')}`, sampleInterval: interval, sources }));
+    writeOut(`${to}.html`, htmlReport(trace, { title: `selfprof: ${p.command || command.join(' ')}`, sampleInterval: interval, sources, profilerFrames }));
     const files = [`${to}.trace.json.gz`, `${to}.pb.gz`, `${to}.html`];
     let heapTrace;
     if (out.heap) {
       writeOut(`${to}.heap.pb.gz`, out.heap.pprof);
       heapTrace = JSON.parse(zlib.gunzipSync(out.heap.trace));
-      writeOut(`${to}.heap.html`, htmlReport(heapTrace, { title: `selfprof heap: ${p.command || command.join(' ')}`, sources }));
+      writeOut(`${to}.heap.html`, htmlReport(heapTrace, { title: `selfprof heap: ${p.command || command.join(' ')}`, sources, profilerFrames }));
       files.push(`${to}.heap.pb.gz`, `${to}.heap.html`);
     }
     progress(`wrote ${files.map(rel).join(', ')}`);
@@ -522,8 +540,10 @@ async function recordCommand(argv) {
     'heap-interval': { type: 'string' },
     'no-source-maps': { type: 'boolean' },
     'no-sources': { type: 'boolean' },
+    'profiler-frames': { type: 'boolean' },
   });
   if (positionals.length) throw new UsageError(`unexpected ${positionals[0]} before --`);
+  const profilerFrames = showProfilerFrames(values);
   const { MIN_HEAP_INTERVAL, MAX_HEAP_INTERVAL, DEFAULT_HEAP_INTERVAL } = require('../lib/capture/heap');
   if (values['heap-interval'] !== undefined && !values.heap) throw new UsageError('--heap-interval goes with --heap');
   const heapInterval = values.heap
@@ -554,6 +574,8 @@ async function recordCommand(argv) {
     ...(heapInterval !== undefined && { SELFPROF_RECORD_HEAP: String(heapInterval) }),
     ...(values['no-source-maps'] ? { SELFPROF_SOURCE_MAPS: '0' } : {}),
     ...(values['no-sources'] ? { SELFPROF_RECORD_SOURCES: '0' } : {}),
+    // Every build in the program (its traces, checkpoints, pprof) as the views here.
+    SELFPROF_PROFILER_FRAMES: profilerFrames ? '1' : '0',
   };
   const { spawn } = require('node:child_process');
   const started = Date.now();
@@ -613,6 +635,7 @@ async function recordCommand(argv) {
     sources: !values['no-sources'],
     exit,
     heapOn: heapInterval !== undefined,
+    profilerFrames,
   });
   fs.rmSync(raw, { recursive: true, force: true });
   return status;

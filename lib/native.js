@@ -10,6 +10,10 @@
 /** The platforms with a prebuilt binary (npm packages `selfprof-<platform>`). */
 const PREBUILT = ['linux-x64-gnu', 'linux-arm64-gnu', 'linux-x64-musl', 'linux-arm64-musl', 'darwin-x64', 'darwin-arm64'];
 
+// Every copy of selfprof says where its files are, whatever it was loaded for: a build
+// hides their frames (lib/profiler-frames.js).
+require('./profiler-frames');
+
 let native = null;
 let loadError = null;
 try {

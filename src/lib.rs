@@ -89,6 +89,15 @@ pub struct TraceOptions {
   /// the recording's scripts, which V8 loaded in this process, and maps' `sourcesContent`),
   /// `"maps"` (only maps' `sourcesContent`: a profile from elsewhere), else none.
   pub source_text: Option<String>,
+  /// Keep selfprof's own frames as V8 gave them (default false: hidden, see
+  /// `trace::profiler_frames`), and the package roots selfprof was loaded from here.
+  pub profiler_frames: Option<bool>,
+  pub profiler_roots: Option<Vec<String>>,
+}
+
+/// What hides selfprof's own frames, unless `show` (the `profilerFrames` option).
+fn profiler_files(show: Option<bool>, roots: Option<Vec<String>>) -> Option<trace::profiler_frames::ProfilerFiles> {
+  (!show.unwrap_or(false)).then(|| trace::profiler_frames::ProfilerFiles::new(roots.unwrap_or_default()))
 }
 
 /// A source map Node holds for a script: its URL and the map's JSON.
@@ -306,6 +315,8 @@ pub struct BuildTrace {
   source_maps: Option<Vec<symbolize::RuntimeMap>>,
   /// Where the hot lines' text may come from.
   text: symbolize::TextFrom,
+  /// Hide selfprof's own frames (None: keep them).
+  hide: Option<trace::profiler_frames::ProfilerFiles>,
 }
 
 impl BuildTrace {
@@ -534,6 +545,10 @@ impl BuildTrace {
 
   /// The built trace source-mapped and merged with the other threads', as asked.
   fn completed(&mut self, mut trace: trace::Trace) -> trace::Trace {
+    // Before mapping: selfprof's files have no maps, and their lines' text is not wanted.
+    if let Some(files) = &self.hide {
+      trace::profiler_frames::hide(&mut trace, files);
+    }
     symbolize::build(&mut trace, self.source_maps.as_deref(), self.text);
     if let Some(((name, id, os_id), others)) = self.threads.take() {
       let mut all = vec![formats::threads::ThreadTrace {
@@ -593,6 +608,7 @@ impl BuildTrace {
       )),
     };
     let source_maps = runtime_maps(options.source_maps, options.script_maps);
+    let hide = profiler_files(options.profiler_frames, options.profiler_roots);
     let text = match options.source_text.as_deref() {
       Some("scripts") => symbolize::TextFrom::MapsAndScripts,
       Some("maps") => symbolize::TextFrom::Maps,
@@ -608,6 +624,7 @@ impl BuildTrace {
       threads,
       source_maps,
       text,
+      hide,
     })
   }
 }
@@ -1001,14 +1018,21 @@ pub fn thread_id() -> i32 {
 /// strings, pprof as bytes. `source_maps`: map frames through the source maps found on
 /// this machine first (default false: a file is taken as it was recorded), with the hot
 /// lines' text that the maps carry (`sourcesContent`; never a file the input names).
+/// `profiler_frames`: keep selfprof's own frames (default false: hidden, with the package
+/// roots `profiler_roots` and any `node_modules/selfprof`; `trace::profiler_frames`).
 #[napi(ts_return_type = "string | Buffer")]
 pub fn convert_profile(
   input: Buffer,
   to: String,
   lines: Option<bool>,
   source_maps: Option<bool>,
+  profiler_frames: Option<bool>,
+  profiler_roots: Option<Vec<String>>,
 ) -> Result<Either<String, Buffer>> {
   let mut trace = formats::read_input(&input).map_err(invalid)?;
+  if let Some(files) = profiler_files(profiler_frames, profiler_roots) {
+    trace::profiler_frames::hide(&mut trace.trace, &files);
+  }
   if source_maps.unwrap_or(false) {
     symbolize::build(&mut trace.trace, Some(&[]), symbolize::TextFrom::Maps);
   }
@@ -1107,6 +1131,10 @@ pub struct HeapOptions {
   /// holds for scripts compiled in memory.
   pub source_maps: Option<bool>,
   pub script_maps: Option<Vec<ScriptMap>>,
+  /// As `TraceOptions`: keep selfprof's own frames (default false: its allocations are
+  /// `(selfprof)`'s), and the package roots selfprof was loaded from.
+  pub profiler_frames: Option<bool>,
+  pub profiler_roots: Option<Vec<String>>,
 }
 
 pub struct BuildHeap {
@@ -1115,6 +1143,7 @@ pub struct BuildHeap {
   trace: bool,
   dialects: Vec<formats::dialect::Dialect>,
   source_maps: Option<Vec<symbolize::RuntimeMap>>,
+  hide: Option<trace::profiler_frames::ProfilerFiles>,
 }
 
 /// The runtime maps to symbolize with, or None when mapping is off.
@@ -1147,6 +1176,7 @@ impl BuildHeap {
       trace: options.trace.unwrap_or(false),
       dialects,
       source_maps: runtime_maps(options.source_maps, options.script_maps),
+      hide: profiler_files(options.profiler_frames, options.profiler_roots),
     })
   }
 
@@ -1155,6 +1185,9 @@ impl BuildHeap {
     let mut threads = Vec::with_capacity(self.chunks.len());
     for c in &self.chunks {
       let mut trace = formats::heap::from_flat_json(&c.profile, c.at_ms.unwrap_or(0.0)).map_err(invalid)?;
+      if let Some(files) = &self.hide {
+        trace::profiler_frames::hide(&mut trace, files);
+      }
       if let Some(runtime) = &self.source_maps {
         symbolize::symbolize(&mut trace, runtime);
       }

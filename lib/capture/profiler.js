@@ -10,6 +10,7 @@ const labels = require('./labels');
 const { traceObject } = require('./trace-object');
 const { warnOnce } = require('../log');
 const symbolize = require('../symbolize');
+const profilerFrames = require('../profiler-frames');
 
 const MAX_BUFFER_SIZE = 2 ** 32 - 1; // WebIDL unsigned long
 /**
@@ -61,7 +62,7 @@ function validateStopOptions(options) {
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`Profiler.stop: options must be an object like { format: 'pprof' }, got ${describe(options)}`);
   }
-  for (const key of ['cpuTime', 'lines', 'sourceMaps', 'sourceText']) {
+  for (const key of ['cpuTime', 'lines', 'sourceMaps', 'sourceText', 'profilerFrames']) {
     if (options[key] !== undefined && typeof options[key] !== 'boolean') {
       throw new TypeError(`Profiler.stop: options.${key} must be a boolean, got ${describe(options[key])}`);
     }
@@ -184,14 +185,20 @@ class Profiler extends EventTarget {
     }
     // A trace (json, json-gzip) carries its hot lines' text, for reports made from it.
     const sourceText = format !== 'pprof' && options?.sourceText !== false;
-    return this.#finish(format, undefined, { cpuTime: options?.cpuTime, lines: options?.lines, sourceMaps: options?.sourceMaps, sourceText });
+    return this.#finish(format, undefined, {
+      cpuTime: options?.cpuTime,
+      lines: options?.lines,
+      sourceMaps: options?.sourceMaps,
+      sourceText,
+      profilerFrames: options?.profilerFrames,
+    });
   }
 
-  [stopForExport](cpuTime, withTrace, { lines = false, dialects = [], threads, sourceMaps } = {}) {
+  [stopForExport](cpuTime, withTrace, { lines = false, dialects = [], threads, sourceMaps, profilerFrames: frames } = {}) {
     let taken;
     try {
       // The trace a file exporter writes carries its hot lines' text, as stop()'s does.
-      taken = this.#take('pprof', withTrace ? 'json-gzip' : undefined, { cpuTime, lines, sourceMaps, sourceText: withTrace });
+      taken = this.#take('pprof', withTrace ? 'json-gzip' : undefined, { cpuTime, lines, sourceMaps, sourceText: withTrace, profilerFrames: frames });
       // The same trace encoded once more per backend dialect (see src/formats/dialect.rs).
       if (dialects.length) taken.build.dialects = JSON.stringify(dialects);
     } catch (err) {
@@ -211,10 +218,11 @@ class Profiler extends EventTarget {
 
   /**
    * For 'exit' handlers, which cannot wait: Buffers of the trace as `format` (and
-   * `alsoFormat`); `sourceText`: with its hot lines' text (`selfprof record`'s).
+   * `alsoFormat`); `sourceText`: with its hot lines' text (`selfprof record`'s);
+   * `profilerFrames` as stop()'s.
    */
-  [stopSync](format, alsoFormat, { sourceText = false } = {}) {
-    const taken = this.#take(format, alsoFormat, { sourceText }, false);
+  [stopSync](format, alsoFormat, { sourceText = false, profilerFrames: frames } = {}) {
+    const taken = this.#take(format, alsoFormat, { sourceText, profilerFrames: frames }, false);
     try {
       return native.buildTraceSync(...forBuild(taken), taken.join);
     } finally {
@@ -260,7 +268,8 @@ class Profiler extends EventTarget {
   /**
    * `pprof`: `{ cpuTime, lines }` for a pprof format, `sourceMaps` (default: on unless
    * SELFPROF_SOURCE_MAPS=0), `sourceText` (the trace's hot lines' text, from the files of
-   * the scripts this process loaded and from maps' sourcesContent).
+   * the scripts this process loaded and from maps' sourcesContent), `profilerFrames`
+   * (default: hidden unless SELFPROF_PROFILER_FRAMES=1).
    */
   #take(format, alsoFormat, pprof, prefetch = true) {
     const member = this.#member;
@@ -303,6 +312,7 @@ class Profiler extends EventTarget {
       lines: pprof.lines ?? false,
       sourceText: pprof.sourceText ? 'scripts' : undefined,
       labelPath: labels.labelPath(),
+      ...profilerFrames.buildOptions(pprof.profilerFrames, process.env),
     };
     const recordings = member.recordings;
     member.recordings = [];
@@ -407,7 +417,13 @@ async function fromCpuProfile(profile, options) {
   const chunks = [{ profile: JSON.stringify(profile) }];
   // A profile from anywhere: its scripts are only names, so its text comes from maps alone.
   const sourceText = format !== 'pprof' && options?.sourceText !== false ? 'maps' : undefined;
-  const build = { originUs: profile.startTime, format, sourceText, ...symbolize.buildOptions(options?.sourceMaps, symbolize.runtimeScripts(profile)) };
+  const build = {
+    originUs: profile.startTime,
+    format,
+    sourceText,
+    ...symbolize.buildOptions(options?.sourceMaps, symbolize.runtimeScripts(profile)),
+    ...profilerFrames.buildOptions(options?.profilerFrames, process.env),
+  };
   try {
     return format === 'json' ? await traceObject(await native.buildTraceParts(chunks, build)) : await native.buildTrace(chunks, build);
   } finally {

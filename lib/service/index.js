@@ -14,6 +14,7 @@ const { native, unavailable } = require('../native');
 const { version: profilerVersion } = require('../../package.json');
 const { gitMetadata } = require('./git');
 const symbolize = require('../symbolize');
+const profilerFrames = require('../profiler-frames');
 const { startHeapSampling } = require('../capture/heap');
 const { ThreadHub, wrapWorkers, threadName } = require('./threads');
 const { wireTracers } = require('../integrations/auto');
@@ -76,6 +77,7 @@ class Session {
           sampleInterval: this.#options.sampleInterval,
           heap: this.#options.heap,
           heapSamplingInterval: this.#options.heapSamplingInterval,
+          profilerFrames: this.#options.profilerFrames,
         };
         wrapWorkers(config);
         this.#hub = new ThreadHub(config);
@@ -128,6 +130,7 @@ class Session {
     return finished[stopForExport](this.#options.collectCpuTime, this.#withTrace, {
       lines: this.#options.lines,
       sourceMaps: this.#options.sourceMaps,
+      profilerFrames: this.#options.profilerFrames,
       dialects,
       threads: () =>
         collected.then((c) => (c.threads.length ? { threadName: self.name, threadId: self.id, osThreadId: self.osId, threads: c.threads } : {})),
@@ -186,6 +189,7 @@ class Session {
           trace: this.#withTrace,
           dialects: JSON.stringify(dialects),
           ...symbolize.buildOptions(this.#options.sourceMaps, symbolize.runtimeScriptsOf(scripts)),
+          ...profilerFrames.buildOptions(this.#options.profilerFrames, process.env),
         },
       );
       const [pprof, trace] = this.#withTrace ? out : [out[0], undefined];

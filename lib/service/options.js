@@ -119,6 +119,7 @@ const START_KEYS = [
   'workers',
   'sourceMaps',
   'spanLabels',
+  'profilerFrames',
   'exporters',
   'pyroscope',
 ];
@@ -145,7 +146,7 @@ function validate(options) {
   for (const [k, v] of Object.entries(tags)) {
     if (typeof v !== 'string') throw new TypeError(`start: tag ${JSON.stringify(k)} must be a string`);
   }
-  for (const key of ['collectCpuTime', 'lines', 'heap', 'workers', 'sourceMaps', 'spanLabels']) {
+  for (const key of ['collectCpuTime', 'lines', 'heap', 'workers', 'sourceMaps', 'spanLabels', 'profilerFrames']) {
     if (o[key] !== undefined && typeof o[key] !== 'boolean') throw new TypeError(`start: ${key} must be a boolean`);
   }
   const exporters = o.exporters ?? [];
@@ -171,6 +172,8 @@ function validate(options) {
     lines: o.lines ?? false,
     // undefined: on, unless SELFPROF_SOURCE_MAPS=0 (read at each build).
     sourceMaps: o.sourceMaps,
+    // undefined: hidden, unless SELFPROF_PROFILER_FRAMES=1 (read at each build).
+    profilerFrames: o.profilerFrames,
     exporters,
     pyroscope,
   };

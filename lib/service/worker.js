@@ -10,6 +10,9 @@ const wt = require('node:worker_threads');
 
 const AGENT = Symbol.for('selfprof.workerAgent');
 
+/** The session's `profilerFrames` (undefined: SELFPROF_PROFILER_FRAMES decides). */
+const frames = (config) => (typeof config?.profilerFrames === 'boolean' ? config.profilerFrames : undefined);
+
 function agent() {
   const { performance } = require('node:perf_hooks');
   const { native } = require('../native');
@@ -63,7 +66,8 @@ function agent() {
     } else begin();
     let trace = null;
     try {
-      trace = finished ? await finished.stop({ format: 'json-gzip' }) : null;
+      // selfprof's own frames as the session shows them (`start({ profilerFrames })`).
+      trace = finished ? await finished.stop({ format: 'json-gzip', profilerFrames: frames(config) }) : null;
     } catch (err) {
       warnOnce('worker-collect', `selfprof: worker ${wt.threadId}'s recording could not be built: ${err.message}`);
     }
@@ -124,7 +128,7 @@ function agent() {
     ended = true;
     let trace = null;
     try {
-      trace = profiler ? profiler[stopSync]('json-gzip')[0] : null;
+      trace = profiler ? profiler[stopSync]('json-gzip', undefined, { profilerFrames: frames(config) })[0] : null;
     } catch {
       trace = null;
     }

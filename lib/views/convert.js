@@ -5,6 +5,7 @@
 // gzip'd). The work is in src/convert.rs and src/pprof_decode.rs.
 
 const { native, unavailable } = require('../native');
+const profilerFrames = require('../profiler-frames');
 
 const TARGETS = ['cpuprofile', 'folded', 'pprof', 'trace'];
 
@@ -42,6 +43,7 @@ function inputBytes(input) {
  * JSON text, `{ to: 'folded' }` folded stacks (`outer;...;leaf count` lines),
  * `{ to: 'trace' }` the spec trace's JSON, `{ to: 'pprof' }` a Buffer of gzip'd pprof
  * (`lines: true`: samples at line-level locations from the trace's line ticks).
+ * selfprof's own frames are hidden (`profilerFrames: true`: as recorded).
  */
 function convert(input, options) {
   const to = options?.to;
@@ -55,7 +57,8 @@ function convert(input, options) {
   // another machine, or rebuilt since); selfprof's own traces were mapped when recorded.
   const sourceMaps = options.sourceMaps ?? false;
   if (typeof sourceMaps !== 'boolean') throw new TypeError(`convert: sourceMaps must be a boolean, got ${typeof sourceMaps}`);
-  return native.convertProfile(inputBytes(input), to, lines, sourceMaps);
+  const { profilerFrames: show, profilerRoots } = profilerFrames.buildOptions(profilerFrames.checkOption(options.profilerFrames, 'convert'));
+  return native.convertProfile(inputBytes(input), to, lines, sourceMaps, show, profilerRoots);
 }
 
 /**
@@ -63,7 +66,7 @@ function convert(input, options) {
  * `{ sourceMaps: true }` maps its frames through the source maps found here.
  */
 function readProfile(input, options) {
-  return JSON.parse(convert(input, { to: 'trace', sourceMaps: options?.sourceMaps }));
+  return JSON.parse(convert(input, { to: 'trace', sourceMaps: options?.sourceMaps, profilerFrames: options?.profilerFrames }));
 }
 
 module.exports = { convert, readProfile, TARGETS };

@@ -14,6 +14,7 @@ const { readProfile } = require('./convert');
 const PSEUDO = { gc: '(garbage collector)', other: '(program)' };
 
 function location(trace, frame) {
+  if (frame.resourceId === undefined && frame.name === '(selfprof)') return '(profiler)';
   if (frame.resourceId === undefined) return '(native)';
   const r = trace.resources[frame.resourceId];
   return frame.line === undefined ? r : `${r}:${frame.line}:${frame.column}`;
@@ -92,18 +93,19 @@ function compare(a, b) {
  * The change from profile `a` (baseline) to profile `b`: `{ a: { samples, busy }, b,
  * functions: [{ name, location, samples, self: { a, b, delta }, total: { a, b, delta } }] }`,
  * shares in % of each side's busy samples, delta in percentage points, biggest |Δ self|
- * first. Inputs as `readProfile` takes them (trace, V8 CPU profile, pprof).
+ * first. Inputs as `readProfile` takes them (trace, V8 CPU profile, pprof), selfprof's own
+ * frames hidden unless `profilerFrames: true`.
  */
-function diffProfiles(a, b, { ignoreLines = false } = {}) {
-  const ta = readProfile(a);
-  const tb = readProfile(b);
+function diffProfiles(a, b, { ignoreLines = false, profilerFrames } = {}) {
+  const ta = readProfile(a, { profilerFrames });
+  const tb = readProfile(b, { profilerFrames });
   const all = () => true;
   return compare(countSide(ta, all, ignoreLines), countSide(tb, all, ignoreLines));
 }
 
 /** The change from samples with label `key` = `a` to those with `key` = `b` (null: without the label). */
-function diffLabelValues(trace, key, a, b, { ignoreLines = false } = {}) {
-  const t = readProfile(trace);
+function diffLabelValues(trace, key, a, b, { ignoreLines = false, profilerFrames } = {}) {
+  const t = readProfile(trace, { profilerFrames });
   const has = (value) => (s) => {
     const labels = s.contextId === undefined ? undefined : t.contexts[s.contextId].labels;
     // Own properties only: a label key such as `constructor` must not find Object's.

@@ -47,6 +47,8 @@ function topFunctions(trace, { limit = 10 } = {}) {
 }
 
 function location(trace, frame) {
+  // `(selfprof)`: the profiler's own work, its frames hidden (src/trace/profiler_frames.rs).
+  if (frame.resourceId === undefined && frame.name === '(selfprof)') return '(profiler)';
   if (frame.resourceId === undefined) return '(native)';
   const resource = trace.resources[frame.resourceId];
   if (frame.line === undefined) return resource;

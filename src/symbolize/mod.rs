@@ -41,6 +41,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
 pub use cache::CacheStats;
+pub(crate) use locate::percent_decode;
 pub use text::SourceText;
 
 /// Bounds on what mapping reads and keeps.

@@ -4,6 +4,7 @@
 //! "get an element ID").
 
 pub mod join;
+pub mod profiler_frames;
 pub mod v8_profile;
 
 use crate::capture::ring::{self, Entry};

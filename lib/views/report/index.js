@@ -29,9 +29,9 @@ function client() {
  * pprof bytes, read and checked by the Rust reader: every id in range, so the page never
  * meets a dangling one.
  */
-function traceObject(input, what = '', sourceMaps = false) {
+function traceObject(input, what = '', sourceMaps = false, profilerFrames = false) {
   try {
-    return readProfile(input, { sourceMaps });
+    return readProfile(input, { sourceMaps, profilerFrames });
   } catch (err) {
     if (err.code === 'ERR_SELFPROF_UNAVAILABLE') throw err; // no addon here, not a bad input
     throw new TypeError(`htmlReport: ${what}${err.message.replace(/^convert: /, '')}`);
@@ -64,14 +64,27 @@ const VIEWS = ['flame', 'timeorder', 'sandwich', 'diff'];
  *   maps' sourcesContent; no file is read here); false: none;
  * - `view`: the view to open (`flame`, `timeorder`, `sandwich`, `diff`);
  * - `sourceMaps` (default false): map the frames through the source maps found here first
- *   (a trace from `stop()` or `record` was mapped when it was built).
+ *   (a trace from `stop()` or `record` was mapped when it was built);
+ * - `profilerFrames` (default false): show selfprof's own frames as recorded, rather than
+ *   hidden (src/trace/profiler_frames.rs).
  */
 function htmlReport(trace, options = {}) {
-  const { title = 'selfprof report', sampleInterval, baseline, baselineName, name, labelDiff, sources = true, view, sourceMaps = false } =
-    options ?? {};
+  const {
+    title = 'selfprof report',
+    sampleInterval,
+    baseline,
+    baselineName,
+    name,
+    labelDiff,
+    sources = true,
+    view,
+    sourceMaps = false,
+    profilerFrames = false,
+  } = options ?? {};
   if (typeof sourceMaps !== 'boolean') throw new TypeError('htmlReport: sourceMaps must be a boolean');
-  const main = traceObject(trace, '', sourceMaps);
-  const base = baseline === undefined || baseline === null ? undefined : traceObject(baseline, 'baseline: ', sourceMaps);
+  if (typeof profilerFrames !== 'boolean') throw new TypeError('htmlReport: profilerFrames must be a boolean');
+  const main = traceObject(trace, '', sourceMaps, profilerFrames);
+  const base = baseline === undefined || baseline === null ? undefined : traceObject(baseline, 'baseline: ', sourceMaps, profilerFrames);
   if (view !== undefined && !VIEWS.includes(view)) {
     throw new TypeError(`htmlReport: view must be one of ${VIEWS.join(', ')}, got ${JSON.stringify(view)}`);
   }

@@ -74,6 +74,8 @@ function makeModel(trace) {
   }
   const url = (f) => (f.resourceId === undefined ? '' : resources[f.resourceId]);
   const locationOf = (f) => {
+    // `(selfprof)`: the profiler's own work, its frames hidden (src/trace/profiler_frames.rs).
+    if (f && f.resourceId === undefined && f.name === '(selfprof)') return '(profiler)';
     if (!f || f.resourceId === undefined) return f ? '(native)' : '';
     const r = resources[f.resourceId].replace(/^file:\/\//, '');
     return f.line === undefined ? r : `${r}:${f.line}:${f.column}`;
