@@ -317,8 +317,8 @@ function diffCommand(argv) {
       require('..').htmlReport(tb, {
         title: `selfprof diff: A ${na} → B ${nb}`,
         baseline: ta,
-        baselineName: `A: ${na}`,
-        name: `B: ${nb}`,
+        baselineName: na,
+        name: nb,
         sources,
         profilerFrames,
       });
