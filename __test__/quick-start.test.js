@@ -61,10 +61,13 @@ test("the README's quick start runs as written, CommonJS and ES module", (t) => 
 });
 
 test('a TypeScript user file using the whole API compiles with --strict, CommonJS and ESM, without @types/node', (t) => {
-  const fixtures = path.join(__dirname, 'fixtures', 'user-types');
+  const cjs = fs.readFileSync(path.join(__dirname, 'fixtures', 'user-types', 'app.cts'), 'utf8');
+  // The same file as an ES module: only the import differs.
+  const esm = cjs.replace("import selfprof = require('selfprof');", "import * as selfprof from 'selfprof';");
+  assert.notEqual(esm, cjs);
   const dir = project(t, {
-    'app.cts': fs.readFileSync(path.join(fixtures, 'app.cts'), 'utf8'),
-    'app.mts': fs.readFileSync(path.join(fixtures, 'app.mts'), 'utf8'),
+    'app.cts': cjs,
+    'app.mts': esm,
     'package.json': '{"name":"user","private":true}',
     'tsconfig.json': JSON.stringify({
       compilerOptions: { strict: true, noEmit: true, module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', types: [], skipLibCheck: false },
