@@ -8,12 +8,40 @@
 // the calls that need the addon (`new Profiler`, the converters) throw `unavailable()`.
 
 /** The platforms with a prebuilt binary (npm packages `selfprof-<platform>`). */
-const PREBUILT = ['linux-x64-gnu', 'linux-arm64-gnu', 'linux-x64-musl', 'linux-arm64-musl', 'darwin-x64', 'darwin-arm64'];
+const PREBUILT = ['linux-x64-gnu', 'linux-arm64-gnu', 'linux-x64-musl', 'linux-arm64-musl', 'darwin-x64', 'darwin-arm64', 'win32-x64'];
+
+/**
+ * The binding. napi's generated loader looks for an MSVC build on Windows; selfprof's
+ * Windows binary is its own package (built with mingw-w64, a Node-API addon like any), so
+ * it is looked for first there: beside this package (a build copied in), then the package.
+ */
+function load() {
+  if (process.platform !== 'win32' || process.arch !== 'x64' || process.env.NAPI_RS_NATIVE_LIBRARY_PATH) return require('../binding.js');
+  const failed = [];
+  for (const id of ['../selfprof.win32-x64.node', 'selfprof-win32-x64']) {
+    try {
+      return require(id);
+    } catch (err) {
+      failed.push(err);
+    }
+  }
+  try {
+    return require('../binding.js');
+  } catch (err) {
+    // The causes say why: the package is missing, or it is there and did not load.
+    let cause = err;
+    for (const e of failed.reverse()) {
+      e.cause ??= cause;
+      cause = e;
+    }
+    throw new Error('selfprof-win32-x64 did not load', { cause });
+  }
+}
 
 let native = null;
 let loadError = null;
 try {
-  native = require('../binding.js');
+  native = load();
 } catch (err) {
   loadError = err;
 }
@@ -47,10 +75,7 @@ function causes(err) {
 function whyNot() {
   if (!loadError) return '';
   const platform = hostPlatform();
-  if (!PREBUILT.includes(platform)) {
-    const why = process.platform === 'win32' ? ': V8 samples without signals there, and labels need them' : '';
-    return `no prebuilt binary for ${platform}${why}`;
-  }
+  if (!PREBUILT.includes(platform)) return `no prebuilt binary for ${platform}`;
   const all = causes(loadError);
   // A package that is there but does not load (wrong libc, a too-old glibc) says more
   // than the paths that were not found.
@@ -62,7 +87,7 @@ function whyNot() {
 function unavailable(what) {
   const err = new Error(
     `selfprof: ${what} is not available on ${hostPlatform()}: ${whyNot()}. ` +
-      `Prebuilt for ${PREBUILT.join(', ')}; Windows is not supported. ` +
+      `Prebuilt for ${PREBUILT.join(', ')}. ` +
       'Labels (withLabels/setLabels/getLabels) still work.',
   );
   err.code = 'ERR_SELFPROF_UNAVAILABLE';
