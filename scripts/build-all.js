@@ -363,15 +363,22 @@ const napiSteps = targets.some((t) => !WINDOWS[t])
       ['artifacts', '--output-dir', 'artifacts', '--npm-dir', 'npm'], // artifacts/*.node -> npm/<platform>/
     ]
   : [];
+// (A failure is reported after the source build is back: `napi artifacts` removes the
+// root's copies of the targets it found no artifact for.)
+let napiFailure = null;
 try {
   for (const args of napiSteps) {
     const r = spawnSync(napi, args, { cwd: root, encoding: 'utf8' });
-    if (r.status !== 0) fail(`napi ${args[0]} failed:\n${r.stdout}${r.stderr}`);
+    if (r.status !== 0) {
+      napiFailure = `napi ${args[0]} failed:\n${r.stdout}${r.stderr}`;
+      break;
+    }
   }
 } finally {
   for (const f of rootBinaries()) if (!sourceBuilds.has(f)) fs.rmSync(path.join(root, f));
   for (const [f, bytes] of sourceBuilds) fs.writeFileSync(path.join(root, f), bytes, { mode: 0o755 });
 }
+if (napiFailure) fail(napiFailure);
 for (const r of results) {
   const dest = path.join(root, 'npm', r.platform, `${pkg.napi.binaryName}.${r.platform}.node`);
   if (!fs.existsSync(dest)) fail(`napi artifacts did not put ${r.platform}'s binary in ${path.relative(root, dest)}`);
