@@ -88,7 +88,8 @@ test('samples are spaced by about the sample interval', async (t) => {
   const gaps = trace.samples.slice(1).map((s, i) => s.timestamp - trace.samples[i].timestamp).sort((a, b) => a - b);
   const median = gaps[gaps.length >> 1];
   t.diagnostic(`10 ms interval: ${trace.samples.length} samples, median gap ${median.toFixed(2)} ms`);
-  assert.ok(median > 7.5 && median < 12.5, `median gap ${median}`);
+  // Under wine (where the Windows build is tested) V8's sampler wakes a few ms late.
+  assert.ok(median > 7.5 && median < (BY_SIGNAL ? 12.5 : 20), `median gap ${median}`);
 });
 
 test('stop() on a stopped profiler rejects with InvalidStateError', async () => {
