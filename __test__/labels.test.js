@@ -12,9 +12,11 @@ const { spin, assertValidTrace, stackFrames, samplesIn, labelVerdicts, assertOwn
 // Where V8 samples without a signal (Windows), samples are joined to the label switches by
 // time: no cpuTime, and every label set switched to while recording is kept.
 const BY_TIME = native.labelJoin() !== 'signal';
-// How long each busy function runs where a few samples each are needed. Under wine
-// (where Windows is tested) V8's sampler now and then stalls for tens of ms.
+// How long each busy function runs where a few samples each are needed (and each step of
+// a request below). Under wine (where Windows is tested) V8's sampler now and then stalls
+// for tens of ms.
 const BUSY_MS = BY_TIME ? 60 : 25;
+const STEP_MS = BY_TIME ? 2 : 1;
 
 // One distinctly named busy function per endpoint.
 function usersHandlerWork(ms) {
@@ -52,15 +54,15 @@ test('≥ 200 concurrent labeled requests: samples carry their own request’s l
     const span_id = spanId(i);
     endpointOfSpan.set(span_id, endpoint);
     return withLabels({ endpoint, span_id }, async () => {
-      work(1);
+      work(STEP_MS);
       await null;
-      work(1);
+      work(STEP_MS);
       await new Promise((resolve) => setImmediate(resolve));
-      work(1);
+      work(STEP_MS);
       await sleep(1);
-      work(1);
+      work(STEP_MS);
       await new Promise((resolve) => process.nextTick(resolve));
-      work(1);
+      work(STEP_MS);
       assert.deepEqual(getLabels(), { endpoint, span_id });
     });
   }
