@@ -27,11 +27,12 @@ function load() {
   }
   try {
     return require('../binding.js');
-  } catch (err) {
-    // The causes say why: the package is missing, or it is there and did not load.
-    let cause = err;
+  } catch {
+    // Why selfprof's own did not load (the package is missing, or it is there and did not
+    // load); napi's loader looked for other names.
+    let cause;
     for (const e of failed.reverse()) {
-      e.cause ??= cause;
+      if (cause !== undefined) e.cause ??= cause;
       cause = e;
     }
     throw new Error('selfprof-win32-x64 did not load', { cause });
@@ -80,7 +81,8 @@ function whyNot() {
   // A package that is there but does not load (wrong libc, a too-old glibc) says more
   // than the paths that were not found.
   const real = all.find((m) => !/Cannot find module/.test(m));
-  return real ? `the native addon did not load: ${real}` : `the package selfprof-${platform} is not installed (npm left out the optional dependency?)`;
+  // (Windows' messages end with a period, and a carriage return before the path.)
+  return real ? `the native addon did not load: ${real.replace(/[.\s]+$/, '')}` : `the package selfprof-${platform} is not installed (npm left out the optional dependency?)`;
 }
 
 /** The one-line error for using what needs the addon where it did not load. */

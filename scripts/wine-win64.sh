@@ -8,6 +8,7 @@
 # 2. The packed tarballs (main + selfprof-win32-x64) installed offline with
 #    `npm install --os=win32 --cpu=x64`, and __test__/fixtures/installed-app.js run on them
 #    (a Profiler and service mode), then the CLI (report, convert) on a recording.
+# 3. The main package alone: labels work, the Profiler says the Windows package is missing.
 #
 # Wine's ways: writing to a pipe fails under it, so every Node run writes to files; Node
 # for Windows refuses wine's Windows version unless NODE_SKIP_PLATFORM_CHECK=1; and wine 8
@@ -156,6 +157,29 @@ else
   failed=$((failed + 1))
 fi
 echo "  (installed app and CLI on win32-x64: $((SECONDS - t0)) s)"
+
+# 3. The main package alone (npm left the Windows one out): labels work, the Profiler
+# says why it is not there.
+alone=$work/alone
+mkdir -p "$alone"
+echo '{"name":"scratch-win64-alone","version":"1.0.0","private":true}' >"$alone/package.json"
+(cd "$alone" && npm install --offline --force --no-audit --no-fund --os=win32 --cpu=x64 --omit=optional --cache "$work/npm-cache" \
+  "$work/tarballs"/selfprof-[0-9]*.tgz) >"$work/npm-alone.log" 2>&1 || { cat "$work/npm-alone.log"; exit 1; }
+cat >"$alone/app.js" <<'EOF'
+const selfprof = require('selfprof');
+const out = { labels: selfprof.withLabels({ endpoint: 'GET /x' }, () => selfprof.getLabels()) };
+try { new selfprof.Profiler({ sampleInterval: 10, maxBufferSize: 10 }); } catch (err) { out.profiler = err.message; }
+require('node:fs').writeFileSync('alone-out.json', JSON.stringify(out));
+EOF
+if (cd "$alone" && run app.js </dev/null >"$work/alone.log" 2>&1) &&
+  grep -q '"endpoint":"GET /x"' "$alone/alone-out.json" &&
+  grep -q 'not available on win32-x64: the package selfprof-win32-x64 is not installed' "$alone/alone-out.json"; then
+  echo "  ok   the main package alone on win32-x64: labels work, and the Profiler says: $(sed 's/.*"profiler":"\([^"]*\)".*/\1/' "$alone/alone-out.json")"
+  passed=$((passed + 1))
+else
+  echo "  FAIL the main package alone on win32-x64: $(cat "$alone/alone-out.json" 2>/dev/null) $(cat "$work/alone.log")"
+  failed=$((failed + 1))
+fi
 
 echo "wine-win64: $((SECONDS - start)) s"
 echo "wine-win64: $passed passed, $failed failed"
