@@ -92,11 +92,11 @@ test('binding hidden: the app runs, labels work, start() warns once, Profiler th
   assert.equal(warnings.length, 1, `one warning, got:\n${stderr}`);
   const platform = require('../lib/native').hostPlatform();
   assert.match(warnings[0], new RegExp(`selfprof: profiling is not available on ${platform}: the package selfprof-${platform} is not installed`));
-  assert.match(warnings[0], /Prebuilt for linux-x64-gnu, linux-arm64-gnu, linux-x64-musl, linux-arm64-musl, darwin-x64, darwin-arm64; Windows is not supported/);
+  assert.match(warnings[0], /Prebuilt for linux-x64-gnu, linux-arm64-gnu, linux-x64-musl, linux-arm64-musl, darwin-x64, darwin-arm64, win32-x64\. Labels/);
   assert.doesNotMatch(stderr, /npm has a bug/, 'not the generated loader\'s message');
   assert.equal(out.profiler.name, 'Error');
   assert.equal(out.profiler.code, 'ERR_SELFPROF_UNAVAILABLE');
-  assert.match(out.profiler.message, new RegExp(`^selfprof: the Profiler is not available on ${platform}: .*Prebuilt for linux-x64-gnu, .*darwin-arm64; Windows is not supported`));
+  assert.match(out.profiler.message, new RegExp(`^selfprof: the Profiler is not available on ${platform}: .*Prebuilt for linux-x64-gnu, .*darwin-arm64, win32-x64\\. Labels`));
   assert.doesNotMatch(out.profiler.message, /\n/, 'one line');
   assert.match(out.convert, /^selfprof: convert is not available on /);
   assert.equal(fs.existsSync(profiles), false, 'nothing was profiled or written');

@@ -9,6 +9,9 @@ const v8 = require('node:v8');
 const vm = require('node:vm');
 const { Profiler, fromCpuProfile, withLabels } = require('..');
 const { spin, definitionOf, assertValidTrace, stackFrames, samplesIn } = require('./helpers');
+// Where V8 samples without a signal (Windows), samples are joined to labels by time and
+// carry no cpuTime.
+const BY_SIGNAL = require('../lib/native').native.labelJoin() === 'signal';
 
 function selfprofBusyLoop(ms) {
   return spin(ms);
@@ -85,7 +88,8 @@ test('samples are spaced by about the sample interval', async (t) => {
   const gaps = trace.samples.slice(1).map((s, i) => s.timestamp - trace.samples[i].timestamp).sort((a, b) => a - b);
   const median = gaps[gaps.length >> 1];
   t.diagnostic(`10 ms interval: ${trace.samples.length} samples, median gap ${median.toFixed(2)} ms`);
-  assert.ok(median > 7.5 && median < 12.5, `median gap ${median}`);
+  // Under wine (where the Windows build is tested) V8's sampler wakes a few ms late.
+  assert.ok(median > 7.5 && median < (BY_SIGNAL ? 12.5 : 20), `median gap ${median}`);
 });
 
 test('stop() on a stopped profiler rejects with InvalidStateError', async () => {
@@ -179,8 +183,8 @@ test("a labeled trace object's samples have the members JSON.parse of its JSON g
   for (const s of trace.samples) {
     assert.deepEqual(Object.keys(s), order.filter((k) => k in s), `sample ${JSON.stringify(s)}`);
   }
-  const whole = trace.samples.filter((s) => Object.keys(s).length === 4 && s.contextId !== undefined);
-  assert.ok(whole.length > 10, `${whole.length} samples with a stack, labels and CPU time`);
+  const whole = trace.samples.filter((s) => Object.keys(s).length === (BY_SIGNAL ? 4 : 3) && s.contextId !== undefined);
+  assert.ok(whole.length > 10, `${whole.length} samples with a stack, labels${BY_SIGNAL ? ' and CPU time' : ''}`);
   assert.ok(trace.samples.some((s) => s.contextId === undefined), 'a sample without labels');
 });
 

@@ -80,6 +80,7 @@ fn main() {
       entries: entries.clone(),
       lookup: Box::new(lookup),
       cpu_start_ns: Some(0),
+      by_time: false,
     });
     builder
       .add_profile(

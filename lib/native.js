@@ -8,7 +8,36 @@
 // the calls that need the addon (`new Profiler`, the converters) throw `unavailable()`.
 
 /** The platforms with a prebuilt binary (npm packages `selfprof-<platform>`). */
-const PREBUILT = ['linux-x64-gnu', 'linux-arm64-gnu', 'linux-x64-musl', 'linux-arm64-musl', 'darwin-x64', 'darwin-arm64'];
+const PREBUILT = ['linux-x64-gnu', 'linux-arm64-gnu', 'linux-x64-musl', 'linux-arm64-musl', 'darwin-x64', 'darwin-arm64', 'win32-x64'];
+
+/**
+ * The binding. napi's generated loader looks for an MSVC build on Windows; selfprof's
+ * Windows binary is its own package (built with mingw-w64, a Node-API addon like any), so
+ * it is looked for first there: beside this package (a build copied in), then the package.
+ */
+function load() {
+  if (process.platform !== 'win32' || process.arch !== 'x64' || process.env.NAPI_RS_NATIVE_LIBRARY_PATH) return require('../binding.js');
+  const failed = [];
+  for (const id of ['../selfprof.win32-x64.node', 'selfprof-win32-x64']) {
+    try {
+      return require(id);
+    } catch (err) {
+      failed.push(err);
+    }
+  }
+  try {
+    return require('../binding.js');
+  } catch {
+    // Why selfprof's own did not load (the package is missing, or it is there and did not
+    // load); napi's loader looked for other names.
+    let cause;
+    for (const e of failed.reverse()) {
+      if (cause !== undefined) e.cause ??= cause;
+      cause = e;
+    }
+    throw new Error('selfprof-win32-x64 did not load', { cause });
+  }
+}
 
 // Every copy of selfprof says where its files are, whatever it was loaded for: a build
 // hides their frames (lib/profiler-frames.js).
@@ -17,7 +46,7 @@ require('./profiler-frames');
 let native = null;
 let loadError = null;
 try {
-  native = require('../binding.js');
+  native = load();
 } catch (err) {
   loadError = err;
 }
@@ -51,22 +80,20 @@ function causes(err) {
 function whyNot() {
   if (!loadError) return '';
   const platform = hostPlatform();
-  if (!PREBUILT.includes(platform)) {
-    const why = process.platform === 'win32' ? ': V8 samples without signals there, and labels need them' : '';
-    return `no prebuilt binary for ${platform}${why}`;
-  }
+  if (!PREBUILT.includes(platform)) return `no prebuilt binary for ${platform}`;
   const all = causes(loadError);
   // A package that is there but does not load (wrong libc, a too-old glibc) says more
   // than the paths that were not found.
   const real = all.find((m) => !/Cannot find module/.test(m));
-  return real ? `the native addon did not load: ${real}` : `the package selfprof-${platform} is not installed (npm left out the optional dependency?)`;
+  // (Windows' messages end with a period, and a carriage return before the path.)
+  return real ? `the native addon did not load: ${real.replace(/[.\s]+$/, '')}` : `the package selfprof-${platform} is not installed (npm left out the optional dependency?)`;
 }
 
 /** The one-line error for using what needs the addon where it did not load. */
 function unavailable(what) {
   const err = new Error(
     `selfprof: ${what} is not available on ${hostPlatform()}: ${whyNot()}. ` +
-      `Prebuilt for ${PREBUILT.join(', ')}; Windows is not supported. ` +
+      `Prebuilt for ${PREBUILT.join(', ')}. ` +
       'Labels (withLabels/setLabels/getLabels) still work.',
   );
   err.code = 'ERR_SELFPROF_UNAVAILABLE';

@@ -10,15 +10,22 @@
 // - macOS: a Mach-O of the right CPU that loads only libSystem, and every undefined
 //   symbol is one libSystem exports for that architecture (read from the libSystem.tbd
 //   that zig ships), so nothing Linux-only is left. It is built here, never run.
+// - Windows x64 (`x86_64-pc-windows-gnu`, outside napi's targets: see pack.js `WINDOWS`):
+//   built by the napi CLI the way it supports that target, with Debian's mingw-w64 as the
+//   linker and no `-x`; Node-API comes from node.exe at load time (napi's `dyn-symbols`), so
+//   the libnode.dll napi-build asks for is an empty stand-in. Checked: a 64-bit x64 PE DLL
+//   exporting only `napi_register_module_v1`, importing only from DLLs every Windows 10
+//   has (or node.exe), each function one mingw-w64's import library for that DLL declares.
 //
-// Usage: node scripts/build-all.js [triple ...]   (default: every napi target)
-// Needs: rustup targets, cargo-zigbuild and zig (scripts/setup-cross.sh installs them),
-// readelf and llvm-nm/llvm-objdump. Prints a line per target and writes
+// Usage: node scripts/build-all.js [triple ...]   (default: every napi target, and Windows)
+// Needs: rustup targets, cargo-zigbuild and zig, mingw-w64 (scripts/setup-cross.sh
+// installs them), readelf and llvm-nm/llvm-objdump. Prints a line per target and writes
 // artifacts/summary.json (sizes, times, checks) for docs/development.md and the pack test.
 
 const { execFileSync, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+const { WINDOWS } = require('./pack');
 
 const root = path.resolve(__dirname, '..');
 const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
@@ -30,6 +37,7 @@ const started = Date.now();
 
 /** napi's platform name of a triple, as its package and file names use it. */
 function platformOf(triple) {
+  if (WINDOWS[triple]) return WINDOWS[triple];
   const [arch, , os, abi] = triple.split('-');
   const cpu = { x86_64: 'x64', aarch64: 'arm64' }[arch];
   if (!cpu) throw new Error(`build-all: unsupported architecture in ${triple}`);
@@ -49,9 +57,10 @@ function run(cmd, args, options = {}) {
 
 // --- preflight: say what is missing in one line each, rather than fail half-way ---------
 const wanted = process.argv.slice(2);
-const known = pkg.napi.targets;
-for (const t of wanted) if (!known.includes(t)) fail(`${JSON.stringify(t)} is not one of package.json's napi.targets: ${known.join(', ')}`);
+const known = [...pkg.napi.targets, ...Object.keys(WINDOWS)];
+for (const t of wanted) if (!known.includes(t)) fail(`${JSON.stringify(t)} is not one of package.json's napi.targets or Windows': ${known.join(', ')}`);
 const targets = wanted.length ? wanted : known;
+const MINGW_LINKER = 'x86_64-w64-mingw32-gcc';
 {
   const missing = [];
   const installed = run('rustup', ['target', 'list', '--installed']).split('\n');
@@ -63,6 +72,9 @@ const targets = wanted.length ? wanted : known;
   if (pyzig.status !== 0) missing.push('zig (pip install ziglang)');
   for (const tool of ['readelf', 'llvm-nm', 'llvm-objdump']) {
     if (spawnSync(tool, ['--version'], { stdio: 'ignore' }).status !== 0) missing.push(`${tool} (apt-get install binutils llvm)`);
+  }
+  if (targets.some((t) => WINDOWS[t]) && spawnSync(MINGW_LINKER, ['--version'], { stdio: 'ignore' }).status !== 0) {
+    missing.push(`${MINGW_LINKER} (apt-get install gcc-mingw-w64-x86-64-win32)`);
   }
   if (missing.length) fail(`missing: ${missing.join('; ')}. scripts/setup-cross.sh installs them all.`);
   console.log(`build-all: ${targets.length} targets, zig ${pyzig.stdout.trim()}, glibc floor ${GLIBC_FLOOR}`);
@@ -195,24 +207,120 @@ function checkMachO(file, cpu, floor) {
   };
 }
 
+/**
+ * The DLLs every Windows 10 (x64) has that the binary may import from, by lower-case
+ * name, with mingw-w64's import library that declares their functions (a list where it
+ * has none). node.exe exports Node-API (napi loads it at run time, but an import would do).
+ */
+const WINDOWS_DLLS = {
+  'kernel32.dll': 'kernel32',
+  'ntdll.dll': 'ntdll',
+  'msvcrt.dll': 'msvcrt',
+  'advapi32.dll': 'advapi32',
+  'ws2_32.dll': 'ws2_32',
+  'userenv.dll': 'userenv',
+  'api-ms-win-core-synch-l1-2-0.dll': 'synchronization',
+  // Rust's std draws its random seeds from here (Windows 10's).
+  'bcryptprimitives.dll': ['ProcessPrng'],
+  'node.exe': null,
+};
+const MINGW_LIB = '/usr/x86_64-w64-mingw32/lib';
+const importLibCache = new Map();
+/** The functions (and data) mingw-w64's import library `lib<name>.a` declares. */
+function importLib(name) {
+  if (!importLibCache.has(name)) {
+    const file = path.join(MINGW_LIB, `lib${name}.a`);
+    if (!fs.existsSync(file)) throw new Error(`no ${file} to check imports against (apt-get install mingw-w64-x86-64-dev)`);
+    const syms = run('llvm-nm', ['--just-symbol-name', file]).split('\n');
+    importLibCache.set(name, new Set(syms.filter((n) => n.startsWith('__imp_')).map((n) => n.slice(6))));
+  }
+  return importLibCache.get(name);
+}
+
+function checkPe(file) {
+  const bytes = fs.readFileSync(file);
+  if (bytes.readUInt16LE(0) !== 0x5a4d) throw new Error('not a PE file (no MZ header)');
+  const pe = bytes.readUInt32LE(0x3c);
+  if (bytes.readUInt32LE(pe) !== 0x00004550) throw new Error('not a PE file (no PE signature)');
+  const machine = bytes.readUInt16LE(pe + 4);
+  if (machine !== 0x8664) throw new Error(`PE machine 0x${machine.toString(16)}, expected x64 (0x8664)`);
+  if ((bytes.readUInt16LE(pe + 22) & 0x2000) === 0) throw new Error('not a DLL');
+  if (bytes.readUInt16LE(pe + 24) !== 0x20b) throw new Error('not a PE32+ (64-bit) image');
+  const dump = run('llvm-objdump', ['-p', file]);
+  const exports = [...(dump.split('Export Table:')[1] ?? '').matchAll(/^\s+\d+\s+0x[0-9a-f]+\s+(\S+)$/gm)].map((m) => m[1]);
+  if (exports.join() !== 'napi_register_module_v1') throw new Error(`exports ${exports.join(', ') || 'nothing'}; expected napi_register_module_v1 only`);
+  const imports = new Map();
+  let dll = null;
+  for (const line of (dump.split('The Import Tables:')[1] ?? '').split('Export Table:')[0].split('\n')) {
+    const d = line.match(/^\s+DLL Name: (\S+)/);
+    if (d) {
+      dll = d[1].toLowerCase();
+      if (!imports.has(dll)) imports.set(dll, []); // a DLL may have two tables (KERNEL32, kernel32)
+      continue;
+    }
+    const f = line.match(/^\s+\d+\s+([A-Za-z_][\w@?$]*)$/);
+    if (f && dll) imports.get(dll).push(f[1]);
+  }
+  if (!imports.has('kernel32.dll')) throw new Error(`imports ${[...imports.keys()].join(', ')}: no kernel32.dll, the import table was not read`);
+  const foreign = [...imports.keys()].filter((d) => !(d in WINDOWS_DLLS));
+  if (foreign.length) throw new Error(`imports from ${foreign.join(', ')}, not a DLL every Windows 10 has`);
+  let functions = 0;
+  for (const [name, fns] of imports) {
+    const known = WINDOWS_DLLS[name];
+    if (known === null) continue;
+    const declared = Array.isArray(known) ? new Set(known) : importLib(known);
+    const unknown = fns.filter((f) => !declared.has(f));
+    if (unknown.length) throw new Error(`imports from ${name} what its import library does not declare: ${unknown.join(', ')}`);
+    functions += fns.length;
+  }
+  return {
+    needed: [...imports.keys()],
+    check: `PE32+ x64 DLL exporting napi_register_module_v1; ${functions} functions from ${[...imports.keys()].join(' ')}`,
+  };
+}
+
+/**
+ * The empty stand-in for the libnode.dll napi-build links Windows GNU builds against:
+ * `-lnode` finds the empty archive; the napi functions are loaded from node.exe.
+ */
+function libnodeStandIn() {
+  const dir = path.join(root, 'target', 'selfprof-libnode');
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, 'libnode.a'), '!<arch>\n');
+  fs.writeFileSync(path.join(dir, 'libnode.dll'), '');
+  return dir;
+}
+
 // --- build -----------------------------------------------------------------------------
 // Only this run's targets are rebuilt; `napi artifacts` wants every target's binary, so
 // a run for some targets keeps the others' from an earlier run.
 fs.mkdirSync(artifacts, { recursive: true });
 for (const t of targets) fs.rmSync(path.join(artifacts, `${pkg.napi.binaryName}.${platformOf(t)}.node`), { force: true });
+// Windows builds go apart: `napi artifacts` takes every binary under artifacts/ for one of
+// napi's targets.
+const windowsOut = path.join(root, 'target', 'selfprof-windows');
+fs.rmSync(windowsOut, { recursive: true, force: true });
 const napi = path.join(root, 'node_modules', '.bin', 'napi');
 const results = [];
 for (const triple of targets) {
   const platform = platformOf(triple);
+  const windows = Boolean(WINDOWS[triple]);
   // zig takes the glibc version after the triple: the floor the binary is linked against.
   const buildTarget = triple.endsWith('-linux-gnu') ? `${triple}.${GLIBC_FLOOR}` : triple;
   const [, cpu, abi] = platform.split('-');
   const env = { ...process.env };
   if (platform.startsWith('darwin')) env.MACOSX_DEPLOYMENT_TARGET = MACOS_FLOOR[cpu];
+  if (windows) {
+    env.LIBNODE_PATH = libnodeStandIn();
+    env.CARGO_PROFILE_RELEASE_STRIP = 'symbols';
+  }
   const t0 = Date.now();
+  // Windows GNU: the napi CLI's own route (`-x` would hand it to cargo-xwin, MSVC only).
   const build = spawnSync(
     napi,
-    ['build', '--platform', '--release', '--target', buildTarget, '-x', '--output-dir', 'artifacts', '--no-js', '--dts', 'binding.d.ts'],
+    windows
+      ? ['build', '--platform', '--release', '--target', buildTarget, '--output-dir', path.relative(root, windowsOut), '--no-js', '--dts', 'binding.d.ts']
+      : ['build', '--platform', '--release', '--target', buildTarget, '-x', '--output-dir', 'artifacts', '--no-js', '--dts', 'binding.d.ts'],
     { cwd: root, encoding: 'utf8', maxBuffer: 1 << 26, env },
   );
   const seconds = (Date.now() - t0) / 1000;
@@ -220,15 +328,24 @@ for (const triple of targets) {
     process.stderr.write(build.stdout + build.stderr);
     fail(`napi build --target ${buildTarget} failed (exit ${build.status}) after ${seconds.toFixed(0)} s`);
   }
-  const file = path.join(artifacts, `${pkg.napi.binaryName}.${platform}.node`);
+  // napi names the Windows GNU build win32-x64-gnu; its package is win32-x64.
+  const file = windows
+    ? path.join(windowsOut, `${pkg.napi.binaryName}.${platform}-gnu.node`)
+    : path.join(artifacts, `${pkg.napi.binaryName}.${platform}.node`);
   if (!fs.existsSync(file)) fail(`napi build --target ${buildTarget} wrote no ${path.relative(root, file)}`);
   let info;
   try {
-    info = platform.startsWith('darwin') ? checkMachO(file, cpu, MACOS_FLOOR[cpu]) : checkElf(file, cpu, abi);
+    if (windows) info = checkPe(file);
+    else info = platform.startsWith('darwin') ? checkMachO(file, cpu, MACOS_FLOOR[cpu]) : checkElf(file, cpu, abi);
   } catch (err) {
     fail(`${platform}: ${err.message}`);
   }
   const bytes = fs.statSync(file).size;
+  if (windows) {
+    const dest = path.join(root, 'npm', platform, `${pkg.napi.binaryName}.${platform}.node`);
+    if (!fs.existsSync(path.dirname(dest))) fail(`npm/${platform}/ is missing (its package.json is in the repository)`);
+    fs.copyFileSync(file, dest);
+  }
   results.push({ triple, buildTarget, platform, seconds, bytes, ...info });
   console.log(`  ${platform.padEnd(17)} ${seconds.toFixed(0).padStart(4)} s  ${(bytes / 1024).toFixed(0).padStart(5)} KiB  ${info.check}`);
 }
@@ -239,18 +356,29 @@ for (const triple of targets) {
 // source build it had.
 const rootBinaries = () => fs.readdirSync(root).filter((f) => f.startsWith(`${pkg.napi.binaryName}.`) && f.endsWith('.node'));
 const sourceBuilds = new Map(rootBinaries().map((f) => [f, fs.readFileSync(path.join(root, f))]));
+// (A run for Windows only has none of napi's to move; its binary is in place already.)
+const napiSteps = targets.some((t) => !WINDOWS[t])
+  ? [
+      ['version'], // npm/*/package.json versions = the root's
+      ['artifacts', '--output-dir', 'artifacts', '--npm-dir', 'npm'], // artifacts/*.node -> npm/<platform>/
+    ]
+  : [];
+// (A failure is reported after the source build is back: `napi artifacts` removes the
+// root's copies of the targets it found no artifact for.)
+let napiFailure = null;
 try {
-  for (const args of [
-    ['version'], // npm/*/package.json versions = the root's
-    ['artifacts', '--output-dir', 'artifacts', '--npm-dir', 'npm'], // artifacts/*.node -> npm/<platform>/
-  ]) {
+  for (const args of napiSteps) {
     const r = spawnSync(napi, args, { cwd: root, encoding: 'utf8' });
-    if (r.status !== 0) fail(`napi ${args[0]} failed:\n${r.stdout}${r.stderr}`);
+    if (r.status !== 0) {
+      napiFailure = `napi ${args[0]} failed:\n${r.stdout}${r.stderr}`;
+      break;
+    }
   }
 } finally {
   for (const f of rootBinaries()) if (!sourceBuilds.has(f)) fs.rmSync(path.join(root, f));
   for (const [f, bytes] of sourceBuilds) fs.writeFileSync(path.join(root, f), bytes, { mode: 0o755 });
 }
+if (napiFailure) fail(napiFailure);
 for (const r of results) {
   const dest = path.join(root, 'npm', r.platform, `${pkg.napi.binaryName}.${r.platform}.node`);
   if (!fs.existsSync(dest)) fail(`napi artifacts did not put ${r.platform}'s binary in ${path.relative(root, dest)}`);

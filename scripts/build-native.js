@@ -22,7 +22,7 @@ function noRust(why) {
   console.error(
     `selfprof: building from source needs Rust ≥ ${msrv} (cargo and rustc on PATH, https://rustup.rs): ${why}. ` +
       'No Rust is needed with the prebuilt binaries: `npm install selfprof` from the npm registry installs the one for ' +
-      'this platform (packages selfprof-linux-x64-gnu, -linux-arm64-gnu, -linux-x64-musl, -linux-arm64-musl, -darwin-x64, -darwin-arm64).',
+      'this platform (packages selfprof-linux-x64-gnu, -linux-arm64-gnu, -linux-x64-musl, -linux-arm64-musl, -darwin-x64, -darwin-arm64, -win32-x64).',
   );
   process.exit(1);
 }

@@ -22,9 +22,15 @@ const path = require('node:path');
 
 const root = path.resolve(__dirname, '..');
 const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
-const platforms = pkg.napi.targets.map(platformOf);
+/**
+ * Targets built apart from napi's (scripts/build-all.js), with their platform: napi's
+ * generated loader looks for an MSVC build on Windows, and lib/native.js loads this one.
+ */
+const WINDOWS = { 'x86_64-pc-windows-gnu': 'win32-x64' };
+const platforms = [...pkg.napi.targets.map(platformOf), ...Object.values(WINDOWS)];
 
 function platformOf(triple) {
+  if (WINDOWS[triple]) return WINDOWS[triple];
   const [arch, , osName, abi] = triple.split('-');
   const cpu = { x86_64: 'x64', aarch64: 'arm64' }[arch];
   return osName === 'darwin' ? `darwin-${cpu}` : `linux-${cpu}-${abi}`;
@@ -48,7 +54,7 @@ function metadataProblems() {
     const name = `${pkg.name}-${p}`;
     const file = path.join(root, 'npm', p, 'package.json');
     if (!fs.existsSync(file)) {
-      problems.push(`npm/${p}/package.json is missing (npx napi create-npm-dirs)`);
+      problems.push(`npm/${p}/package.json is missing (npx napi create-npm-dirs${p.startsWith('win32') ? '; Windows\'s is in the repository' : ''})`);
       continue;
     }
     const sub = JSON.parse(fs.readFileSync(file, 'utf8'));
@@ -131,7 +137,7 @@ function main() {
   for (const p of packed) console.log(`  ${path.relative(root, p.file)}  ${(p.size / 1024).toFixed(0)} KiB packed, ${p.files.length} files`);
 }
 
-module.exports = { packMain, packPlatform, metadataProblems, optionalDependencies, platforms, platformOf };
+module.exports = { packMain, packPlatform, metadataProblems, optionalDependencies, platforms, platformOf, WINDOWS };
 
 if (require.main === module) {
   try {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # What scripts/build-all.js needs, installed from the registries this project uses:
-# the Rust standard libraries of every napi target (rustup), zig and cargo-zigbuild
-# (PyPI; zig links the glibc, musl and macOS targets), and readelf/llvm-nm/llvm-objdump
-# for the static checks (Debian). Idempotent: present tools are left alone.
+# the Rust standard libraries of every napi target and of Windows (rustup), zig and
+# cargo-zigbuild (PyPI; zig links the glibc, musl and macOS targets), Debian's mingw-w64
+# (links the Windows target, and declares the Windows DLLs' functions for its check), and
+# readelf/llvm-nm/llvm-objdump for the static checks (Debian). Idempotent: present tools
+# are left alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
@@ -11,7 +13,7 @@ start=$SECONDS
 ZIG_VERSION=0.15.2
 ZIGBUILD_VERSION=0.24.0
 
-targets=$(node -p "require('./package.json').napi.targets.join(' ')")
+targets=$(node -p "[...require('./package.json').napi.targets, ...Object.keys(require('./scripts/pack').WINDOWS)].join(' ')")
 missing=()
 for t in $targets; do
   rustup target list --installed | grep -qx "$t" || missing+=("$t")
@@ -31,10 +33,14 @@ fi
 have_zig || { echo "setup-cross: zig is still not runnable after pip install ziglang" >&2; exit 1; }
 cargo zigbuild --help >/dev/null 2>&1 || { echo "setup-cross: cargo zigbuild is still not runnable after pip install cargo-zigbuild" >&2; exit 1; }
 
-if ! command -v readelf >/dev/null || ! command -v llvm-nm >/dev/null || ! command -v llvm-objdump >/dev/null; then
-  echo "setup-cross: apt-get install binutils llvm"
+apt=()
+command -v readelf >/dev/null || apt+=(binutils)
+{ command -v llvm-nm >/dev/null && command -v llvm-objdump >/dev/null; } || apt+=(llvm)
+command -v x86_64-w64-mingw32-gcc >/dev/null || apt+=(gcc-mingw-w64-x86-64-win32)
+if ((${#apt[@]})); then
+  echo "setup-cross: apt-get install ${apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y --no-install-recommends binutils llvm >/tmp/selfprof-apt-cross.log 2>&1 ||
-    { apt-get update >>/tmp/selfprof-apt-cross.log 2>&1 && apt-get install -y --no-install-recommends binutils llvm >>/tmp/selfprof-apt-cross.log 2>&1; }
+  apt-get install -y --no-install-recommends "${apt[@]}" >/tmp/selfprof-apt-cross.log 2>&1 ||
+    { apt-get update >>/tmp/selfprof-apt-cross.log 2>&1 && apt-get install -y --no-install-recommends "${apt[@]}" >>/tmp/selfprof-apt-cross.log 2>&1; }
 fi
 echo "setup-cross: ready in $((SECONDS - start)) s (zig $( (zig version 2>/dev/null || python3 -m ziglang version) | head -1), $(cargo-zigbuild --version 2>/dev/null | head -1))"

@@ -570,7 +570,9 @@ impl BuildTrace {
       start_ms: options.from_ms.unwrap_or(0.0),
       end_ms: options.until_ms.unwrap_or(0.0),
       period_ns: options.period_ns.unwrap_or(0.0) as i64,
-      cpu: options.cpu_time.unwrap_or(true),
+      // Joined by time, samples have no CPU time of their own: no cpu sample type (rather
+      // than one of zeros).
+      cpu: options.cpu_time.unwrap_or(true) && !capture::BY_TIME,
       lines: options.lines.unwrap_or(false),
     };
     let parse = |name: Option<&str>| match name {
@@ -650,13 +652,15 @@ fn label_source(options: &TraceOptions) -> Option<LabelSource> {
     path: match options.label_path.as_deref() {
       Some("context-frame") => Some(trace::LabelPath::ContextFrame),
       Some("async-hooks") => Some(trace::LabelPath::AsyncHooks),
+      Some("switch-log") => Some(trace::LabelPath::SwitchLog),
       _ => None,
     },
   })
 }
 
 /// Puts selfprof's SIGPROF handler in front of V8's. Call after every V8 profiler start.
-/// Returns `"chained"`, `"already-installed"`, `"behind-another"` or `"no-sampler"`.
+/// Returns `"chained"`, `"already-installed"`, `"behind-another"` or `"no-sampler"`, or
+/// `"no-signals"` where V8 samples without a signal (Windows).
 #[napi]
 pub fn install_signal_handler() -> Result<&'static str> {
   match signal::install() {
@@ -664,6 +668,7 @@ pub fn install_signal_handler() -> Result<&'static str> {
     Ok(signal::Install::AlreadyInstalled) => Ok("already-installed"),
     Ok(signal::Install::BehindAnother) => Ok("behind-another"),
     Ok(signal::Install::NoSampler) => Ok("no-sampler"),
+    Ok(signal::Install::NoSignals) => Ok("no-signals"),
     Err(e) => Err(Error::from_reason(format!("sigaction(SIGPROF) failed: {e}"))),
   }
 }
@@ -702,8 +707,10 @@ pub fn register_thread(env: Env) -> Result<Uint32Array> {
     .ok_or_else(|| Error::from_reason(format!("more than {} threads are profiled", signal::MAX_THREADS)))?;
   if fresh {
     let tid = signal::gettid();
+    capture::switches::reset(index);
     env.add_env_cleanup_hook((index, tid), |(index, tid)| {
       signal::unregister_thread(index, tid);
+      capture::switches::reset(index);
       capture::labels::forget_thread(tid);
       capture::drain::forget_thread(tid);
     })?;
@@ -753,6 +760,7 @@ pub struct CellSlots {
   pub queue_head: u32,
   pub queue_tail: u32,
   pub last_pushed: u32,
+  pub logging: u32,
   pub queue: u32,
   pub queue_len: u32,
 }
@@ -769,6 +777,7 @@ pub fn cell_slots() -> CellSlots {
     queue_head: slot::QUEUE_HEAD as u32,
     queue_tail: slot::QUEUE_TAIL as u32,
     last_pushed: slot::LAST_PUSHED as u32,
+    logging: slot::LOGGING as u32,
     queue: slot::QUEUE as u32,
     queue_len: signal::QUEUE_LEN as u32,
   }
@@ -889,7 +898,32 @@ pub fn labels_recording_started() -> u32 {
   let (tid, now) = (signal::gettid(), signal::bracket_clock_ns());
   let token = capture::labels::recording_started(tid, now);
   capture::drain::recording_started(tid, token, now);
+  if capture::BY_TIME {
+    // The set in effect as the recording starts, which may have been switched to long before.
+    capture::switches::log_current();
+  }
   token
+}
+
+/// How samples get their labels here: `"signal"` (the SIGPROF handler: Linux, macOS),
+/// `"time"` (label switches logged with their time: Windows, where V8's clock is the
+/// performance counter), or `"none"` (Windows where V8 stamps samples with a millisecond
+/// clock: no switch can be placed certainly against them).
+#[napi]
+pub fn label_join() -> &'static str {
+  match (capture::BY_TIME, capture::switches::enabled()) {
+    (false, _) => "signal",
+    (true, true) => "time",
+    (true, false) => "none",
+  }
+}
+
+/// Logs that the calling thread switched to label set `id` now (where samples are joined
+/// by time: JS calls it at each switch while its cell's `logging` element is not 0).
+/// Whether it was logged (a recording of the thread is unbuilt).
+#[napi]
+pub fn log_switch(id: u32) -> bool {
+  capture::switches::log(id)
 }
 
 /// The trace of recording `token` was built (or never will be): label sets only it could

@@ -15,6 +15,9 @@
 //! Each integration test file is its own process, so installing handlers here touches
 //! no other test.
 
+// No signal handler exists on Windows (V8 samples without a signal there).
+#![cfg(unix)]
+
 use selfprof::capture::signal;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};

@@ -21,11 +21,19 @@
 // A long recording is handed off the same way every SEGMENT_SIGNALS signals, and each
 // member told (`onSegment`): it joins what it was handed on the thread pool while it
 // records (a Profiler's TraceJoin), so its stop has only the last segment left to join.
+//
+// How many samples V8 took is counted by the signal handler; where V8 samples without a
+// signal (Windows), by the sampler's intervals elapsed instead (`#ticks`): V8 takes at most
+// one sample per interval, so a member may be found full before it is, never after.
 
+const { performance } = require('node:perf_hooks');
 const { post } = require('./inspector-post');
 const { native } = require('../native');
 const { warnOnce } = require('../log');
 const { runtimeScripts } = require('../symbolize');
+
+/** Whether a signal counts V8's samples here (not on Windows). */
+const BY_SIGNAL = (native?.labelJoin?.() ?? 'signal') === 'signal';
 
 let inspector;
 function loadInspector() {
@@ -162,6 +170,9 @@ class ProfilerGroup {
   #titles = 0;
   /** The signal count at the last start or hand-off. */
   #segmentSince = 0;
+  /** Without signals: the sampler's intervals elapsed (fractional), as of `#tickAt` (ms). */
+  #tickCount = 0;
+  #tickAt = 0;
   /** False once a hand-off could not start the other profile: no more segments. */
   #segmenting = true;
   /** Segment hand-offs so far. */
@@ -181,7 +192,7 @@ class ProfilerGroup {
   join(member) {
     member.recordings = [];
     member.samples = 0;
-    member.since = native.signalCount();
+    member.since = this.#ticks();
     if (this.#common !== 0 && gcd(this.#common, member.intervalUs) === this.#common) {
       this.#members.add(member);
       this.#schedule();
@@ -207,6 +218,7 @@ class ProfilerGroup {
     try {
       handedOff = this.#collect(keep);
     } catch (err) {
+      this.#ticks();
       this.#common = 0;
       warnOnce('group-collect', `selfprof: V8's recording could not be taken: ${err.message}`);
     }
@@ -236,6 +248,7 @@ class ProfilerGroup {
       this.#start();
     } catch (err) {
       // The members keep what they recorded; they take no more samples.
+      this.#ticks();
       this.#common = 0;
       clearTimeout(this.#timer);
       warnOnce('group-restart', `selfprof: V8's profiler could not restart; running profilers take no more samples: ${err.message}`);
@@ -282,7 +295,7 @@ class ProfilerGroup {
 
   /** Samples member `m` has taken so far (estimated from the signal handler's count). */
   samplesTaken(m) {
-    return this.#members.has(m) && this.#common !== 0 ? this.#samplesOf(m, native.signalCount()) : m.samples;
+    return this.#members.has(m) && this.#common !== 0 ? this.#samplesOf(m, this.#ticks()) : m.samples;
   }
 
   /** The sampler's interval in ms (0 when not sampling). */
@@ -366,9 +379,22 @@ class ProfilerGroup {
     } catch (err) {
       warnOnce('signal', `selfprof: samples will carry no labels: ${err.message}`);
     }
+    this.#ticks();
     this.#common = common;
-    this.#segmentSince = native.signalCount();
+    this.#segmentSince = this.#ticks();
     this.#schedule();
+  }
+
+  /**
+   * V8's samples so far, as the signal handler counts them, or, without signals, the
+   * sampler's intervals elapsed (counted at the interval in force: call before it changes).
+   */
+  #ticks() {
+    if (BY_SIGNAL) return native.signalCount();
+    const now = performance.now();
+    if (this.#common !== 0) this.#tickCount += ((now - this.#tickAt) * 1000) / this.#common;
+    this.#tickAt = now;
+    return Math.floor(this.#tickCount);
   }
 
   /** Samples `m` has taken (estimated): its recordings' and the running one's. */
@@ -391,7 +417,7 @@ class ProfilerGroup {
       failure = err; // the recordings V8 did return are still handed over
     }
     if (next !== undefined) this.#console = next;
-    const signals = native.signalCount();
+    const signals = this.#ticks();
     for (const profile of profiles) {
       const recording = new Recording(profile);
       for (const m of this.#members) m.recordings.push({ recording, stride: m.intervalUs / this.#common });
@@ -406,7 +432,10 @@ class ProfilerGroup {
       // The next profile runs: only this recording is lost.
       warnOnce('group-collect', `selfprof: V8's recording could not be taken: ${failure.message}`);
     }
-    if (next === undefined) this.#common = 0;
+    if (next === undefined) {
+      this.#ticks();
+      this.#common = 0;
+    }
     return next !== undefined;
   }
 
@@ -490,7 +519,7 @@ class ProfilerGroup {
     clearTimeout(this.#timer);
     if (this.#common === 0) return; // not sampling: nothing fills
     let soonest = Infinity;
-    const signals = native.signalCount();
+    const signals = this.#ticks();
     for (const m of this.#members) {
       const left = m.maxSamples - this.#samplesOf(m, signals);
       soonest = Math.min(soonest, (Math.max(0, left) * m.intervalUs) / 1000);
@@ -508,7 +537,7 @@ class ProfilerGroup {
   /** Runs from a timer: nothing here may throw into the application. */
   #check() {
     try {
-      const signals = native.signalCount();
+      const signals = this.#ticks();
       const full = [...this.#members].filter((m) => this.#samplesOf(m, signals) >= m.maxSamples);
       for (const m of full) this.leave(m);
       for (const m of full) m.onFull();

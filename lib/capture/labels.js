@@ -16,6 +16,11 @@
 // only sampled label sets are kept, nothing is serialized at stop, and ids come from one
 // process-wide counter, so copies of this module loaded side by side never share an id.
 //
+// On Windows V8 samples without a signal (it suspends the thread; no handler runs), so
+// while a recording of the thread is unbuilt (the cell's `logging`), each switch is logged
+// natively with its time on V8's clock (src/capture/switches.rs), and its store saved: a
+// build gives each sample the set switched to last before it, where that is certain.
+//
 // On Node >= 24 (and 22 with --experimental-async-context-frame) there is no hook at all
 // once it has proved itself: AsyncLocalStorage keeps its stores in V8's
 // continuation-preserved data, and the handler reads the current store's id there when
@@ -44,6 +49,9 @@ let previousStore = EMPTY;
 // The thread's native cell (src/capture/signal.rs `slot`): a view of it, or a plain array
 // where Node refuses external buffers (then the native calls below stand in for it).
 const SLOT = native?.cellSlots?.() ?? { context: 0, generation: 1, sampled: 2, recordings: 3 };
+/** How samples get their labels: 'signal', 'time' (switches logged with their time:
+ * Windows), or 'none' (Windows, where V8's sample clock cannot be read here). */
+const JOIN = native?.labelJoin?.() ?? 'signal';
 let cell = new Uint32Array(8);
 let shared = false;
 let localRecordings = 0;
@@ -92,6 +100,9 @@ function publish(store) {
   cell[SLOT.context] = store.id;
   cell[SLOT.generation]++;
   if (!shared) native.setThreadContext(store.id);
+  // Where samples are joined by time: logged (and its labels kept) while a recording of
+  // this thread is unbuilt. (Without a view of the cell, the native side checks.)
+  if (JOIN === 'time' && (!shared || cell[SLOT.logging] !== 0) && native.logSwitch(store.id)) save(store);
 }
 
 // --- reading the context frame (Node >= 24) ------------------------------------------
@@ -138,6 +149,7 @@ function checkFrame() {
     frameRead = false;
     native.frameEnable?.(false);
   };
+  if (JOIN !== 'signal') return fail('V8 samples without a signal here: no handler reads the frame');
   if (process.env.SELFPROF_CONTEXT_FRAME === '0') return fail('SELFPROF_CONTEXT_FRAME=0');
   if (typeof als.kResourceStore === 'symbol') return fail('AsyncLocalStorage runs on async_hooks here (Node < 24)');
   if (!shared || typeof native.frameSetUp !== 'function') return fail('the native cell is not shared');
@@ -180,6 +192,7 @@ function checkFrame() {
 
 /** How samples get their labels on this thread (`trace.metadata.labelPath`). */
 function labelPath() {
+  if (JOIN !== 'signal') return 'switch-log';
   return frameRead ? 'context-frame' : 'async-hooks';
 }
 
@@ -302,6 +315,12 @@ checkPromiseHooks();
 // have been used at all, and not once the handler reads the frame.
 function updateHook() {
   const active = recordings > 0 && labelsUsed;
+  if (active && JOIN === 'none') {
+    warnOnce(
+      'labels-clock',
+      'selfprof: samples carry no labels on this machine: V8 stamps them with a millisecond clock here (Windows without an invariant TSC)',
+    );
+  }
   if (active && frameReason === undefined && available) checkFrame();
   const want = active && !frameRead;
   if (frameRead) {
@@ -332,7 +351,10 @@ function recordingStarted() {
   updateHook();
   localRecordings++;
   if (!available) return 0;
-  return native.labelsRecordingStarted();
+  const token = native.labelsRecordingStarted();
+  // The set in effect now was logged as the recording's first switch: keep its labels.
+  if (JOIN === 'time') save(currentStore);
+  return token;
 }
 
 /** A recording stopped sampling; its trace is still to be built. */

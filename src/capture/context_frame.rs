@@ -86,6 +86,13 @@ struct V8 {
 /// Every kind of collection (kGCTypeAll).
 const GC_TYPE_ALL: i32 = 0x1f;
 
+/// No handler reads a frame on Windows (V8 samples without a signal there).
+#[cfg(windows)]
+fn symbol(_name: &str) -> Result<*mut c_void, String> {
+  Err("no signal handler reads the context frame on Windows".into())
+}
+
+#[cfg(unix)]
 fn symbol(name: &str) -> Result<*mut c_void, String> {
   let c = std::ffi::CString::new(name).map_err(|e| e.to_string())?;
   // SAFETY: dlsym with RTLD_DEFAULT looks a name up in the loaded objects.

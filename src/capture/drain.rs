@@ -8,9 +8,14 @@
 //! is blocked keeps its brackets too. A trace build drains once more and takes its thread's
 //! records from the log. A thread's records are dropped once no unbuilt recording of it
 //! can reference them, and a log holds at most `MAX_PER_THREAD` records (oldest dropped).
+//!
+//! Where samples are joined by time (Windows), the records are label switches
+//! (`switches`), which the drain moves from their pending lists to the same logs. A
+//! record there rules until the next, so pruning keeps the last one before the cut.
 
 use super::ring::{read, snapshot, Entry};
 use super::signal::{Slot, RING, RING_CAPACITY, RING_WRITE};
+use super::switches;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex};
@@ -37,12 +42,21 @@ impl ThreadLog {
   }
 
   /// Drops the records no unbuilt recording can reference: those more than the slack
-  /// before the oldest one's start.
+  /// before the oldest one's start, but the last of them (a label switch rules on).
   fn prune(&mut self) {
     if let Some(start) = self.oldest_start() {
-      while self.records.front().is_some_and(|e| e.before_ns + SLACK_NS < start) {
+      while self.records.get(1).is_some_and(|e| e.before_ns + SLACK_NS < start) {
         self.records.pop_front();
       }
+    }
+  }
+
+  fn keep(&mut self, e: Entry) {
+    if self.oldest_start().is_some_and(|start| e.before_ns + SLACK_NS >= start) {
+      if self.records.len() >= MAX_PER_THREAD {
+        self.records.pop_front();
+      }
+      self.records.push_back(e);
     }
   }
 }
@@ -74,12 +88,7 @@ fn drain_into(logs: &mut Logs, slots: &[Slot], write: u64) {
     match read(slots, index) {
       Some(e) => {
         if let Some(log) = logs.threads.get_mut(&e.tid) {
-          if log.oldest_start().is_some_and(|start| e.before_ns + SLACK_NS >= start) {
-            if log.records.len() >= MAX_PER_THREAD {
-              log.records.pop_front();
-            }
-            log.records.push_back(e);
-          }
+          log.keep(e);
         }
       }
       // A handler finishes its record within microseconds of claiming it.
@@ -95,9 +104,19 @@ fn drain_into(logs: &mut Logs, slots: &[Slot], write: u64) {
   logs.next = index;
 }
 
-/// Drains the real ring now.
+/// Drains the real ring, and the label switches logged where samples are joined by time.
+fn drain_all(logs: &mut Logs) {
+  drain_into(logs, &RING, RING_WRITE.load(Ordering::Acquire));
+  switches::take_all(|e| {
+    if let Some(log) = logs.threads.get_mut(&e.tid) {
+      log.keep(e);
+    }
+  });
+}
+
+/// Drains now.
 pub fn drain() {
-  with_logs(|logs| drain_into(logs, &RING, RING_WRITE.load(Ordering::Acquire)));
+  with_logs(drain_all);
 }
 
 fn background() {
@@ -107,8 +126,7 @@ fn background() {
       .as_ref()
       .is_some_and(|l| l.threads.values().any(|t| !t.unbuilt.is_empty()));
     if busy {
-      let logs = guard.get_or_insert_with(Logs::default);
-      drain_into(logs, &RING, RING_WRITE.load(Ordering::Acquire));
+      drain_all(guard.get_or_insert_with(Logs::default));
       guard = WAKE.wait_timeout(guard, PERIOD).unwrap_or_else(|e| e.into_inner()).0;
     } else {
       guard = WAKE.wait(guard).unwrap_or_else(|e| e.into_inner());
@@ -124,7 +142,9 @@ pub fn recording_started(tid: i32, token: u32, start_ns: u64) {
     if logs.threads.values().all(|t| t.unbuilt.is_empty()) {
       logs.next = RING_WRITE.load(Ordering::Acquire).saturating_sub(RING_CAPACITY as u64);
     }
-    logs.threads.entry(tid).or_default().unbuilt.push((token, start_ns));
+    let log = logs.threads.entry(tid).or_default();
+    log.unbuilt.push((token, start_ns));
+    switches::set_logging(tid, log.unbuilt.len());
     !std::mem::replace(&mut logs.running, true)
   });
   if start_thread {
@@ -144,6 +164,7 @@ pub fn recording_built(tid: i32, token: u32) {
   with_logs(|logs| {
     if let Some(log) = logs.threads.get_mut(&tid) {
       log.unbuilt.retain(|(t, _)| *t != token);
+      switches::set_logging(tid, log.unbuilt.len());
       if log.unbuilt.is_empty() {
         logs.threads.remove(&tid);
       } else {
@@ -180,17 +201,22 @@ pub fn forget_thread(tid: i32) {
 /// Visits thread `tid`'s records whose bracket starts in `[from_ns, until_ns]`, in time
 /// order, after a last drain: those of its log, or, if the log has none (a recording the
 /// drain was not told of), those the ring still holds. Both a build and its look-ahead
-/// read a recording's records this way.
-pub fn each_record(tid: i32, from_ns: u64, until_ns: u64, mut visit: impl FnMut(&Entry)) {
+/// read a recording's records this way. With `prior`, the last record before `from_ns`
+/// comes first (a label switch that rules at `from_ns`).
+pub fn each_record(tid: i32, from_ns: u64, until_ns: u64, prior: bool, mut visit: impl FnMut(&Entry)) {
   let in_window = |e: &&Entry| e.before_ns >= from_ns && e.before_ns <= until_ns;
   let logged = with_logs(|logs| {
-    drain_into(logs, &RING, RING_WRITE.load(Ordering::Acquire));
+    drain_all(logs);
     let mut logged = false;
     if let Some(log) = logs.threads.get(&tid) {
       // A thread's records are in time order (its signals never overlap): a build that
       // joins a long recording in segments reads from where the last one ended, not the
       // whole log again.
       let first = log.records.partition_point(|e| e.before_ns < from_ns);
+      if let Some(e) = first.checked_sub(1).filter(|_| prior).and_then(|i| log.records.get(i)) {
+        logged = true;
+        visit(e);
+      }
       for e in log
         .records
         .range(first..)
@@ -204,17 +230,24 @@ pub fn each_record(tid: i32, from_ns: u64, until_ns: u64, mut visit: impl FnMut(
     logged
   });
   if !logged {
-    snapshot(&RING, RING_WRITE.load(Ordering::Acquire), tid, from_ns, until_ns)
-      .iter()
-      .for_each(visit);
+    let ring = snapshot(
+      &RING,
+      RING_WRITE.load(Ordering::Acquire),
+      tid,
+      if prior { 0 } else { from_ns },
+      until_ns,
+    );
+    let first = ring.partition_point(|e| e.before_ns < from_ns);
+    let from = if prior { first.saturating_sub(1) } else { first };
+    ring[from..].iter().for_each(visit);
   }
 }
 
 /// Thread `tid`'s records whose bracket starts in `[from_ns, until_ns]`, as `each_record`
 /// visits them.
-pub fn records(tid: i32, from_ns: u64, until_ns: u64) -> Vec<Entry> {
+pub fn records(tid: i32, from_ns: u64, until_ns: u64, prior: bool) -> Vec<Entry> {
   let mut out = Vec::new();
-  each_record(tid, from_ns, until_ns, |e| out.push(*e));
+  each_record(tid, from_ns, until_ns, prior, |e| out.push(*e));
   out
 }
 
@@ -222,7 +255,7 @@ pub fn records(tid: i32, from_ns: u64, until_ns: u64) -> Vec<Entry> {
 /// recording has ~128k: 5 MB): in time order, "no context" and repeats in a row left out.
 pub fn contexts(tid: i32, from_ns: u64, until_ns: u64) -> Vec<u32> {
   let mut out: Vec<u32> = Vec::new();
-  each_record(tid, from_ns, until_ns, |e| {
+  each_record(tid, from_ns, until_ns, crate::capture::BY_TIME, |e| {
     if e.context != 0 && out.last() != Some(&e.context) {
       out.push(e.context);
     }
@@ -299,6 +332,43 @@ mod tests {
     drain_into(&mut logs, &slots, 3);
     let contexts: Vec<u32> = logs.threads[&7].records.iter().map(|e| e.context).collect();
     assert_eq!(contexts, vec![0, 1, 2]);
+  }
+
+  #[test]
+  fn pruning_keeps_the_last_record_before_the_cut_and_a_read_with_prior_starts_there() {
+    let at = |k: u64| k * 1_000_000_000 + 10;
+    let switch = |k: u64| Entry {
+      before_ns: at(k),
+      after_ns: at(k),
+      cpu_ns: 0,
+      context: k as u32 + 1,
+      generation: k as u32,
+      tid: -7_001,
+    };
+    let mut log = ThreadLog::default();
+    log.unbuilt.push((1, 0));
+    (0..6).for_each(|k| log.keep(switch(k)));
+    // Records more than the slack before 4.5 s go, but the last of them rules on.
+    log.unbuilt[0].1 = at(4) + SLACK_NS / 2;
+    log.prune();
+    let kept: Vec<u32> = log.records.iter().map(|e| e.context).collect();
+    assert_eq!(kept, vec![4, 5, 6]);
+
+    with_logs(|logs| logs.threads.insert(-7_001, log));
+    let contexts = |from: u64, prior: bool| {
+      records(-7_001, from, u64::MAX, prior)
+        .iter()
+        .map(|e| e.context)
+        .collect::<Vec<_>>()
+    };
+    assert_eq!(contexts(at(4) + 1, false), vec![6]);
+    assert_eq!(
+      contexts(at(4) + 1, true),
+      vec![5, 6],
+      "the switch that rules at the window's start comes first"
+    );
+    assert_eq!(contexts(at(2), true), vec![4, 5, 6], "none before the first");
+    forget_thread(-7_001);
   }
 
   #[test]

@@ -32,7 +32,15 @@ struct Api {
   stop: Stop,
 }
 
+/// On Windows the executable exports V8's API with MSVC's mangling, not looked up here:
+/// the inspector samples instead.
+#[cfg(windows)]
+fn symbol(_names: &[&CStr]) -> Option<*mut c_void> {
+  None
+}
+
 /// The first of `names` this process exports, as a pointer.
+#[cfg(unix)]
 fn symbol(names: &[&CStr]) -> Option<*mut c_void> {
   names.iter().find_map(|name| {
     // SAFETY: dlsym only looks the name up among the loaded objects' exports.

@@ -1,7 +1,8 @@
 //! Capture: what runs while a profiler samples. `signal` is the SIGPROF handler and the
 //! static state it writes (the only code that runs in signal context); `ring` reads what
 //! the handler wrote and joins it to V8's samples; `labels` keeps the label sets that
-//! samples reference, by id (`id_map`: a map laid out for those ids).
+//! samples reference, by id (`id_map`: a map laid out for those ids). Where V8 samples
+//! without a signal (Windows), `switches` logs the label switches with their time instead.
 
 pub mod context_frame;
 pub mod drain;
@@ -10,3 +11,8 @@ pub mod id_map;
 pub mod labels;
 pub mod ring;
 pub mod signal;
+pub mod switches;
+
+/// Whether samples are joined to labels by time, through `switches` (Windows: V8 samples
+/// without a signal), rather than by the signal that took them.
+pub const BY_TIME: bool = cfg!(windows);

@@ -140,6 +140,38 @@ pub fn match_sample<'a>(entries: &'a [Entry], cursor: &mut Cursor, t_us: f64, ta
   between(entries, i).map_or(Match::None, Match::Between)
 }
 
+/// Where samples are joined by time (`capture::switches`: the entries are the thread's
+/// label switches, in time order): the label-set id in effect at V8's stamp `t_us`, if it
+/// is certain. The thread cannot switch while V8 samples it (it is suspended from before
+/// the stack walk until after the stamp), so a switch stamped before the sample's µs
+/// happened before the sample and one after it after; the last one before rules, unless
+/// a switch in the same µs (which may be on either side) changes the set, or a switch is
+/// missing between it and the next one kept (their sequence numbers are not consecutive),
+/// or it stands for switches that were lost (`switches::LOST`): then the sample has none.
+pub fn switch_context(entries: &[Entry], cursor: &mut Cursor, t_us: f64) -> Option<u32> {
+  let t = stamp(t_us)?;
+  // The switches stamped before the sample's µs.
+  let i = cursor.seek(entries, t.checked_sub(1)?);
+  let rules = entries.get(i.checked_sub(1)?)?;
+  if rules.context == crate::capture::switches::LOST {
+    return None;
+  }
+  let mut seq = rules.generation;
+  for e in entries.get(i..).unwrap_or_default() {
+    if e.generation != seq.wrapping_add(1) {
+      return None;
+    }
+    if e.before_ns / 1000 > t {
+      break;
+    }
+    if e.context != rules.context {
+      return None;
+    }
+    seq = e.generation;
+  }
+  Some(rules.context)
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -290,6 +322,58 @@ mod tests {
       };
       assert_eq!(got, want, "stamp {t} (#{k})");
     }
+  }
+
+  /// A label switch at `ns` to `context`, the `seq`-th of its thread.
+  fn switch(ns: u64, context: u32, seq: u32) -> Entry {
+    e(ns, ns, context, seq)
+  }
+
+  #[test]
+  fn by_time_a_sample_takes_the_last_switch_before_its_microsecond_and_only_when_certain() {
+    let log = [
+      switch(1_000_500, 7, 0),
+      switch(3_000_200, 8, 1),
+      // Two switches in µs 5000: 8 -> 9 -> 8.
+      switch(5_000_100, 9, 2),
+      switch(5_000_900, 8, 3),
+      switch(7_000_000, 8, 4),
+      // Switch 6 is missing: between 5 and 7 nothing is certain.
+      switch(9_000_000, 10, 5),
+      switch(12_000_000, 11, 7),
+      switch(14_000_000, crate::capture::switches::LOST, 8),
+      switch(16_000_000, 12, 11),
+    ];
+    let at = |t: f64| switch_context(&log, &mut Cursor::default(), t);
+    assert_eq!(at(999.0), None, "before the first switch");
+    assert_eq!(at(1000.0), None, "in the first switch's µs: it may be after");
+    assert_eq!(at(1001.0), Some(7));
+    assert_eq!(at(2999.0), Some(7));
+    assert_eq!(at(3000.0), None, "7 or 8");
+    assert_eq!(at(3001.0), Some(8));
+    assert_eq!(at(4999.0), Some(8));
+    assert_eq!(at(5000.0), None, "8, 9 or 8 again");
+    assert_eq!(at(5001.0), Some(8));
+    assert_eq!(at(7000.0), Some(8), "a switch to the same set changes nothing");
+    assert_eq!(at(8000.0), Some(8));
+    assert_eq!(at(9500.0), None, "a switch was lost after 10's");
+    assert_eq!(at(12_500.0), Some(11));
+    assert_eq!(at(14_500.0), None, "switches were lost from here");
+    assert_eq!(at(16_500.0), Some(12), "until the next one kept");
+    assert_eq!(at(99_000.0), Some(12), "the last switch rules on");
+    assert_eq!(at(f64::NAN), None);
+    assert_eq!(at(0.0), None);
+    assert_eq!(switch_context(&[], &mut Cursor::default(), 5.0), None);
+    // In time order through one cursor, as a build asks: the same answers.
+    let mut cursor = Cursor::default();
+    let stamps = [
+      999.0, 1000.0, 1001.0, 2999.0, 3000.0, 3001.0, 5000.0, 5001.0, 7000.0, 9500.0, 12_500.0, 14_500.0, 16_500.0,
+    ];
+    for t in stamps {
+      assert_eq!(switch_context(&log, &mut cursor, t), at(t), "stamp {t}");
+    }
+    // What a cursor has passed keeps the switch that rules at its place.
+    assert_eq!(log.get(cursor.passed(&log)).map(|e| e.context), Some(12));
   }
 
   #[test]

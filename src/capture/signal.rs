@@ -12,7 +12,10 @@
 //!
 //! Platforms: Linux (glibc and musl) and macOS. V8's sampler signals the JS thread with
 //! SIGPROF on both, so the chain is the same; only the clock V8 stamps samples with, the
-//! thread id and errno's location differ (module `os`).
+//! thread id and errno's location differ (module `os`). On Windows V8's sampler suspends
+//! the thread instead (`SuspendThread`) and no handler runs: nothing here is installed,
+//! and labels are joined to samples by time (`capture::switches`); the ring, the thread
+//! cells and the clock (`os`: V8's QueryPerformanceCounter ticks) serve it too.
 //!
 //! The chain: V8 installs its SIGPROF handler when its sampler starts and puts its
 //! predecessor back when its last sampler stops. After every profiler start we install
@@ -132,6 +135,9 @@ pub mod slot {
   pub const QUEUE_TAIL: usize = 5;
   /// Read: the id the handler pushed last (not pushed again until JS zeroes this).
   pub const LAST_PUSHED: usize = 6;
+  /// Recordings of the thread not built yet (`capture::switches::set_logging`): where
+  /// samples are joined by time (Windows), JS logs its switches while this is not 0.
+  pub const LOGGING: usize = 7;
   /// Read: the ring of ids, `QUEUE_LEN` of them.
   pub const QUEUE: usize = 8;
 }
@@ -316,26 +322,36 @@ pub fn frame_context_now(f: &FrameReader) -> Option<u32> {
 pub static THREADS: [CachePadded<ThreadContext>; MAX_THREADS] = [EMPTY_THREAD; MAX_THREADS];
 
 /// The handler we chain to (V8's), as `sa_sigaction`, and its `sa_flags`.
+#[cfg(unix)]
 static NEXT_ACTION: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
+#[cfg(unix)]
 static NEXT_FLAGS: AtomicI32 = AtomicI32::new(0);
 /// SIGPROFs handled, for tests and stats.
 pub static SIGNALS: AtomicU64 = AtomicU64::new(0);
 /// While `install` probes whether our handler is still in the chain: the probing
 /// thread's tid (0 otherwise), and whether the probe signal reached us.
+#[cfg(unix)]
 static PROBE_TID: AtomicI32 = AtomicI32::new(0);
+#[cfg(unix)]
 static PROBE_HIT: AtomicBool = AtomicBool::new(false);
 /// Re-entry guard, by tid: a thread's tid while it runs our handler. Slots are shared by
 /// tids equal modulo `GUARDS` (then that thread runs unguarded, as before).
+#[cfg(unix)]
 const GUARDS: usize = 256;
+#[cfg(unix)]
 #[allow(clippy::declare_interior_mutable_const)]
 const NO_GUARD: AtomicI32 = AtomicI32::new(0);
+#[cfg(unix)]
 static IN_HANDLER: [AtomicI32; GUARDS] = [NO_GUARD; GUARDS];
 /// Times the handler found itself re-entered on one thread (a chain that loops).
 pub static REENTERED: AtomicU64 = AtomicU64::new(0);
 
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-compile_error!("selfprof's SIGPROF handler supports Linux and macOS only (V8 samples with signals there)");
+#[cfg(not(any(target_os = "linux", target_os = "macos", all(windows, target_arch = "x86_64"))))]
+compile_error!(
+  "selfprof supports Linux and macOS (V8 samples with signals there) and Windows x64 (labels joined by time)"
+);
 
+#[cfg(unix)]
 #[inline(always)]
 fn clock_ns(clock: libc::clockid_t) -> u64 {
   let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -356,12 +372,17 @@ pub fn bracket_clock_ns() -> u64 {
 }
 
 /// The calling thread's CPU time in ns (CLOCK_THREAD_CPUTIME_ID: Linux, and macOS ≥ 10.12,
-/// where it is one `thread_selfusage` system call).
+/// where it is one `thread_selfusage` system call; on Windows `GetThreadTimes`, which
+/// counts in scheduler ticks).
 pub fn thread_cpu_ns() -> u64 {
-  clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+  os::thread_cpu_ns()
 }
 
-pub use os::{errno_location, gettid};
+#[cfg(unix)]
+pub use os::errno_location;
+pub use os::gettid;
+#[cfg(windows)]
+pub use os::v8_clock_is_qpc;
 
 /// What differs between the platforms: the thread id, errno, and V8's sample clock.
 #[cfg(target_os = "linux")]
@@ -381,6 +402,10 @@ mod os {
 
   /// Nothing to prepare: CLOCK_MONOTONIC needs no set-up.
   pub fn init_clock() {}
+
+  pub fn thread_cpu_ns() -> u64 {
+    super::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+  }
 
   /// V8's TimeTicks clock on Linux is CLOCK_MONOTONIC (stamps in whole µs of it); both
   /// ends of the bracket are read from it in ns.
@@ -443,6 +468,10 @@ mod os {
     unsafe { libc::__error() }
   }
 
+  pub fn thread_cpu_ns() -> u64 {
+    super::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+  }
+
   /// Reads the Mach timebase, once, before our handler can run (`install`).
   pub fn init_clock() {
     if TIMEBASE.load(Ordering::Acquire) != 0 {
@@ -490,8 +519,98 @@ mod os {
   }
 }
 
+#[cfg(windows)]
+mod os {
+  use std::sync::atomic::{AtomicU64, Ordering};
+
+  #[link(name = "kernel32")]
+  extern "system" {
+    fn QueryPerformanceCounter(count: *mut i64) -> i32;
+    fn QueryPerformanceFrequency(frequency: *mut i64) -> i32;
+    fn GetCurrentThreadId() -> u32;
+    fn GetCurrentThread() -> isize;
+    fn GetThreadTimes(thread: isize, creation: *mut u64, exit: *mut u64, kernel: *mut u64, user: *mut u64) -> i32;
+  }
+
+  /// QueryPerformanceCounter's ticks per second; 0 until read (or if there is none).
+  static FREQUENCY: AtomicU64 = AtomicU64::new(0);
+
+  /// The calling thread's id (never 0: a Windows thread id is a nonzero multiple of 4).
+  pub fn gettid() -> i32 {
+    // SAFETY: no arguments; cannot fail.
+    unsafe { GetCurrentThreadId() as i32 }
+  }
+
+  fn frequency() -> u64 {
+    let f = FREQUENCY.load(Ordering::Relaxed);
+    if f != 0 {
+      return f;
+    }
+    let mut f: i64 = 0;
+    // SAFETY: writes the frequency into `f`.
+    if unsafe { QueryPerformanceFrequency(&mut f) } == 0 || f <= 0 {
+      return 0;
+    }
+    FREQUENCY.store(f as u64, Ordering::Relaxed);
+    f as u64
+  }
+
+  pub fn init_clock() {
+    frequency();
+  }
+
+  /// Now in ns of QueryPerformanceCounter: V8's TimeTicks on Windows (where the CPU has an
+  /// invariant TSC, `v8_clock_is_qpc`) are whole µs of the same counter, `ticks * 10⁶ /
+  /// frequency` rounded down, which is this value's µs rounded down.
+  pub fn bracket_end_ns() -> u64 {
+    let f = frequency();
+    let mut ticks: i64 = 0;
+    // SAFETY: writes the counter into `ticks`.
+    if f == 0 || unsafe { QueryPerformanceCounter(&mut ticks) } == 0 || ticks < 0 {
+      return 0;
+    }
+    (u128::from(ticks as u64) * 1_000_000_000 / u128::from(f)) as u64
+  }
+
+  /// The calling thread's CPU time (kernel and user) in ns.
+  pub fn thread_cpu_ns() -> u64 {
+    let (mut creation, mut exit, mut kernel, mut user) = (0u64, 0u64, 0u64, 0u64);
+    // SAFETY: the pseudo-handle of the calling thread; four FILETIMEs (two u32 halves,
+    // little-endian: the layout of a u64) to write.
+    if unsafe { GetThreadTimes(GetCurrentThread(), &mut creation, &mut exit, &mut kernel, &mut user) } == 0 {
+      return 0;
+    }
+    kernel.saturating_add(user).saturating_mul(100)
+  }
+
+  /// Whether V8's TimeTicks read QueryPerformanceCounter in this process, as V8 decides
+  /// it (`TimeTicks::Now` on Windows): a performance counter, and a CPU with an
+  /// invariant TSC (CPUID 0x80000007, EDX bit 8), or, in a VM that hides the bit,
+  /// Microsoft's hypervisor. Otherwise V8 reads a millisecond clock that nothing here can
+  /// join to, and samples carry no labels.
+  pub fn v8_clock_is_qpc() -> bool {
+    if frequency() == 0 {
+      return false;
+    }
+    use std::arch::x86_64::__cpuid;
+    // SAFETY: CPUID exists on every x86-64 CPU; leaves past the maximum are not asked.
+    // (Older compilers have `__cpuid` unsafe.)
+    #[allow(unused_unsafe)]
+    unsafe {
+      let max_extended = __cpuid(0x8000_0000).eax;
+      if max_extended >= 0x8000_0007 && __cpuid(0x8000_0007).edx & (1 << 8) != 0 {
+        return true;
+      }
+      let in_vm = __cpuid(1).ecx & (1 << 31) != 0;
+      let hv = __cpuid(0x4000_0000);
+      in_vm && hv.ebx == 0x7263_694D && hv.ecx == 0x666F_736F && hv.edx == 0x7648_2074
+    }
+  }
+}
+
 /// The label-set id and generation of thread `tid` (zeros if none), and tells JS the id
 /// was sampled.
+#[cfg(any(unix, test))]
 #[inline(always)]
 fn context_of(tid: i32) -> (u32, u32) {
   for t in THREADS.iter() {
@@ -521,6 +640,7 @@ fn context_of(tid: i32) -> (u32, u32) {
 /// its queue for JS unless it was the last one pushed. The record's generation is the
 /// signal's number: no switches are counted on this path, so two signals never vouch for
 /// a sample between them (`ring::Match::Between`).
+#[cfg(any(unix, test))]
 #[inline(always)]
 fn read_context(t: &ThreadContext) -> u32 {
   let id = frame_context(&t.frame).unwrap_or(0);
@@ -543,6 +663,7 @@ fn read_context(t: &ThreadContext) -> u32 {
 /// Ids the handler could not push because a thread's queue was full.
 pub static QUEUE_FULL: AtomicU64 = AtomicU64::new(0);
 
+#[cfg(unix)]
 #[inline(always)]
 fn call_next(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
   let action = NEXT_ACTION.load(Ordering::Acquire);
@@ -561,6 +682,7 @@ fn call_next(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_vo
 }
 
 /// The SIGPROF handler. See the module comment: async-signal-safe only.
+#[cfg(unix)]
 extern "C" fn handle_sigprof(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
   // SAFETY: errno_location returns this thread's errno, always valid.
   let errno = unsafe { *errno_location() };
@@ -589,6 +711,7 @@ extern "C" fn handle_sigprof(sig: libc::c_int, info: *mut libc::siginfo_t, uctx:
 
 /// One SIGPROF: the clock around V8's handler, the thread's context and CPU time, into
 /// the ring.
+#[cfg(unix)]
 #[inline(always)]
 fn sample(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void, tid: i32) {
   let before_ns = os::bracket_start_ns();
@@ -613,6 +736,7 @@ fn sample(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void,
   SIGNALS.fetch_add(1, Ordering::Relaxed);
 }
 
+#[cfg(unix)]
 #[inline(always)]
 fn our_action() -> usize {
   handle_sigprof as *const () as usize
@@ -630,8 +754,11 @@ pub enum Install {
   BehindAnother,
   /// No SIGPROF handler is installed (V8's sampler is not running): nothing to chain.
   NoSampler,
+  /// V8 samples without a signal here (Windows): nothing to install.
+  NoSignals,
 }
 
+#[cfg(unix)]
 fn current_action() -> std::io::Result<libc::sigaction> {
   // SAFETY: a zeroed sigaction is a valid out-parameter; a null new action only reads.
   unsafe {
@@ -648,6 +775,7 @@ fn current_action() -> std::io::Result<libc::sigaction> {
 /// signal; ours takes no sample for it and does not pass it on, so V8 records nothing.
 /// Where SIGPROF is blocked on this thread the chain cannot be asked, and the answer is
 /// yes: staying out of the chain is safe, chaining into a loop is not.
+#[cfg(unix)]
 fn reaches_us() -> std::io::Result<bool> {
   // SAFETY: reads this thread's signal mask into a zeroed set.
   let blocked = unsafe {
@@ -672,6 +800,7 @@ fn reaches_us() -> std::io::Result<bool> {
 }
 
 /// Serializes installs (workers start profilers on their own threads).
+#[cfg(unix)]
 static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Puts our handler in front of the installed SIGPROF handler. Call right after V8's
@@ -683,6 +812,7 @@ static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// front of us), nothing changes: chaining again would make a loop. Otherwise (first
 /// install, or our handler left with V8's when V8 stopped) ours goes in front of
 /// whatever is there and calls it, so no handler is dropped.
+#[cfg(unix)]
 pub fn install() -> std::io::Result<Install> {
   let _serial = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
   os::init_clock();
@@ -713,7 +843,22 @@ pub fn install() -> std::io::Result<Install> {
   Ok(Install::Chained)
 }
 
+/// V8 samples without a signal on Windows: nothing to install (the clock is set up for
+/// the switch log).
+#[cfg(windows)]
+pub fn install() -> std::io::Result<Install> {
+  os::init_clock();
+  Ok(Install::NoSignals)
+}
+
 /// Whether our handler is the installed one.
+#[cfg(windows)]
+pub fn installed() -> bool {
+  false
+}
+
+/// Whether our handler is the installed one.
+#[cfg(unix)]
 pub fn installed() -> bool {
   current_action()
     .map(|a| a.sa_sigaction == our_action())

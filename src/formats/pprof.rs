@@ -733,6 +733,7 @@ fn metadata_comment(m: &Metadata) -> String {
   match m.label_path {
     Some(crate::trace::LabelPath::AsyncHooks) => s.push_str(" labelPath=async-hooks"),
     Some(crate::trace::LabelPath::ContextFrame) => s.push_str(" labelPath=context-frame"),
+    Some(crate::trace::LabelPath::SwitchLog) => s.push_str(" labelPath=switch-log"),
     None => {}
   }
   s
@@ -754,6 +755,7 @@ pub fn parse_metadata_comment(comment: &str) -> Option<Metadata> {
         m.label_path = match value {
           "async-hooks" => Some(crate::trace::LabelPath::AsyncHooks),
           "context-frame" => Some(crate::trace::LabelPath::ContextFrame),
+          "switch-log" => Some(crate::trace::LabelPath::SwitchLog),
           _ => None,
         }
       }

@@ -8,7 +8,7 @@
 
 use super::v8_profile::{CpuProfile, ProfileError};
 use super::{Added, LabelLookup, Labeler, Labels, Trace, TraceBuilder, Window};
-use crate::capture::{drain, labels};
+use crate::capture::{self, drain, labels};
 
 /// The brackets (ns on the signal handler's clock) of samples from `from_ms` to `until_ms`
 /// (ms since the time origin, `origin_us` on that clock), a little wider than that: a
@@ -46,6 +46,9 @@ pub struct Join {
   window: Window,
   /// The thread whose brackets the samples join, and where its next brackets start.
   brackets: Option<(i32, u64)>,
+  /// Whether the brackets read so far include the last one before the window (a label
+  /// switch, where samples are joined by time, rules from before the recording).
+  prior_read: bool,
   recording: Option<u32>,
   /// Where the label store's amendment log stood when the recording started: the sets
   /// amended since then are looked up again at the finish.
@@ -61,6 +64,7 @@ impl Join {
         entries: Vec::new(),
         lookup: store_lookup(),
         cpu_start_ns: src.cpu_start_ns,
+        by_time: capture::BY_TIME,
       }),
       None => TraceBuilder::new(),
     };
@@ -76,6 +80,7 @@ impl Join {
       builder,
       window,
       brackets: labels.map(|src| (src.tid, from_ns)),
+      prior_read: !capture::BY_TIME,
       recording: labels.and_then(|src| src.recording),
     }
   }
@@ -91,7 +96,8 @@ impl Join {
     if let Some((tid, from_ns)) = self.brackets.as_mut() {
       let until_ns = bracket_range_ns(self.window.origin_us, self.window.from_ms, until_ms).1;
       if *from_ns <= until_ns {
-        let more = drain::records(*tid, *from_ns, until_ns);
+        let more = drain::records(*tid, *from_ns, until_ns, !self.prior_read);
+        self.prior_read = true;
         if let Some(last) = more.last() {
           *from_ns = last.before_ns.saturating_add(1);
           if let Some(token) = self.recording {

@@ -232,6 +232,9 @@ pub enum LabelPath {
   AsyncHooks,
   /// The handler reads it from the async context frame (Node >= 24).
   ContextFrame,
+  /// No handler runs (Windows): JS logs each switch with its time, and samples are
+  /// joined to the log by time.
+  SwitchLog,
 }
 
 fn labels_from_object<'de, D: Deserializer<'de>>(d: D) -> Result<Labels, D::Error> {
@@ -343,6 +346,9 @@ pub struct Labeler<'a> {
   pub lookup: Box<LabelLookup<'a>>,
   /// Thread CPU time when the recording started.
   pub cpu_start_ns: Option<u64>,
+  /// The entries are label switches, joined by time (`ring::switch_context`), not signal
+  /// brackets; samples get no CPU time.
+  pub by_time: bool,
 }
 
 /// Builds one trace from one or more V8 profiles, deduplicating resources, frames
@@ -468,10 +474,24 @@ impl<'a> TraceBuilder<'a> {
   /// belongs to the first sample that falls in it. A later one in the same bracket is a
   /// sample V8 took without a signal (a deoptimization just after the signal): it is
   /// labeled only if the context around it is certain, like any other such sample.
-  fn annotate(&mut self, t_us: f64, sample: &mut Sample) {
+  fn annotate(&mut self, t_us: f64, sample: &mut Sample, clock_ok: bool) {
     let Some(labeler) = self.labeler.as_ref() else {
       return;
     };
+    if labeler.by_time {
+      let context = clock_ok
+        .then(|| ring::switch_context(&labeler.entries, &mut self.cursor, t_us))
+        .flatten();
+      let meta = self.trace.metadata.get_or_insert_with(Metadata::default);
+      match context {
+        Some(context) => {
+          meta.matched_samples += 1;
+          self.set_context(sample, context);
+        }
+        None => meta.unmatched_samples += 1,
+      }
+      return;
+    }
     let found = ring::match_sample(&labeler.entries, &mut self.cursor, t_us, self.last_bracket_ns);
     let meta = self.trace.metadata.get_or_insert_with(Metadata::default);
     let entry = match found {
@@ -636,6 +656,10 @@ impl<'a> TraceBuilder<'a> {
     let over_limit = picked.len().saturating_sub(room);
     picked.truncate(room);
 
+    // Joined by time, the stamps must be on the switches' clock: V8 falls back to a
+    // millisecond clock where it finds no invariant TSC, whose stamps are all whole ms.
+    let clock_ok =
+      !self.labeler.as_ref().is_some_and(|l| l.by_time) || picked.iter().any(|&(_, _, t)| t % 1000.0 != 0.0);
     self.trace.samples.reserve(picked.len());
     let mut memo = vec![None; profile.nodes.len()];
     let mut kept = vec![0u64; profile.nodes.len()];
@@ -649,7 +673,7 @@ impl<'a> TraceBuilder<'a> {
         context_id: None,
         cpu_time: None,
       };
-      self.annotate(t_us, &mut sample);
+      self.annotate(t_us, &mut sample, clock_ok);
       self.trace.samples.push(sample);
     }
     self.add_line_ticks(&indexed, &memo, &kept);

@@ -353,6 +353,83 @@ fn entry_in(before_us: u64, context: u32, cpu_us: u64, generation: u32) -> Entry
 }
 
 #[test]
+fn joined_by_time_a_sample_takes_the_set_switched_to_before_it_never_one_it_cannot_be_sure_of() {
+  // Samples at 1001.003 .. 1006.003 ms on V8's clock (µs stamps); the 4th is GC, the last idle.
+  let p = profile(&[3, 5, 3, 6, 3, 7], &[1003.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0]);
+  let labels = |id: u32| -> Option<Labels> {
+    match id {
+      7 => Some(Labels::from(vec![("endpoint".into(), "GET /a".into())])),
+      9 => Some(Labels::from(vec![("endpoint".into(), "GET /b".into())])),
+      _ => None,
+    }
+  };
+  let switch = |ns: u64, context: u32, seq: u32| Entry {
+    before_ns: ns,
+    after_ns: ns,
+    cpu_ns: 0,
+    context,
+    generation: seq,
+    tid: 1,
+  };
+  let switches = vec![
+    switch(1_000_900_000, 7, 0),
+    switch(1_001_500_000, 9, 1),
+    // In the 3rd sample's µs: 9 or 7.
+    switch(1_003_003_400, 7, 2),
+    // Labels no longer kept.
+    switch(1_004_500_000, 11, 3),
+  ];
+  let build = |p: &CpuProfile| {
+    let mut b = TraceBuilder::with_labeler(Labeler {
+      entries: switches.clone(),
+      lookup: Box::new(labels),
+      cpu_start_ns: Some(100_000),
+      by_time: true,
+    });
+    b.add_profile(
+      p,
+      &Window {
+        origin_us: 1_000_000.0,
+        ..Window::default()
+      },
+    )
+    .unwrap();
+    b.finish()
+  };
+  let t = build(&p);
+  let endpoints: Vec<Option<&str>> = t
+    .samples
+    .iter()
+    .map(|s| {
+      s.context_id
+        .and_then(|c| t.contexts[c as usize].labels.iter().next().map(|(_, v)| v))
+    })
+    .collect();
+  assert_eq!(
+    endpoints,
+    vec![Some("GET /a"), Some("GET /b"), None, Some("GET /a"), None, None],
+    "the 3rd is unsure, the 5th's labels are gone, the idle one has none"
+  );
+  assert!(t.samples.iter().all(|s| s.cpu_time.is_none()), "no CPU time by time");
+  let m = t.metadata.unwrap();
+  assert_eq!(
+    (
+      m.matched_samples,
+      m.between_signals_samples,
+      m.unmatched_samples,
+      m.labels_lost_samples
+    ),
+    (5, 0, 1, 1)
+  );
+
+  // Stamps all in whole ms: V8 read its millisecond clock, which no switch can be placed
+  // against. No labels.
+  let t = build(&profile(&[3, 5, 3, 6, 3, 7], &[1000.0; 6]));
+  assert!(t.samples.iter().all(|s| s.context_id.is_none()));
+  assert_eq!(t.metadata.unwrap().unmatched_samples, 6);
+}
+
+#[test]
 fn labeler_joins_samples_to_brackets_for_labels_and_cpu_time() {
   // Samples at 1001, 1002, 1003, 1004, 1005, 1006 ms on V8's clock (µs stamps); the
   // last is idle.
@@ -379,6 +456,7 @@ fn labeler_joins_samples_to_brackets_for_labels_and_cpu_time() {
     entries,
     lookup: Box::new(labels),
     cpu_start_ns: Some(100_000),
+    by_time: false,
   });
   b.add_profile(
     &p,
@@ -471,6 +549,7 @@ fn a_second_sample_in_one_bracket_is_not_the_signals() {
     entries,
     lookup: Box::new(labels),
     cpu_start_ns: Some(100_000),
+    by_time: false,
   });
   b.add_profile(&p, &Window::default()).unwrap();
   let t = b.finish();
@@ -600,6 +679,7 @@ fn a_recording_joined_in_segments_is_the_recording_joined_whole() {
     entries,
     lookup: Box::new(labels),
     cpu_start_ns: Some(100_000),
+    by_time: false,
   };
   let w = Window {
     origin_us: 1_000_000.0,
