@@ -108,10 +108,11 @@ export interface ProfilerTraceMetadata {
   /** Samples whose context was known but whose labels were no longer kept. */
   labelsLostSamples?: number
   /**
-   * How the recording's thread told the signal handler its labels: `async_hooks` at every
-   * continuation (Node 20, 22), or read from the async context frame (Node ≥ 24).
+   * How the recording's samples got their labels: `async_hooks` published them at every
+   * continuation (Node 20, 22), the signal handler read them from the async context frame
+   * (Node ≥ 24), or, on Windows (no signal), label switches logged with their time.
    */
-  labelPath?: 'async-hooks' | 'context-frame'
+  labelPath?: 'async-hooks' | 'context-frame' | 'switch-log'
 }
 
 /**
