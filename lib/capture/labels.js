@@ -146,15 +146,19 @@ function checkFrame() {
   frameReason = 'checking';
   const fail = (why) => {
     frameReason = why;
+    // Only a reader this copy set up is turned off: another copy's (jest's registry, a hot
+    // reload) keeps reading its own frame.
+    if (set) native.frameEnable(false);
     frameRead = false;
-    native.frameEnable?.(false);
   };
+  let set = false;
   if (JOIN !== 'signal') return fail('V8 samples without a signal here: no handler reads the frame');
   if (process.env.SELFPROF_CONTEXT_FRAME === '0') return fail('SELFPROF_CONTEXT_FRAME=0');
   if (typeof als.kResourceStore === 'symbol') return fail('AsyncLocalStorage runs on async_hooks here (Node < 24)');
   if (!shared || typeof native.frameSetUp !== 'function') return fail('the native cell is not shared');
   try {
     native.frameSetUp(process.versions.v8, als, new Map());
+    set = true;
   } catch (err) {
     return fail(err.message);
   }
