@@ -115,7 +115,9 @@ function fromEnv(env) {
 }
 
 function validate(options) {
-  const o = { ...fromEnv(process.env), ...options };
+  // Options win over the environment; one left undefined is not given (the variable stays).
+  const o = fromEnv(process.env);
+  for (const [key, value] of Object.entries(options ?? {})) if (value !== undefined) o[key] = value;
   const str = (key, fallback) => {
     const v = o[key] ?? fallback;
     if (v !== undefined && (typeof v !== 'string' || v === '')) throw new TypeError(`start: ${key} must be a non-empty string`);
