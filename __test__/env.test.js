@@ -7,7 +7,12 @@ const zlib = require('node:zlib');
 const { fromEnv } = require('../lib/service');
 const { parseDdTags, datadogAgentUrl, parseOtelList, otlpProfilesUrl } = require('../lib/service/exporters/env');
 const { start, withLabels } = require('..');
-const { spin, decodePprof } = require('./helpers');
+const { spin, untilSignals, decodePprof, WorkLog, assertRequestLabels } = require('./helpers');
+const { missing, otlpPython, OTLP_TOOL, decodeOtlp, otlpWork } = require('./tools');
+
+function gzipWork(ms) {
+  return spin(ms);
+}
 
 test('DD_*: agent URL precedence, DD_TAGS as dd-trace parses it, SELFPROF_* first', () => {
   assert.equal(datadogAgentUrl({}), 'http://127.0.0.1:8126/');
@@ -41,7 +46,9 @@ test('OTEL_*: lists percent-decoded, endpoints, secrets kept out of errors', () 
   assert.equal(otlpProfilesUrl({ OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT: 'http://p:1/custom', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' }), 'http://p:1/custom', 'as-is');
 });
 
-test('OTLP compression gzip: content-encoding set, body gunzips', async () => {
+test('OTLP compression gzip: content-encoding set, the body gunzips to the recorded profile', async (t) => {
+  const python = otlpPython();
+  if (!python && missing(t, OTLP_TOOL)) return;
   const bodies = [];
   const server = http.createServer((req, res) => {
     const chunks = [];
@@ -53,14 +60,16 @@ test('OTLP compression gzip: content-encoding set, body gunzips', async () => {
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
   const session = start({ period: 200, exporters: [{ type: 'otlp', url: `http://127.0.0.1:${server.address().port}/v1development/profiles`, compression: 'gzip' }] });
-  withLabels({ endpoint: 'GET /z' }, () => spin(250));
+  const log = new WorkLog();
+  withLabels({ endpoint: 'GET /z' }, () => untilSignals(30, () => log.run({ endpoint: 'GET /z' }, gzipWork, 5)));
   await session.stop();
   await new Promise((r) => server.close(r));
   assert.ok(bodies.length >= 1);
-  for (const b of bodies) {
-    assert.equal(b.headers['content-encoding'], 'gzip');
-    assert.ok(zlib.gunzipSync(b.body).length > 0);
-  }
+  for (const b of bodies) assert.equal(b.headers['content-encoding'], 'gzip');
+  // Gunzipped, each is an OTLP request (read by opentelemetry-proto) holding what was
+  // recorded: the work's samples, each with its labels.
+  const requests = decodeOtlp(python, bodies.map((b) => zlib.gunzipSync(b.body)));
+  t.diagnostic(assertRequestLabels(otlpWork(requests, ['gzipWork'], performance.timeOrigin), log.calls, { what: 'gzipWork', exact: true }));
 });
 
 test('options given to start() win over SELFPROF_*, each one; an option left undefined leaves the variable in effect', async (t) => {

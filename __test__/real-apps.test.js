@@ -14,8 +14,7 @@ const path = require('node:path');
 const { fork } = require('node:child_process');
 const autocannon = require('autocannon');
 const http = require('node:http');
-const { spawnSync } = require('node:child_process');
-const { findTool, missing, startTestAgent, formOf } = require('./tools');
+const { findTool, missing, startTestAgent, formOf, decodeOtlp, otlpWork } = require('./tools');
 const { decodePprof, stackFrames, pprofWork, assertRequestLabels } = require('./helpers');
 
 const root = path.join(__dirname, '..');
@@ -240,31 +239,7 @@ test("every backend gets the route and the request's span: Pyroscope's endpoint 
   // OTLP, read back by opentelemetry-proto: the endpoint attribute and the span link,
   // each sample placed on the calls' time line by its timestamp.
   assert.ok(sink.got.otlp.length >= 1, 'OTLP uploads');
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-real-otlp-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const files = sink.got.otlp.map((b, i) => {
-    const f = path.join(dir, `${i}.pb`);
-    fs.writeFileSync(f, b);
-    return f;
-  });
-  const r = spawnSync(python, [path.join(__dirname, 'otlp_decode.py'), ...files], { encoding: 'utf8', maxBuffer: 1 << 28 });
-  assert.equal(r.status, 0, r.stderr);
-  const fromOtlp = [];
-  for (const request of JSON.parse(r.stdout)) {
-    for (const res of request.resources) {
-      for (const scope of res.scopes) {
-        const wall = scope.profiles.find((p) => p.sample_type[0] === 'wall');
-        for (const s of wall?.samples ?? []) {
-          const work = s.stack.map((f) => f.name).find((n) => WORK.includes(n));
-          if (!work) continue;
-          for (const ts of s.timestamps) {
-            const t = Number(BigInt(ts) / 1000n) / 1000 - timeOrigin;
-            fromOtlp.push({ t, work, labels: s.link && { endpoint: s.attributes.endpoint, span: s.link.span_id } });
-          }
-        }
-      }
-    }
-  }
+  const fromOtlp = otlpWork(decodeOtlp(python, sink.got.otlp), WORK, timeOrigin).map((s) => ({ ...s, labels: s.labels?.span_id && { endpoint: s.labels.endpoint, span: s.labels.span_id } }));
   const inOtlp = judge(fromOtlp, calls, endpointOf, (c) => c.spanId, 'express4: OTLP');
   t.diagnostic(`Pyroscope ${inPyroscope}; OTLP ${inOtlp}`);
 });
