@@ -143,6 +143,57 @@ test("stop({ format: 'json-gzip' }) resolves to gzip'd trace JSON", async () => 
   assert.ok(samplesIn(trace, 'selfprofBusyLoop').length > 0);
 });
 
+test("a trace whose JSON is more than a JS string holds: one error naming json-gzip and pprof, which give it whole", () => {
+  // SELFPROF_TEST_JS_STRING_BYTES lowers the bound (V8's ~512 MiB) for this test only.
+  const script = `
+    const zlib = require('node:zlib');
+    const { Profiler } = require('.');
+    const { stopSync } = require('./lib/capture/profiler');
+    const { spin } = require('./__test__/helpers');
+    function tooLongForAStringWork() { return spin(60); }
+    (async () => {
+      const out = {};
+      const [a, b, c] = [1, 2, 3].map(() => new Profiler({ sampleInterval: 1, maxBufferSize: 10000 }));
+      tooLongForAStringWork();
+      for (const [name, p, format] of [['object', a, 'json'], ['pprof', b, 'pprof']]) {
+        try {
+          const r = await p.stop({ format });
+          out[name] = format === 'pprof' ? { bytes: r.length } : { samples: r.samples.length };
+        } catch (err) {
+          out[name] = { error: err.message, name: err.constructor.name };
+        }
+      }
+      const gz = await c.stop({ format: 'json-gzip' });
+      out.gzip = { json: zlib.gunzipSync(gz).length, samples: JSON.parse(zlib.gunzipSync(gz)).samples.length };
+      const d = new Profiler({ sampleInterval: 1, maxBufferSize: 10000 });
+      tooLongForAStringWork();
+      try {
+        d[stopSync]('json');
+      } catch (err) {
+        out.sync = { error: err.message };
+      }
+      console.log(JSON.stringify(out));
+    })();
+  `;
+  const { spawnSync } = require('node:child_process');
+  const r = spawnSync(process.execPath, ['-e', script], {
+    cwd: require('node:path').join(__dirname, '..'),
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, SELFPROF_TEST_JS_STRING_BYTES: '2000' },
+  });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stderr, '', 'nothing else said');
+  const out = JSON.parse(r.stdout);
+  const message = /^the trace('s frames, stacks and line ticks)? is [\d.]+ MiB of JSON, more than a JS string holds: stop\(\{ format: 'json-gzip' \}\) or 'pprof' gives it whole$/;
+  assert.equal(out.object.name, 'Error');
+  assert.match(out.object.error, message);
+  assert.match(out.sync.error, message);
+  // The other formats give the same recording whole: its JSON past the bound.
+  assert.ok(out.pprof.bytes > 0);
+  assert.ok(out.gzip.json > 2000 && out.gzip.samples > 20, JSON.stringify(out.gzip));
+});
+
 test('json-gzip and object forms of one real V8 profile are equal', async () => {
   const session = new inspector.Session();
   session.connect();
