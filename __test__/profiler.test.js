@@ -78,14 +78,19 @@ test('sampleInterval reports the interval used: a whole number of ms, at least t
   }
 });
 
-test('samples are spaced by about the sample interval', async (t) => {
+test('samples are spaced by the sample interval at least', async (t) => {
+  const t0 = performance.now();
   const p = new Profiler({ sampleInterval: 10, maxBufferSize: 1000 });
   selfprofBusyLoop(400);
   const trace = await p.stop();
+  const elapsed = performance.now() - t0;
   const gaps = trace.samples.slice(1).map((s, i) => s.timestamp - trace.samples[i].timestamp).sort((a, b) => a - b);
   const median = gaps[gaps.length >> 1];
-  t.diagnostic(`10 ms interval: ${trace.samples.length} samples, median gap ${median.toFixed(2)} ms`);
-  assert.ok(median > 7.5 && median < 12.5, `median gap ${median}`);
+  // How far apart beyond the interval depends on the CPU V8's sampler thread gets; never
+  // closer than it (but V8's own samples at start), never more than one per interval.
+  t.diagnostic(`10 ms interval: ${trace.samples.length} samples in ${elapsed.toFixed(0)} ms, gaps ${gaps[0].toFixed(2)} (min), ${median.toFixed(2)} (median) ms`);
+  assert.ok(trace.samples.length >= 2 && trace.samples.length <= elapsed / 10 + 2, `${trace.samples.length} samples in ${elapsed.toFixed(0)} ms`);
+  assert.ok(gaps.filter((g) => g < 7.5).length <= 1, `gaps under the interval: ${gaps.filter((g) => g < 7.5)}`);
 });
 
 test('stop() on a stopped profiler rejects with InvalidStateError', async () => {

