@@ -12,6 +12,7 @@ const { decodePprof } = require('./helpers');
 
 const root = path.join(__dirname, '..');
 const cli = path.join(root, 'bin', 'selfprof.js');
+const { missing, NO_CHROMIUM } = require('./tools');
 const CHROMIUM = '/usr/bin/chromium';
 
 /** An app whose worker burns CPU in `workerBusyFunction` (and keeps 8 MiB), one that throws,
@@ -149,8 +150,7 @@ test('past the thread cap: one warning, those workers unprofiled, the app unharm
 
 test('in headless Chromium: a heap profile is a flame graph of bytes', async (t) => {
   if (!fs.existsSync(CHROMIUM)) {
-    t.skip(`no chromium at ${CHROMIUM}: apt-get install chromium`);
-    return;
+    if (missing(t, NO_CHROMIUM)) return;
   }
   const { htmlReport } = require('..');
   const { startHeapSampling } = require('../lib/capture/heap');

@@ -1,8 +1,9 @@
 'use strict';
 // The external tools the backend tests read uploads back with (installed by
 // scripts/test-tools.sh into .venv/, which .ci/run runs): Datadog's test agent and a
-// Python with the opentelemetry-proto package. A missing tool makes its test skip, saying
-// so; under CI (CI=true) a missing tool is a failure instead, so CI never skips silently.
+// Python with the opentelemetry-proto package; and the browser tests' Chromium (.ci/run
+// installs Debian's). A missing tool makes its test skip, saying so; under CI (CI set) a
+// missing tool is a failure instead, so CI never skips silently.
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
@@ -20,11 +21,14 @@ function findTool(venv, name) {
 
 /** `t.skip(why)` locally; a thrown error under CI. Returns true if the test must stop. */
 function missing(t, what) {
-  const why = `${what} not found: run scripts/test-tools.sh`;
+  const why = what === NO_CHROMIUM ? `no ${what}` : `${what} not found: run scripts/test-tools.sh`;
   if (process.env.CI) throw new Error(`${why} (CI must not skip this test)`);
   t.skip(why);
   return true;
 }
+
+/** What the browser tests need, for `missing`: Debian's Chromium, driven by playwright-core. */
+const NO_CHROMIUM = 'chromium at /usr/bin/chromium (apt-get install chromium)';
 
 /** A free loopback TCP port. */
 async function freePort() {
@@ -155,4 +159,4 @@ function formOf(body, contentType) {
   return new Response(body, { headers: { 'content-type': contentType } }).formData();
 }
 
-module.exports = { root, findTool, missing, freePort, startTestAgent, runNode, formOf, otlpPython, OTLP_TOOL, decodeOtlp, otlpWork };
+module.exports = { root, findTool, missing, NO_CHROMIUM, freePort, startTestAgent, runNode, formOf, otlpPython, OTLP_TOOL, decodeOtlp, otlpWork };
