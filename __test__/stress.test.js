@@ -40,6 +40,7 @@ test(`stress: ${seconds} s of storms, workers, GC, label churn, failing exporter
   assert.ok(report.stopped >= seconds / 2, `profilers stopped: ${report.stopped}`);
   assert.ok(report.bufferFull >= 1, 'buffers filled');
   assert.ok(report.abandoned >= 1, 'profilers abandoned to the GC');
+  assert.equal(report.groupSize, 0, 'the abandoned profilers left the group once collected');
   assert.ok(report.workers >= seconds / 4, `workers: ${report.workers}`);
   assert.ok(report.terminated >= seconds / 10, `workers terminated mid-recording: ${report.terminated}`);
   assert.ok(report.requests >= 10 * seconds, `labeled requests: ${report.requests}`);
