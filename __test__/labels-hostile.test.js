@@ -17,7 +17,8 @@ const { spawnSync } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { Profiler, withLabels, setLabels, getLabels, start } = require('..');
 const { labelStats } = require('../lib/capture/labels');
-const { spin, samplesIn, decodePprof, WorkLog, traceWork, pprofWork, assertRequestLabels } = require('./helpers');
+const { spin, untilSignals, samplesIn, decodePprof, WorkLog, traceWork, pprofWork, assertRequestLabels } = require('./helpers');
+const { native } = require('../lib/native');
 
 const root = path.join(__dirname, '..');
 const CUT_EMOJI = '😀'.slice(0, 1); // '\ud83d': a lone high surrogate
@@ -49,7 +50,7 @@ test('a label value with a lone surrogate: the recording is kept, the value beco
   for (const format of ['json', 'json-gzip', 'pprof']) {
     const later = new WorkLog();
     const q = new Profiler({ sampleInterval: 1, maxBufferSize: 1000 });
-    withLabels({ endpoint: `x${CUT_EMOJI}` }, () => later.run({ endpoint: 'x\ufffd' }, surrogateWork, 20));
+    withLabels({ endpoint: `x${CUT_EMOJI}` }, () => untilSignals(15, () => later.run({ endpoint: 'x\ufffd' }, surrogateWork, 2)));
     const out = await q.stop({ format });
     const samples =
       format === 'pprof' ? pprofWork(decodePprof(out), ['surrogateWork']) : traceWork(format === 'json' ? out : JSON.parse(zlib.gunzipSync(out)), ['surrogateWork']);
@@ -79,7 +80,7 @@ test('label values of every width come back whole in the trace object, keys in o
   }
   const trace = await p.stop();
   // Each sample its own request's whole set, every key and no other.
-  assertRequestLabels(traceWork(trace, ['wideWork']), log.calls, { what: 'wideWork', min: 30, exact: true });
+  assertRequestLabels(traceWork(trace, ['wideWork']), log.calls, { what: 'wideWork', min: 20, exact: true });
   const got = new Set(trace.contexts.filter((c) => c.labels.endpoint === 'GET /wide').map((c) => JSON.stringify(c.labels)));
   // As JSON.parse of the trace's JSON makes them: keys sorted, integer-like keys first.
   const byKey = ([a], [b]) => (a < b ? -1 : a > b ? 1 : 0);
@@ -105,7 +106,7 @@ test("each context's labels are its own, whether its values repeat across contex
     withLabels(labels, () => log.run(labels, repeatWork, 1.2));
   }
   const trace = await p.stop();
-  assertRequestLabels(traceWork(trace, ['repeatWork']), log.calls, { what: 'repeatWork', min: 1100, exact: true });
+  assertRequestLabels(traceWork(trace, ['repeatWork']), log.calls, { what: 'repeatWork', min: 500, exact: true });
   const own = trace.contexts.filter((c) => c.labels.span_id !== undefined);
   assert.ok(own.length > 1100, `${own.length} contexts with a span id`);
   for (const { labels } of own) {
@@ -127,8 +128,10 @@ test('service mode keeps exporting when a client puts a lone surrogate into a la
   await new Promise((r) => srv.listen(0, '127.0.0.1', r));
   const session = start({ service: 'emoji', period: 200, exporters: [{ type: 'datadog', url: `http://127.0.0.1:${srv.address().port}` }] });
   const log = new WorkLog();
-  const end = performance.now() + 1000;
-  for (let i = 0; performance.now() < end; i++) {
+  // Until ~100 signals (1.1 s at 99 Hz on an idle machine), however busy it is.
+  const until = native.signalCount() + 100;
+  const end = performance.now() + 30_000;
+  for (let i = 0; native.signalCount() < until && performance.now() < end; i++) {
     const body = JSON.parse(`{"user":"\\ud800${i}"}`); // what a hostile client can send
     await withLabels({ endpoint: 'POST /profile', user: body.user }, async () => {
       log.run({ 'trace endpoint': 'POST /profile', user: `\ufffd${i}` }, surrogateWork, 3);
@@ -137,7 +140,7 @@ test('service mode keeps exporting when a client puts a lone surrogate into a la
   }
   await session.stop();
   await new Promise((r) => srv.close(r));
-  assert.ok(received.length >= 4, `${received.length} profiles exported in 1 s at a 200 ms period`);
+  assert.ok(received.length >= 4, `${received.length} profiles exported at a 200 ms period`);
   // Every sample in the requests' work arrives with its request's value, U+FFFD for the
   // lone surrogate (the uploads' end_timestamp_ns places each sample on the requests' line).
   const samples = [];
@@ -146,7 +149,7 @@ test('service mode keeps exporting when a client puts a lone surrogate into a la
     const pprof = decodePprof(await form.get('wall.pprof').arrayBuffer());
     samples.push(...pprofWork(pprof, ['surrogateWork'], { labels: (s) => pick(pprof.labels(s), ['trace endpoint', 'user']) }));
   }
-  assertRequestLabels(samples, log.calls, { what: 'uploads', min: 20, exact: true });
+  assertRequestLabels(samples, log.calls, { what: 'uploads', min: 10, exact: true });
 });
 
 test('selfprof record writes the profile of a program that labels with a lone surrogate', () => {
@@ -203,7 +206,7 @@ test('label sets at the documented maxima: stop() resolves, what it keeps is bou
   assert.equal(labelStats().saved, 0, 'released once built');
   const q = new Profiler({ sampleInterval: 1, maxBufferSize: 1000 });
   const later = new WorkLog();
-  withLabels({ endpoint: 'after' }, () => later.run({ endpoint: 'after' }, maximaWork, 20));
+  withLabels({ endpoint: 'after' }, () => untilSignals(15, () => later.run({ endpoint: 'after' }, maximaWork, 2)));
   const after = await q.stop();
   assertRequestLabels(traceWork(after, ['maximaWork']), later.calls, { what: 'a later recording', min: 5, exact: true });
 });
@@ -251,7 +254,7 @@ test('FinalizationRegistry callbacks run without a request: their samples carry 
   assert.ok(seen.length >= 30 && seen.every((l) => Object.keys(l).length === 0), 'getLabels() there is {}');
   assert.ok(inCleanup.length >= 20, `samples in cleanups: ${inCleanup.length}`);
   assert.equal(labeled.length, 0, 'no cleanup sample carries a request’s labels');
-  assertRequestLabels(traceWork(trace, ['requestWork']), log.calls, { what: 'requestWork', min: 20, exact: true });
+  assertRequestLabels(traceWork(trace, ['requestWork']), log.calls, { what: 'requestWork', min: 10, exact: true });
 });
 
 test("'exit' listeners after the last request: their samples carry no labels", () => {

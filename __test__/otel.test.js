@@ -7,7 +7,7 @@ const api = require('@opentelemetry/api');
 const { BasicTracerProvider } = require('@opentelemetry/sdk-trace-base');
 const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
 const { Profiler, getLabels, openTelemetrySpanProcessor } = require('..');
-const { spin, samplesIn, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
+const { spin, untilSignals, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
 
 function otelRouteWork(ms) {
   return spin(ms);
@@ -36,7 +36,7 @@ test('samples carry the local root span id, trace id and route', async (t) => {
           await tracer.startActiveSpan('db query', async (child) => {
             await sleep(1);
             // In a child span: still the request's labels, its local root span's.
-            log.run({ span_id: spanId, trace_id: traceId, endpoint: `GET /users/:id${i}` }, otelRouteWork, 60);
+            untilSignals(30, () => log.run({ span_id: spanId, trace_id: traceId, endpoint: `GET /users/:id${i}` }, otelRouteWork, 4));
             child.end();
           });
           assert.equal(getLabels().endpoint, `GET /users/:id${i}`);
@@ -163,7 +163,7 @@ test('a request still running at stop() carries the route known then; a span tha
     for (const name of ['GET', 'undefined']) {
       tracer.startActiveSpan(name, { kind: api.SpanKind.SERVER }, (root) => {
         const { spanId, traceId } = root.spanContext();
-        log2.run({ span_id: spanId, trace_id: traceId, ...(name === 'GET' && { endpoint: 'GET' }) }, name === 'GET' ? otelRouteWork : unnamedWork, 30);
+        untilSignals(15, () => log2.run({ span_id: spanId, trace_id: traceId, ...(name === 'GET' && { endpoint: 'GET' }) }, name === 'GET' ? otelRouteWork : unnamedWork, 2));
         root.end();
       });
     }
@@ -188,7 +188,7 @@ test('the old HTTP semantic conventions (http.method) give the same endpoint', a
     // route at the end.
     tracer.startActiveSpan('HTTP POST', { kind: api.SpanKind.SERVER, attributes: { 'http.method': 'POST', 'http.target': '/orders' } }, (root) => {
       const { spanId, traceId } = root.spanContext();
-      log.run({ span_id: spanId, trace_id: traceId, endpoint: 'POST /orders' }, otelRouteWork, 30);
+      untilSignals(15, () => log.run({ span_id: spanId, trace_id: traceId, endpoint: 'POST /orders' }, otelRouteWork, 2));
       root.setAttribute('http.route', '/orders');
       root.end();
     });
@@ -225,7 +225,7 @@ test('service mode adds its span processor to the registered provider once; span
     const log = new WorkLog();
     tracer.startActiveSpan('GET', { kind: api.SpanKind.SERVER, attributes: { 'http.request.method': 'GET', 'http.route': '/wired' } }, (root) => {
       const { spanId, traceId } = root.spanContext();
-      log.run({ span_id: spanId, trace_id: traceId, endpoint: 'GET /wired' }, otelRouteWork, 30);
+      untilSignals(15, () => log.run({ span_id: spanId, trace_id: traceId, endpoint: 'GET /wired' }, otelRouteWork, 2));
       root.end();
     });
     const trace = await profiler.stop();

@@ -32,7 +32,7 @@ test('the handler chains in front of V8 while a profiler samples, and leaves wit
   // depends on the CPU V8's sampler thread got), and never more than one per interval.
   assert.ok(during >= 1, 'signals reached the handler');
   assert.ok(during <= elapsed / 2 + 2, `at most one signal per interval: ${during} in ${elapsed.toFixed(0)} ms`);
-  assert.ok(Math.abs(trace.metadata.matchedSamples - all) <= 1, `${all} signals, ${trace.metadata.matchedSamples} samples joined to one`);
+  assert.ok(trace.metadata.matchedSamples <= all && trace.metadata.matchedSamples >= 0.9 * all, `${all} signals, ${trace.metadata.matchedSamples} samples joined to one`);
   assert.equal(native.signalCount(), after, 'no signals reach the handler after stop');
   // Samples V8 takes without a signal (start, deoptimizations while spin warms up) have
   // no bracket; every other one is matched.
