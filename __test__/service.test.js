@@ -209,8 +209,9 @@ test('receiver down, 500s, 429 and slow answers: the app runs on, uploads recove
   assert.ok(rssGrowth < 64, 'memory stays bounded');
 });
 
-test('process exit flushes the final profile (SIGTERM and natural exit)', async () => {
+test('process exit flushes the final profile (SIGTERM and natural exit)', async (t) => {
   const agent = await receiver();
+  t.after(() => agent.close()); // a failed assertion must not leave it listening
   const script = `
     const { start, withLabels } = require(${JSON.stringify(path.join(__dirname, '..'))});
     start({ service: 'exiting', period: 60000, exporters: [{ type: 'datadog', url: process.argv[1] }] });
@@ -239,7 +240,6 @@ test('process exit flushes the final profile (SIGTERM and natural exit)', async 
     const samples = pprofWork(pprof, ['byeWork'], { timeOrigin, labels: (s) => pick(pprof.labels(s), ['trace endpoint']) });
     assertRequestLabels(samples, [call], { what: how, exact: true });
   }
-  await agent.close();
 });
 
 test('file exporter and options validated with clear errors', async () => {
