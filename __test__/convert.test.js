@@ -5,7 +5,7 @@ const assert = require('node:assert/strict');
 const zlib = require('node:zlib');
 const { Profiler, convert, readProfile, fromCpuProfile, withLabels } = require('..');
 const { stopForExport } = require('../lib/capture/profiler');
-const { spin, samplesIn, stackFrames, decodePprof, assertValidTrace, labelVerdicts, assertOwnLabels } = require('./helpers');
+const { spin, samplesIn, stackFrames, decodePprof, assertValidTrace, WorkLog, pprofWork, assertRequestLabels } = require('./helpers');
 
 const foldedTotal = (text) => text.trim().split('\n').reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
 
@@ -13,10 +13,13 @@ function convertedBusyWork(ms) {
   return spin(ms);
 }
 
+/** The calls of convertedBusyWork in realTrace's recordings. */
+const realCalls = new WorkLog();
+
 async function realTrace(format) {
   const p = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
   await withLabels({ endpoint: 'GET /x' }, async () => {
-    convertedBusyWork(80);
+    realCalls.run({ endpoint: 'GET /x' }, convertedBusyWork, 80);
     await new Promise((r) => setTimeout(r, 20));
   });
   return p.stop(format && { format });
@@ -72,14 +75,14 @@ test('pprof target: pprof-format reads the same samples, functions and labels', 
   assert.equal(d.sum(0), trace.samples.length);
   const busy = d.p.sample.filter((s) => d.names(s).includes('convertedBusyWork'));
   assert.equal(busy.length, samplesIn(trace, 'convertedBusyWork').length);
-  // Exactly the samples the trace labeled (all but V8's few unbracketed ones) carry it.
-  const labeledInTrace = samplesIn(trace, 'convertedBusyWork').filter((s) => trace.contexts[s.contextId]?.labels.endpoint === 'GET /x');
-  assert.equal(busy.filter((s) => d.labels(s).endpoint === 'GET /x').length, labeledInTrace.length);
-  assertOwnLabels(
-    labelVerdicts(trace, samplesIn(trace, 'convertedBusyWork'), (l) => l.endpoint === 'GET /x'),
-    trace.metadata.unmatchedSamples,
-    'convertedBusyWork',
+  // Sample by sample, the labels the trace gave (one pprof sample per trace sample, in order).
+  assert.deepEqual(
+    d.p.sample.map((s) => d.labels(s)),
+    trace.samples.map((s) => (s.contextId === undefined ? {} : trace.contexts[s.contextId].labels)),
   );
+  // And each its request's, judged against when the request's work ran (a trace object
+  // carries no Unix time: the pprof made from it keeps the trace's own times).
+  assertRequestLabels(pprofWork(d, ['convertedBusyWork'], { timeOrigin: 0 }), realCalls.calls, { what: 'convertedBusyWork', min: 10, exact: true });
   assert.deepEqual(d.join, trace.metadata, "the pprof's comment carries the trace's join counts");
   const fn = busy[0] && d.frames(busy[0]).find((f) => d.str(f.name) === 'convertedBusyWork');
   const frame = trace.frames.find((f) => f.name === 'convertedBusyWork');

@@ -13,7 +13,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
 const { findTool, missing, startTestAgent, runNode, formOf, warningsIn } = require('./tools');
-const { decodePprof } = require('./helpers');
+const { decodePprof, pprofWork, assertRequestLabels } = require('./helpers');
 
 /** A pprof as gzip: dd-trace compresses with zstd where Node has it (Node 24). */
 function gzipped(buf) {
@@ -95,7 +95,7 @@ test('Datadog agent: selfprof uploads what dd-trace uploads, and its span ids jo
   );
   assert.equal(run.code, 0, run.stderr);
   assert.doesNotMatch(warningsIn(run.stderr), /selfprof/, 'no selfprof warning');
-  const { requests } = JSON.parse(run.stdout);
+  const { requests, calls, timeOrigin } = JSON.parse(run.stdout);
   const ours = await uploads(agent);
   const spans = await spansOf(agent);
   assert.ok(ours.length >= 2, `selfprof uploaded ${ours.length} profiles`);
@@ -171,25 +171,31 @@ test('Datadog agent: selfprof uploads what dd-trace uploads, and its span ids jo
     assert.deepEqual(st, theirs[0].pprof.p.sampleType.map((v) => `${theirs[0].pprof.str(v.type)}/${theirs[0].pprof.str(v.unit)}`));
   }
 
-  // The join: each labeled sample's local root span is a request's server span (its
-  // parent is the client's span, remote: the service's local root).
+  // The join: each sample of a handler's work carries the span dd-trace made active for
+  // that request, a server span the agent received (its parent is the client's span,
+  // remote: the service's local root), as `local root span id` and `span id`, and that
+  // span's resource as `trace endpoint`.
   const roots = new Map(spans.filter((s) => s.type === 'web').map((s) => [s.span_id, s]));
   assert.ok(roots.size >= requests * 0.9, `${roots.size} server spans for ${requests} requests`);
-  let joined = 0;
-  for (const u of ours) {
-    for (const s of u.pprof.p.sample) {
-      if (!u.pprof.names(s).includes('ddAppHandler')) continue;
-      const root = u.pprof.numLabels(s)['local root span id'];
-      if (root === undefined) continue;
-      const span = roots.get(root);
-      assert.ok(span, `local root span id ${root} is a server span the agent received`);
-      assert.equal(u.pprof.labels(s)['trace endpoint'], span.resource);
-      assert.equal(u.pprof.numLabels(s)['span id'], root);
-      joined++;
-    }
-  }
-  assert.ok(joined >= 20, `${joined} samples of the handler joined to their request's span`);
+  for (const c of calls) assert.ok(roots.has(c.spanId), `the handler's span ${c.spanId} is a server span the agent received`);
+  const labelsOf = (pprof) => (s) => {
+    const num = pprof.numLabels(s);
+    const str = pprof.labels(s);
+    return Object.fromEntries(
+      [
+        ['trace endpoint', str['trace endpoint']],
+        ['local root span id', num['local root span id']],
+        ['span id', num['span id']],
+      ].filter(([, v]) => v !== undefined),
+    );
+  };
+  const samples = ours.flatMap((u) => pprofWork(u.pprof, ['ddAppHandler'], { timeOrigin, labels: labelsOf(u.pprof) }));
+  const joined = assertRequestLabels(samples, calls, {
+    what: 'ddAppHandler',
+    expected: (c) => ({ 'trace endpoint': roots.get(c.spanId).resource, 'local root span id': c.spanId, 'span id': c.spanId }),
+    exact: true,
+  });
   // selfprof's uploads are not traced as the app's outgoing requests.
   assert.equal(spans.filter((s) => String(s.meta?.['http.url'] ?? '').includes('/profiling/v1/input')).length, 0);
-  t.diagnostic(`dd-trace: ${theirs.length} uploads; selfprof: ${ours.length} uploads, ${requests} requests, ${joined} handler samples joined to root spans`);
+  t.diagnostic(`dd-trace: ${theirs.length} uploads; selfprof: ${ours.length} uploads, ${requests} requests; joined to their request's span: ${joined}`);
 });

@@ -7,7 +7,12 @@ const zlib = require('node:zlib');
 const { fromEnv } = require('../lib/service');
 const { parseDdTags, datadogAgentUrl, parseOtelList, otlpProfilesUrl } = require('../lib/service/exporters/env');
 const { start, withLabels } = require('..');
-const { spin } = require('./helpers');
+const { spin, untilSignals, decodePprof, WorkLog, assertRequestLabels } = require('./helpers');
+const { missing, otlpPython, OTLP_TOOL, decodeOtlp, otlpWork } = require('./tools');
+
+function gzipWork(ms) {
+  return spin(ms);
+}
 
 test('DD_*: agent URL precedence, DD_TAGS as dd-trace parses it, SELFPROF_* first', () => {
   assert.equal(datadogAgentUrl({}), 'http://127.0.0.1:8126/');
@@ -41,7 +46,9 @@ test('OTEL_*: lists percent-decoded, endpoints, secrets kept out of errors', () 
   assert.equal(otlpProfilesUrl({ OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT: 'http://p:1/custom', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' }), 'http://p:1/custom', 'as-is');
 });
 
-test('OTLP compression gzip: content-encoding set, body gunzips', async () => {
+test('OTLP compression gzip: content-encoding set, the body gunzips to the recorded profile', async (t) => {
+  const python = otlpPython();
+  if (!python && missing(t, OTLP_TOOL)) return;
   const bodies = [];
   const server = http.createServer((req, res) => {
     const chunks = [];
@@ -53,12 +60,77 @@ test('OTLP compression gzip: content-encoding set, body gunzips', async () => {
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
   const session = start({ period: 200, exporters: [{ type: 'otlp', url: `http://127.0.0.1:${server.address().port}/v1development/profiles`, compression: 'gzip' }] });
-  withLabels({ endpoint: 'GET /z' }, () => spin(250));
+  const log = new WorkLog();
+  withLabels({ endpoint: 'GET /z' }, () => untilSignals(30, () => log.run({ endpoint: 'GET /z' }, gzipWork, 5)));
   await session.stop();
   await new Promise((r) => server.close(r));
   assert.ok(bodies.length >= 1);
-  for (const b of bodies) {
-    assert.equal(b.headers['content-encoding'], 'gzip');
-    assert.ok(zlib.gunzipSync(b.body).length > 0);
+  for (const b of bodies) assert.equal(b.headers['content-encoding'], 'gzip');
+  // Gunzipped, each is an OTLP request (read by opentelemetry-proto) holding what was
+  // recorded: the work's samples, each with its labels.
+  const requests = decodeOtlp(python, bodies.map((b) => zlib.gunzipSync(b.body)));
+  t.diagnostic(assertRequestLabels(otlpWork(requests, ['gzipWork'], performance.timeOrigin), log.calls, { what: 'gzipWork', exact: true }));
+});
+
+test('options given to start() win over SELFPROF_*, each one; an option left undefined leaves the variable in effect', async (t) => {
+  const got = [];
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      got.push({ url: new URL(req.url, 'http://x'), body: Buffer.concat(chunks) });
+      res.end();
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => new Promise((r) => server.close(r)));
+  const env = {
+    SELFPROF_SERVICE: 'env-service',
+    SELFPROF_ENV: 'env-env',
+    SELFPROF_VERSION: '9.9.9',
+    SELFPROF_TAGS: 'team:env-team',
+    SELFPROF_PERIOD_MS: '60000',
+    SELFPROF_SAMPLE_INTERVAL_MS: '50',
+    SELFPROF_EXPORTER: 'datadog',
+    SELFPROF_EXPORTER_URL: 'http://127.0.0.1:1',
+    SELFPROF_HEAP: '1',
+    SELFPROF_PYROSCOPE_SERIES_LABELS: 'tenant',
+  };
+  const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
+  Object.assign(process.env, env);
+  let session;
+  try {
+    session = start({
+      service: 'opt-service',
+      env: 'opt-env',
+      version: undefined, // not given: SELFPROF_VERSION stays
+      tags: { team: 'opt-team' },
+      period: 200,
+      sampleInterval: 3,
+      exporters: [{ type: 'pyroscope', url: `http://127.0.0.1:${server.address().port}` }],
+      heap: false,
+      pyroscope: { seriesLabels: ['endpoint'] },
+    });
+  } finally {
+    for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+  const end = performance.now() + 700;
+  while (performance.now() < end) {
+    await withLabels({ endpoint: 'GET /opt', tenant: 'acme' }, async () => {
+      spin(4);
+      await new Promise((r) => setTimeout(r, 1));
+    });
+  }
+  await session.stop();
+  // period 200 ms, not 60 s: a profile every 200 ms, to the options' exporter only, no heap.
+  assert.ok(got.length >= 3, `${got.length} uploads in 0.7 s`);
+  for (const { url, body } of got) {
+    assert.equal(url.searchParams.get('name'), 'opt-service{service_name=opt-service,env=opt-env,version=9.9.9,team=opt-team}');
+    const { p, str, labels } = decodePprof(body);
+    assert.ok(p.sampleType.some((v) => str(v.type) === 'wall'), 'a CPU profile (heap: false)');
+    assert.equal(Number(p.period), 3e6, 'sampled every 3 ms');
+    for (const s of p.sample) assert.equal(labels(s).tenant, undefined, 'the series labels are the options\'');
+    assert.ok(p.sample.some((s) => labels(s).endpoint === 'GET /opt'));
   }
 });

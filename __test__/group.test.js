@@ -6,7 +6,7 @@ const { setTimeout: sleep } = require('node:timers/promises');
 const { performance } = require('node:perf_hooks');
 const { Profiler } = require('..');
 const { group } = require('../lib/capture/group');
-const { spin, assertValidTrace } = require('./helpers');
+const { spin, untilSignals, assertValidTrace } = require('./helpers');
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const gaps = (trace) => trace.samples.slice(1).map((s, i) => s.timestamp - trace.samples[i].timestamp);
@@ -37,23 +37,22 @@ test('three overlapping profilers at 1, 5 and 10 ms share one sampler', async (t
     `samples ${t1.samples.length}/${t5.samples.length}/${t10.samples.length}; ` +
       `median spacing ${medians.map((m) => m.toFixed(2)).join(' / ')} ms`,
   );
-  // V8's sampler thread keeps the interval when it gets the CPU (late on an
-  // oversubscribed machine, hence the loose upper bound) ...
-  [1, 5, 10].forEach((interval, i) => {
-    assert.ok(medians[i] >= 0.75 * interval && medians[i] <= 3 * interval, `${interval} ms profiler: median ${medians[i]}`);
-  });
-  // ... and each profiler takes every (interval / GCD)-th of the shared samples, whatever
-  // the timing: while all three ran, 5 and 10 times fewer than the 1 ms one, a subset.
+  // One sampler: each profiler takes every (interval / GCD)-th of the shared samples,
+  // whatever the timing (how far apart the samples are depends on the CPU V8's sampler
+  // thread gets). While all three ran, the 5 and 10 ms profilers' samples are the 1 ms
+  // one's, every 5th and every 10th of them (but across the 10 ms one's join).
   const whileAll = (tr) => tr.samples.filter((s) => s.timestamp >= allFrom && s.timestamp <= bothUntil);
-  const oneMs = new Set(whileAll(t1).map((s) => s.timestamp));
+  const oneMs = whileAll(t1).map((s) => s.timestamp);
   for (const [tr, interval] of [[t5, 5], [t10, 10]]) {
-    const ratio = oneMs.size / whileAll(tr).length;
-    assert.ok(Math.abs(ratio - interval) <= 0.2 * interval, `${interval} ms profiler: 1 in ${ratio.toFixed(2)} samples`);
-    assert.equal(whileAll(tr).filter((s) => !oneMs.has(s.timestamp)).length, 0, `${interval} ms samples are the 1 ms profiler's`);
+    const at = whileAll(tr).map((s) => oneMs.indexOf(s.timestamp));
+    assert.ok(at.length >= 5, `${interval} ms profiler: ${at.length} samples while all three ran`);
+    assert.equal(at.filter((i) => i < 0).length, 0, `${interval} ms samples are the 1 ms profiler's`);
+    const steps = at.slice(1).map((i, k) => i - at[k]);
+    const off = steps.filter((d) => d !== interval);
+    assert.ok(off.length <= 1, `${interval} ms profiler: every ${interval}th of the 1 ms samples, but ${JSON.stringify(off)} of ${steps.length} steps`);
   }
   const fiveMs = new Set(t5.samples.map((s) => s.timestamp));
   const tenWhileBoth = t10.samples.filter((s) => s.timestamp >= bothFrom && s.timestamp <= bothUntil);
-  assert.ok(tenWhileBoth.length >= 15, `${tenWhileBoth.length} samples of the 10 ms profiler (about 40 on an idle machine)`);
   const missing = tenWhileBoth.filter((s) => !fiveMs.has(s.timestamp));
   assert.equal(missing.length, 0, `10 ms samples not among the 5 ms ones: ${missing.length}`);
 });
@@ -72,7 +71,7 @@ test('samplebufferfull fires once, the profiler stops, stop() still resolves', a
   let viaAttribute = 0;
   p.onsamplebufferfull = () => viaAttribute++;
   const started = performance.now();
-  while (fired === 0 && performance.now() - started < 2000) {
+  while (fired === 0 && performance.now() - started < 30_000) {
     spin(5);
     await sleep(0);
   }
@@ -82,7 +81,6 @@ test('samplebufferfull fires once, the profiler stops, stop() still resolves', a
   assert.equal(viaAttribute, 1, 'onsamplebufferfull too');
   assert.equal(stoppedWhenFired, true);
   assert.equal(p.stopped, true);
-  assert.ok(firedAt - started < 25 + 200, `full after ${firedAt - started} ms`);
   const trace = assertValidTrace(await p.stop());
   assert.ok(trace.samples.length <= 25 && trace.samples.length >= 20, `${trace.samples.length} samples`);
   assert.ok(trace.samples.every((s) => s.timestamp <= firedAt), 'nothing sampled after it filled');
@@ -96,17 +94,20 @@ test('a full profiler leaves the others sampling', async () => {
   let full = false;
   small.onsamplebufferfull = () => (full = true);
   const started = performance.now();
-  while (!full && performance.now() - started < 2000) {
+  while (!full && performance.now() - started < 30_000) {
     spin(5);
     await sleep(0);
   }
   assert.ok(full);
+  const fullAt = performance.now();
   assert.equal(group.interval, 2, 'the sampler moved to the remaining interval');
-  spin(100);
+  untilSignals(30, () => spin(1));
   const tb = assertValidTrace(await big.stop());
   const ts = assertValidTrace(await small.stop());
   assert.ok(ts.samples.length <= 10);
-  assert.ok(tb.samples.length >= 25, `${tb.samples.length} samples of the 2 ms profiler (about 55 on an idle machine)`);
+  // Each signal after the small one filled made one of the big one's samples.
+  const after = tb.samples.filter((s) => s.timestamp > fullAt).length;
+  assert.ok(after >= 28, `${after} samples of the 2 ms profiler in the 30 signals after the other filled`);
 });
 
 test('1000 profilers, some concurrent, in a loop: no crash, bounded memory', async (t) => {
@@ -128,7 +129,7 @@ test('1000 profilers, some concurrent, in a loop: no crash, bounded memory', asy
   assert.ok(after - before < 64, `RSS grew ${(after - before).toFixed(0)} MiB (bound: 64)`);
 });
 
-test('the base interval is configurable while no profiler runs', async () => {
+test('the base interval is configurable while no profiler runs', async (t) => {
   const { setBaseInterval } = require('..');
   assert.throws(() => setBaseInterval('1'), TypeError);
   assert.throws(() => setBaseInterval(0), RangeError);
@@ -138,10 +139,15 @@ test('the base interval is configurable while no profiler runs', async () => {
     const p = new Profiler({ sampleInterval: 0.6, maxBufferSize: 10_000 });
     assert.equal(p.sampleInterval, 0.75, 'rounded up to a multiple of 0.25 ms');
     assert.throws(() => setBaseInterval(1), { name: 'InvalidStateError' });
-    spin(100);
+    assert.equal(group.interval, 0.75, "V8's sampler runs at it");
+    untilSignals(100, () => spin(1));
     const trace = assertValidTrace(await p.stop());
-    const m = median(gaps(trace));
-    assert.ok(m > 0.5 && m < 2.25, `median spacing ${m} ms at 0.75 ms (more only when the sampler is starved)`);
+    // Never faster than the interval (slower when V8's sampler thread waits for the CPU),
+    // but for the few samples V8 takes without a signal (at a deoptimization).
+    const g = gaps(trace).sort((a, b) => a - b);
+    const close = g.filter((x) => x < 0.5);
+    t.diagnostic(`spacing at 0.75 ms: min ${g[0].toFixed(3)}, median ${median(g).toFixed(3)} ms; ${close.length} under 0.5 ms`);
+    assert.ok(close.length <= Math.max(2, 0.02 * g.length), `${close.length} of ${g.length} samples under 0.5 ms apart at 0.75 ms`);
   } finally {
     setBaseInterval(1);
   }
@@ -200,14 +206,14 @@ test('intervals past what V8 accepts are clamped to the longest it does; the gro
   // A running 1 ms profiler, joined by a huge one, then stopped first: both stops resolve.
   const fast = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
   const slow = new Profiler({ sampleInterval: 1e10, maxBufferSize: 10 });
-  spin(20);
+  untilSignals(10, () => spin(1));
   const fastTrace = await fast.stop();
-  assert.ok(fastTrace.samples.length >= 5, `${fastTrace.samples.length} samples`);
+  assert.ok(fastTrace.samples.length >= 8, `${fastTrace.samples.length} samples in 10 signals`);
   await slow.stop();
   // And the process can profile on.
   const after = new Profiler({ sampleInterval: 1, maxBufferSize: 1000 });
-  spin(20);
-  assert.ok((await after.stop()).samples.length >= 5);
+  untilSignals(10, () => spin(1));
+  assert.ok((await after.stop()).samples.length >= 8);
   assert.equal(group.size, 0);
 });
 
@@ -312,7 +318,7 @@ test('beside node --cpu-prof: no output from Node, both profiles recorded, label
   const os = require('node:os');
   const path = require('node:path');
   const fixture = path.join(__dirname, 'fixtures', 'beside-cpu-prof.js');
-  const { assertOwnLabels } = require('./helpers');
+  const { assertRequestLabels } = require('./helpers');
   // Node takes --cpu-prof in NODE_OPTIONS from 22 on.
   const vias = process.allowedNodeEnvironmentFlags.has('--cpu-prof') ? ['argv', 'NODE_OPTIONS'] : ['argv'];
   for (const via of vias) {
@@ -327,14 +333,10 @@ test('beside node --cpu-prof: no output from Node, both profiles recorded, label
     // Node's --cpu-prof session heard selfprof's console profiles and printed each whole.
     assert.equal(r.stderr, '', `${via}: stderr: ${r.stderr.slice(0, 300)}`);
     const out = JSON.parse(r.stdout);
-    t.diagnostic(`${via}: ${JSON.stringify(out)}`);
     assert.equal(out.segments, 0, 'no hand-offs beside --cpu-prof: the recording is joined at its stop');
+    // Each trace: every sample of a request's work with that request's labels.
     for (const [name, s] of Object.entries({ a: out.a, b: out.b })) {
-      for (const fn of ['primes', 'orders']) {
-        assert.ok(s[fn].right > 20, `${via}: ${name} ${fn}: ${JSON.stringify(s[fn])}`);
-        const verdicts = [...Array(s[fn].right).fill(true), ...Array(s[fn].wrong).fill(false), ...Array(s[fn].none).fill(undefined)];
-        assertOwnLabels(verdicts, s.unmatched, `${via}: ${name} ${fn}`);
-      }
+      t.diagnostic(`${via}: ${name}: ${s.all} samples; ${assertRequestLabels(s.samples, out.calls, { what: `${via}: ${name}`, exact: true })}`);
     }
     // Node's own profile, complete.
     const files = fs.readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));

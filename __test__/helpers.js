@@ -22,6 +22,19 @@ function spin(ms) {
 }
 
 /**
+ * Calls `fn()` until `n` more SIGPROF signals reached selfprof's handler (or 30 s went by):
+ * work a running profiler samples about `n` times however loaded the machine is, where a
+ * fixed time would give it fewer samples the busier the machine.
+ */
+function untilSignals(n, fn) {
+  // The sampler's ticks: the handler's signals, or its intervals where no signal comes.
+  const { group } = require('../lib/capture/group');
+  const until = group.ticks() + n;
+  const deadline = performance.now() + 30_000;
+  while (group.ticks() < until && performance.now() < deadline) fn();
+}
+
+/**
  * Where V8 places a function's definition, 1-based: the line of its name and the
  * column of the `(` that opens its parameter list, read from the source text.
  */
@@ -95,31 +108,118 @@ function samplesIn(trace, name) {
 }
 
 /**
- * Per sample of `trace`: undefined if it has no labels, else whether `isRight(labels)`.
- * What `assertOwnLabels` takes.
+ * The share of the samples in a request's work that must carry that request's labels,
+ * unless a test sets its own (and says why). The rest may be unlabeled (V8 takes a few
+ * samples without a signal, whose context is uncertain), never wrongly labeled.
  */
-function labelVerdicts(trace, samples, isRight) {
-  return samples.map((s) => (s.contextId === undefined ? undefined : isRight(trace.contexts[s.contextId].labels)));
+const LABEL_FLOOR = 0.99;
+
+/**
+ * A test's own record of its requests: the ground truth labels are judged against. Each
+ * call of a named work function is recorded with the labels its request set (all of them:
+ * an endpoint and a span id together) and when it ran, on performance.now()'s line. Work
+ * functions run synchronously, so on one thread their calls never overlap.
+ */
+class WorkLog {
+  calls = [];
+
+  /** Runs `fn(...args)` as work done under `labels`, and records it. */
+  run(labels, fn, ...args) {
+    const t0 = performance.now();
+    const out = fn(...args);
+    this.calls.push({ labels, work: fn.name, t0, t1: performance.now() });
+    return out;
+  }
+}
+
+/** The call of `calls` (sorted, not overlapping) whose work ran at time `t`, if any. */
+function callAt(calls, t) {
+  let lo = 0;
+  let hi = calls.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (calls[mid].t1 < t) lo = mid + 1;
+    else if (calls[mid].t0 > t) hi = mid - 1;
+    else return calls[mid];
+  }
+  return undefined;
+}
+
+/** The work function of `works` innermost in `frames` (names, leaf first), if any. */
+const workIn = (names, works) => names.find((n) => works.includes(n));
+
+/**
+ * The samples of a trace object taken in the work functions `works`, as
+ * `assertRequestLabels` takes them: `{ t, work, labels }` (labels undefined if none).
+ */
+function traceWork(trace, works) {
+  const out = [];
+  for (const s of trace.samples) {
+    if (s.stackId === undefined) continue;
+    const work = workIn(stackFrames(trace, s).map((f) => f.name), works);
+    if (work) out.push({ t: s.timestamp, work, labels: s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels });
+  }
+  return out;
 }
 
 /**
- * The labeling contract for samples of work done under known labels. No sample carries
- * wrong labels, and a sample has none only if V8 took it without a signal (at start, on
- * deoptimization) at a moment whose context is uncertain: so there are at most
- * `unmatched` of them, the trace's `metadata.unmatchedSamples` (labels are never guessed).
- * `verdicts`: per sample, true (right labels), false (wrong ones) or undefined (none).
+ * The samples of a decoded pprof (`decodePprof`) taken in `works`, placed on
+ * performance.now()'s line of the process that recorded it (its `timeOrigin`): by the
+ * sample's `end_timestamp_ns` where the dialect has one (Datadog), else by its wall time,
+ * which is the time since the previous sample (docs/api.md), from the profile's start.
+ * `labels(s)`: the sample's labels to judge (default: its string labels).
  */
-function assertOwnLabels(verdicts, unmatched, what) {
-  const assert = require('node:assert/strict');
-  assert.equal(verdicts.filter((v) => v === false).length, 0, `${what}: samples with wrong labels`);
-  const right = verdicts.filter((v) => v === true).length;
-  const missing = verdicts.length - right;
-  assert.ok(Number.isInteger(unmatched), `${what}: the trace says how many samples had no signal`);
-  assert.ok(
-    missing <= unmatched,
-    `${what}: ${missing} of ${verdicts.length} samples unlabeled, but V8 took only ${unmatched} without a signal`,
-  );
-  return `${right}/${verdicts.length} labeled (${unmatched} without a signal in the trace)`;
+function pprofWork(pprof, works, { timeOrigin = performance.timeOrigin, labels = (s) => pprof.labels(s) } = {}) {
+  const out = [];
+  const wall = pprof.p.sampleType.findIndex((v) => pprof.str(v.type) === 'wall');
+  assert.ok(wall >= 0, 'a CPU profile (with wall time)');
+  let unixNs = BigInt(pprof.p.timeNanos);
+  for (const s of pprof.p.sample) {
+    unixNs += BigInt(s.value[wall]);
+    const work = workIn(pprof.names(s), works);
+    if (!work) continue;
+    const end = pprof.numLabels(s).end_timestamp_ns;
+    const at = end === undefined ? unixNs : BigInt(end);
+    const l = labels(s);
+    out.push({ t: Number(at / 1000n) / 1000 - timeOrigin, work, labels: l && Object.keys(l).length > 0 ? l : undefined });
+  }
+  return out;
+}
+
+/**
+ * The labeling contract, judged against the test's own record of its requests (`calls`
+ * from a `WorkLog`, or `{ labels, work, t0, t1 }` from a child): every labeled sample in a
+ * work function carries the labels of the call that ran then, every key that request set
+ * (`expected(call)` maps them to how the profile names them; `exact`: and no other key),
+ * and of each work function's samples at least `min` were taken and at least `floor` are
+ * labeled so (rounded down: of fewer than 100 samples, one may be V8's without a signal). Returns a summary per work function (`work right/all`).
+ */
+function assertRequestLabels(samples, calls, { what = 'labels', floor = LABEL_FLOOR, min = 20, expected = (c) => c.labels, exact = false } = {}) {
+  const sorted = [...calls].sort((a, b) => a.t0 - b.t0);
+  const counts = Object.fromEntries([...new Set(calls.map((c) => c.work))].map((w) => [w, { right: 0, unlabeled: 0, all: 0 }]));
+  const wrong = [];
+  for (const s of samples) {
+    const c = (counts[s.work] ??= { right: 0, unlabeled: 0, all: 0 });
+    c.all++;
+    if (!s.labels) {
+      c.unlabeled++;
+      continue;
+    }
+    const call = callAt(sorted, s.t);
+    const want = call && call.work === s.work ? expected(call) : undefined;
+    const keys = want && Object.keys(want);
+    const right = want && keys.every((k) => s.labels[k] === String(want[k])) && (!exact || Object.keys(s.labels).length === keys.length);
+    if (right) c.right++;
+    else wrong.push({ t: s.t, work: s.work, labels: s.labels, expected: want ?? `no call of ${s.work} then` });
+  }
+  assert.deepEqual(wrong.slice(0, 3), [], `${what}: samples with labels not their request's (${wrong.length} in all)`);
+  for (const [work, c] of Object.entries(counts)) {
+    assert.ok(c.all >= min, `${what}: ${c.all} samples in ${work}, fewer than ${min}`);
+    assert.ok(c.right >= Math.floor(floor * c.all), `${what}: ${c.right} of ${c.all} samples in ${work} carry their request's labels (${c.unlabeled} unlabeled; floor ${floor})`);
+  }
+  return Object.entries(counts)
+    .map(([work, c]) => `${work} ${c.right}/${c.all}`)
+    .join(', ');
 }
 
 /**
@@ -163,4 +263,19 @@ function peakRssMiB() {
   return process.resourceUsage().maxRSS / 1024;
 }
 
-module.exports = { peakRssMiB, spin, definitionOf, assertValidTrace, stackFrames, samplesIn, decodePprof, labelVerdicts, assertOwnLabels };
+module.exports = {
+  peakRssMiB,
+  spin,
+  untilSignals,
+  definitionOf,
+  assertValidTrace,
+  stackFrames,
+  samplesIn,
+  decodePprof,
+  LABEL_FLOOR,
+  WorkLog,
+  callAt,
+  traceWork,
+  pprofWork,
+  assertRequestLabels,
+};

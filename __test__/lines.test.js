@@ -11,7 +11,7 @@ const { performance } = require('node:perf_hooks');
 const zlib = require('node:zlib');
 const { Profiler, convert, readProfile } = require('..');
 const { stopForExport } = require('../lib/capture/profiler');
-const { assertValidTrace, decodePprof, definitionOf } = require('./helpers');
+const { assertValidTrace, decodePprof, definitionOf, untilSignals } = require('./helpers');
 
 const cli = path.join(__dirname, '..', 'bin', 'selfprof.js');
 const run = (...args) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 60_000 });
@@ -52,21 +52,38 @@ function lineTicksByPath(t) {
 }
 
 let trace;
+/** Of linesHot's samples in V8's own profile of the same run (an inspector session of its own), the share with a line. */
+let v8LineShare;
 before(async () => {
+  const inspector = require('node:inspector');
+  const session = new inspector.Session();
+  session.connect();
+  const post = (method, params) => new Promise((resolve, reject) => session.post(method, params, (err, r) => (err ? reject(err) : resolve(r))));
+  await post('Profiler.enable');
+  await post('Profiler.setSamplingInterval', { interval: 1000 });
+  await post('Profiler.start');
   const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
-  linesHot(250);
+  // Until ~250 signals (both profilers' samplers signal this thread), however busy the machine.
+  untilSignals(250, () => linesHot(5));
   trace = assertValidTrace(await p.stop());
+  const { profile } = await post('Profiler.stop');
+  session.disconnect();
+  const nodes = profile.nodes.filter((n) => n.callFrame.functionName === 'linesHot');
+  const hits = nodes.reduce((n, x) => n + x.hitCount, 0);
+  v8LineShare = nodes.reduce((n, x) => n + (x.positionTicks ?? []).reduce((m, t) => m + t.ticks, 0), 0) / hits;
 });
 
-test('a recording carries V8 line ticks: the hot line of a function, adding up to its samples', () => {
+test('a recording carries V8 line ticks: the hot line of a function, adding up to its samples', (t) => {
   const { lines, self, stacks } = linesOfFunction(trace, 'linesHot');
   const hot = lineOf(__filename, 'LINES-HOT');
   const def = definitionOf(__filename, 'linesHot').line;
   const ticks = [...lines.values()].reduce((a, b) => a + b, 0);
   assert.ok(self > 50, `linesHot has samples (${self})`);
-  // V8 gives most samples a line; on a loaded machine (Node 26 in CI) as few as 71% of
-  // them had one. selfprof passes V8's ticks on: never more than the samples.
-  assert.ok(ticks <= self && ticks >= self * 0.5, `its lines cover its samples: ${ticks} of ${self}`);
+  // V8 gives most samples a line, fewer on a loaded machine (as few as 71% on Node 26 in
+  // CI): what V8's own profile of the same run had is the yardstick. selfprof passes V8's
+  // ticks on, as many (within a few of its own samples), never more than the samples.
+  t.diagnostic(`${ticks} of ${self} samples with a line; V8's own profile: ${(100 * v8LineShare).toFixed(1)}%`);
+  assert.ok(ticks <= self && ticks / self >= v8LineShare - 0.05, `its lines cover ${ticks} of its ${self} samples; V8's own profile ${(100 * v8LineShare).toFixed(1)}%`);
   assert.ok(lines.get(hot) > ticks / 2, `line ${hot} is the hot one: ${JSON.stringify([...lines])}`);
   // V8 counts a sample taken inside a function it inlined (here `performance.now`'s Node
   // internals) at the inlined function's line, under the caller (docs/api.md, "Line ticks"):

@@ -7,7 +7,7 @@ const api = require('@opentelemetry/api');
 const { BasicTracerProvider } = require('@opentelemetry/sdk-trace-base');
 const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
 const { Profiler, getLabels, openTelemetrySpanProcessor } = require('..');
-const { spin, samplesIn, labelVerdicts, assertOwnLabels } = require('./helpers');
+const { spin, untilSignals, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
 
 function otelRouteWork(ms) {
   return spin(ms);
@@ -22,6 +22,7 @@ test('samples carry the local root span id, trace id and route', async (t) => {
   const counts = require('../lib/integrations/requests').requestCounter();
   counts();
   const profiler = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
+  const log = new WorkLog();
   const roots = [];
   await Promise.all(
     [0, 1].map((i) =>
@@ -29,11 +30,13 @@ test('samples carry the local root span id, trace id and route', async (t) => {
         `request ${i}`,
         { kind: api.SpanKind.SERVER, attributes: { 'http.request.method': 'GET', 'http.route': `/users/:id${i}` } },
         async (root) => {
+          const { spanId, traceId } = root.spanContext();
           roots.push(root.spanContext());
           assert.equal(getLabels().span_id, root.spanContext().spanId);
           await tracer.startActiveSpan('db query', async (child) => {
             await sleep(1);
-            otelRouteWork(60); // in a child span: still the request's labels
+            // In a child span: still the request's labels, its local root span's.
+            untilSignals(30, () => log.run({ span_id: spanId, trace_id: traceId, endpoint: `GET /users/:id${i}` }, otelRouteWork, 4));
             child.end();
           });
           assert.equal(getLabels().endpoint, `GET /users/:id${i}`);
@@ -43,11 +46,7 @@ test('samples carry the local root span id, trace id and route', async (t) => {
     ),
   );
   const trace = await profiler.stop();
-  const samples = samplesIn(trace, 'otelRouteWork');
-  const byRoot = new Map(roots.map((r) => [r.spanId, r.traceId]));
-  const verdicts = labelVerdicts(trace, samples, (l) => byRoot.get(l.span_id) === l.trace_id && /^GET \/users\/:id[01]$/.test(l.endpoint));
-  assert.ok(samples.length >= 20, `${samples.length} samples`);
-  t.diagnostic(`with their root span: ${assertOwnLabels(verdicts, trace.metadata.unmatchedSamples, 'otelRouteWork')}`);
+  t.diagnostic(`with their root span: ${assertRequestLabels(traceWork(trace, ['otelRouteWork']), log.calls, { what: 'otelRouteWork', exact: true })}`);
   // Each ended local root span is one request of its endpoint (Datadog's endpoint_counts).
   assert.deepEqual(counts(), { 'GET /users/:id0': 1, 'GET /users/:id1': 1 });
   await provider.shutdown();
@@ -67,6 +66,10 @@ function stillRunning(ms) {
   return spin(ms);
 }
 
+function unnamedWork(ms) {
+  return spin(ms);
+}
+
 test("a request's samples carry the route its span ends with, those taken before routing and in earlier segments too", async (t) => {
   const { setBaseInterval } = require('..');
   const { group, SEGMENT_SIGNALS } = require('../lib/capture/group');
@@ -83,21 +86,24 @@ test("a request's samples carry the route its span ends with, those taken before
     const segments0 = group.segments;
     const signals0 = native.signalCount();
     const ids = [];
+    const log = new WorkLog();
     // As the HTTP instrumentation does: the server span starts as `GET`; the route comes
     // once routing ran, the final name at the end.
     for (let i = 0; i < 4; i++) {
       await tracer.startActiveSpan('GET', { kind: api.SpanKind.SERVER, attributes: { 'http.request.method': 'GET' } }, async (root) => {
         ids.push(root.spanContext().spanId);
+        // What the request's samples must carry: the route its span ends with.
+        const labels = { span_id: root.spanContext().spanId, trace_id: root.spanContext().traceId, endpoint: `GET /users/:id${i % 2}` };
         assert.equal(getLabels().endpoint, 'GET');
         // Long enough before routing for a segment to be handed off and joined.
         const until = native.signalCount() + SEGMENT_SIGNALS / 3;
         while (native.signalCount() < until) {
-          beforeRouting(5);
+          log.run(labels, beforeRouting, 5);
           await sleep(0);
         }
         root.setAttribute('http.route', `/users/:id${i % 2}`);
         root.updateName(`GET /users/:id${i % 2}`);
-        afterRouting(20);
+        log.run(labels, afterRouting, 20);
         root.end();
         assert.equal(getLabels().endpoint, `GET /users/:id${i % 2}`, 'getLabels() follows the span');
       });
@@ -106,14 +112,7 @@ test("a request's samples carry the route its span ends with, those taken before
     const segments = group.segments - segments0;
     t.diagnostic(`${native.signalCount() - signals0} signals, ${segments} segments joined while it ran`);
     assert.ok(segments >= 1, 'segments were joined before the routes were known');
-    const idOf = new Set(ids);
-    for (const name of ['beforeRouting', 'afterRouting']) {
-      const samples = samplesIn(trace, name);
-      assert.ok(samples.length >= 20, `${samples.length} samples in ${name}`);
-      const verdicts = labelVerdicts(trace, samples, (l) => idOf.has(l.span_id) && l.endpoint === `GET /users/:id${ids.indexOf(l.span_id) % 2}`);
-      t.diagnostic(`${name}: ${assertOwnLabels(verdicts, trace.metadata.unmatchedSamples, name)}`);
-      assert.ok(verdicts.filter((v) => v === true).length >= samples.length * 0.99, `${name}: labeled`);
-    }
+    t.diagnostic(assertRequestLabels(traceWork(trace, ['beforeRouting', 'afterRouting']), log.calls, { what: 'routed late', exact: true }));
     for (const c of trace.contexts) assert.notEqual(c.labels.endpoint, 'GET', 'no context keeps the name the span started with');
     assert.deepEqual(counts(), { 'GET /users/:id0': 2, 'GET /users/:id1': 2 });
   } finally {
@@ -132,6 +131,7 @@ test('a request still running at stop() carries the route known then; a span tha
   const RPC = api.createContextKey('OpenTelemetry SDK Context Key RPC_METADATA');
   try {
     const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+    const log = new WorkLog();
     let release;
     const released = new Promise((r) => (release = r));
     let stopped;
@@ -141,11 +141,12 @@ test('a request still running at stop() carries the route known then; a span tha
       // A middleware's span starts before routing; routing then writes the route, and
       // nothing tells the span processor until the trace is built.
       const rpc = { type: 0, span: root };
+      const labels = { span_id: root.spanContext().spanId, trace_id: root.spanContext().traceId, endpoint: 'GET /slow/:id' };
       await api.context.with(api.context.active().setValue(RPC, rpc), async () => {
         tracer.startSpan('middleware - query', { attributes: { 'express.type': 'middleware', 'http.route': '/' } }).end();
-        stillRunning(40);
+        log.run(labels, stillRunning, 40);
         rpc.route = '/slow/:id';
-        stillRunning(40);
+        log.run(labels, stillRunning, 40);
         stopped = profiler.stop();
         await released;
       });
@@ -154,23 +155,20 @@ test('a request still running at stop() carries the route known then; a span tha
     const trace = await stopped;
     release();
     await running;
-    const samples = samplesIn(trace, 'stillRunning');
-    assert.ok(samples.length >= 20, `${samples.length} samples`);
-    const verdicts = labelVerdicts(trace, samples, (l) => l.endpoint === 'GET /slow/:id');
-    assertOwnLabels(verdicts, trace.metadata.unmatchedSamples, 'stillRunning');
+    assertRequestLabels(traceWork(trace, ['stillRunning']), log.calls, { what: 'stillRunning', exact: true });
 
     // A span with no route keeps its name; a span named "undefined" gives no endpoint.
     const p2 = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+    const log2 = new WorkLog();
     for (const name of ['GET', 'undefined']) {
       tracer.startActiveSpan(name, { kind: api.SpanKind.SERVER }, (root) => {
-        otelRouteWork(30);
+        const { spanId, traceId } = root.spanContext();
+        untilSignals(15, () => log2.run({ span_id: spanId, trace_id: traceId, ...(name === 'GET' && { endpoint: 'GET' }) }, name === 'GET' ? otelRouteWork : unnamedWork, 2));
         root.end();
       });
     }
     const t2 = await p2.stop();
-    const endpoints = new Set(samplesIn(t2, 'otelRouteWork').map((s) => t2.contexts[s.contextId]?.labels.endpoint));
-    assert.ok(endpoints.has('GET'), `the span name, when no route is set: ${[...endpoints]}`);
-    assert.ok(!endpoints.has('undefined'), 'never "undefined"');
+    assertRequestLabels(traceWork(t2, ['otelRouteWork', 'unnamedWork']), log2.calls, { what: 'no route', min: 10, exact: true });
   } finally {
     await provider.shutdown();
     api.trace.disable();
@@ -185,17 +183,17 @@ test('the old HTTP semantic conventions (http.method) give the same endpoint', a
   const tracer = api.trace.getTracer('selfprof-test');
   try {
     const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+    const log = new WorkLog();
     // As instrumentation-http did before the stable conventions: `HTTP POST`, then the
     // route at the end.
     tracer.startActiveSpan('HTTP POST', { kind: api.SpanKind.SERVER, attributes: { 'http.method': 'POST', 'http.target': '/orders' } }, (root) => {
-      otelRouteWork(30);
+      const { spanId, traceId } = root.spanContext();
+      untilSignals(15, () => log.run({ span_id: spanId, trace_id: traceId, endpoint: 'POST /orders' }, otelRouteWork, 2));
       root.setAttribute('http.route', '/orders');
       root.end();
     });
     const trace = await profiler.stop();
-    const samples = samplesIn(trace, 'otelRouteWork');
-    assert.ok(samples.length >= 10, `${samples.length} samples`);
-    assertOwnLabels(labelVerdicts(trace, samples, (l) => l.endpoint === 'POST /orders'), trace.metadata.unmatchedSamples, 'old conventions');
+    assertRequestLabels(traceWork(trace, ['otelRouteWork']), log.calls, { what: 'old conventions', min: 10, exact: true });
   } finally {
     await provider.shutdown();
     api.trace.disable();
@@ -224,15 +222,14 @@ test('service mode adds its span processor to the registered provider once; span
     // Its spans label samples.
     const tracer = api.trace.getTracer('selfprof-test');
     const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
-    let spanId;
+    const log = new WorkLog();
     tracer.startActiveSpan('GET', { kind: api.SpanKind.SERVER, attributes: { 'http.request.method': 'GET', 'http.route': '/wired' } }, (root) => {
-      spanId = root.spanContext().spanId;
-      otelRouteWork(30);
+      const { spanId, traceId } = root.spanContext();
+      untilSignals(15, () => log.run({ span_id: spanId, trace_id: traceId, endpoint: 'GET /wired' }, otelRouteWork, 2));
       root.end();
     });
     const trace = await profiler.stop();
-    const samples = samplesIn(trace, 'otelRouteWork');
-    assertOwnLabels(labelVerdicts(trace, samples, (l) => l.span_id === spanId && l.endpoint === 'GET /wired'), trace.metadata.unmatchedSamples, 'wired');
+    assertRequestLabels(traceWork(trace, ['otelRouteWork']), log.calls, { what: 'wired', min: 10, exact: true });
     await Promise.all([session.stop(), again.stop()]);
     await provider.shutdown();
     api.trace.disable();

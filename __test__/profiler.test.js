@@ -81,15 +81,19 @@ test('sampleInterval reports the interval used: a whole number of ms, at least t
   }
 });
 
-test('samples are spaced by about the sample interval', async (t) => {
+test('samples are spaced by the sample interval at least', async (t) => {
+  const t0 = performance.now();
   const p = new Profiler({ sampleInterval: 10, maxBufferSize: 1000 });
   selfprofBusyLoop(400);
   const trace = await p.stop();
+  const elapsed = performance.now() - t0;
   const gaps = trace.samples.slice(1).map((s, i) => s.timestamp - trace.samples[i].timestamp).sort((a, b) => a - b);
   const median = gaps[gaps.length >> 1];
-  t.diagnostic(`10 ms interval: ${trace.samples.length} samples, median gap ${median.toFixed(2)} ms`);
-  // Under wine (where the Windows build is tested) V8's sampler wakes a few ms late.
-  assert.ok(median > 7.5 && median < (BY_SIGNAL ? 12.5 : 20), `median gap ${median}`);
+  // How far apart beyond the interval depends on the CPU V8's sampler thread gets; never
+  // closer than it (but V8's own samples at start), never more than one per interval.
+  t.diagnostic(`10 ms interval: ${trace.samples.length} samples in ${elapsed.toFixed(0)} ms, gaps ${gaps[0].toFixed(2)} (min), ${median.toFixed(2)} (median) ms`);
+  assert.ok(trace.samples.length >= 2 && trace.samples.length <= elapsed / 10 + 2, `${trace.samples.length} samples in ${elapsed.toFixed(0)} ms`);
+  assert.ok(gaps.filter((g) => g < 7.5).length <= 1, `gaps under the interval: ${gaps.filter((g) => g < 7.5)}`);
 });
 
 test('stop() on a stopped profiler rejects with InvalidStateError', async () => {
@@ -145,6 +149,57 @@ test("stop({ format: 'json-gzip' }) resolves to gzip'd trace JSON", async () => 
   assert.ok(Buffer.isBuffer(gz));
   const trace = assertValidTrace(JSON.parse(zlib.gunzipSync(gz)));
   assert.ok(samplesIn(trace, 'selfprofBusyLoop').length > 0);
+});
+
+test("a trace whose JSON is more than a JS string holds: one error naming json-gzip and pprof, which give it whole", () => {
+  // SELFPROF_TEST_JS_STRING_BYTES lowers the bound (V8's ~512 MiB) for this test only.
+  const script = `
+    const zlib = require('node:zlib');
+    const { Profiler } = require('.');
+    const { stopSync } = require('./lib/capture/profiler');
+    const { spin } = require('./__test__/helpers');
+    function tooLongForAStringWork() { return spin(60); }
+    (async () => {
+      const out = {};
+      const [a, b, c] = [1, 2, 3].map(() => new Profiler({ sampleInterval: 1, maxBufferSize: 10000 }));
+      tooLongForAStringWork();
+      for (const [name, p, format] of [['object', a, 'json'], ['pprof', b, 'pprof']]) {
+        try {
+          const r = await p.stop({ format });
+          out[name] = format === 'pprof' ? { bytes: r.length } : { samples: r.samples.length };
+        } catch (err) {
+          out[name] = { error: err.message, name: err.constructor.name };
+        }
+      }
+      const gz = await c.stop({ format: 'json-gzip' });
+      out.gzip = { json: zlib.gunzipSync(gz).length, samples: JSON.parse(zlib.gunzipSync(gz)).samples.length };
+      const d = new Profiler({ sampleInterval: 1, maxBufferSize: 10000 });
+      tooLongForAStringWork();
+      try {
+        d[stopSync]('json');
+      } catch (err) {
+        out.sync = { error: err.message };
+      }
+      console.log(JSON.stringify(out));
+    })();
+  `;
+  const { spawnSync } = require('node:child_process');
+  const r = spawnSync(process.execPath, ['-e', script], {
+    cwd: require('node:path').join(__dirname, '..'),
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, SELFPROF_TEST_JS_STRING_BYTES: '2000' },
+  });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stderr, '', 'nothing else said');
+  const out = JSON.parse(r.stdout);
+  const message = /^the trace('s frames, stacks and line ticks)? is [\d.]+ MiB of JSON, more than a JS string holds: stop\(\{ format: 'json-gzip' \}\) or 'pprof' gives it whole$/;
+  assert.equal(out.object.name, 'Error');
+  assert.match(out.object.error, message);
+  assert.match(out.sync.error, message);
+  // The other formats give the same recording whole: its JSON past the bound.
+  assert.ok(out.pprof.bytes > 0);
+  assert.ok(out.gzip.json > 2000 && out.gzip.samples > 20, JSON.stringify(out.gzip));
 });
 
 test('json-gzip and object forms of one real V8 profile are equal', async () => {

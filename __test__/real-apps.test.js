@@ -14,9 +14,8 @@ const path = require('node:path');
 const { fork } = require('node:child_process');
 const autocannon = require('autocannon');
 const http = require('node:http');
-const { spawnSync } = require('node:child_process');
-const { findTool, missing, startTestAgent, formOf } = require('./tools');
-const { decodePprof, stackFrames } = require('./helpers');
+const { findTool, missing, startTestAgent, formOf, decodeOtlp, otlpWork } = require('./tools');
+const { decodePprof, stackFrames, pprofWork, assertRequestLabels } = require('./helpers');
 
 const root = path.join(__dirname, '..');
 const apps = path.join(__dirname, 'fixtures', 'apps');
@@ -25,6 +24,8 @@ const START = path.join(root, 'start.js');
 const WORK = ['userWork', 'orderWork'];
 /** Of the samples in the handlers' work, at least this share carries the request's labels. */
 const FLOOR = 0.99;
+/** The work function of a call, by its method. */
+const workOf = (call) => (call.method === 'GET' ? 'userWork' : 'orderWork');
 
 let agent = null;
 before(async () => {
@@ -110,48 +111,15 @@ async function runApp(t, framework, preloads, env = {}) {
   return { ...recorded, stderr, uploads: await uploads() };
 }
 
-/** The call whose work was running at time `t` (ms on performance.now's line), if any. */
-function callAt(calls, t) {
-  let lo = 0;
-  let hi = calls.length - 1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >> 1;
-    if (calls[mid].t1 < t) lo = mid + 1;
-    else if (calls[mid].t0 > t) hi = mid - 1;
-    else return calls[mid];
-  }
-  return undefined;
-}
-
 /**
  * Checks `samples` (each `{ t, work, labels }`: when it was taken, the work function on its
- * stack, its labels) against the calls; returns per-work counts.
+ * stack, its labels as `{ endpoint, span }`) against the calls (helpers' assertRequestLabels);
+ * returns per-work counts.
  */
-function judge(samples, calls, endpointOf, spanIdOf) {
-  const counts = {};
-  const wrong = [];
-  for (const s of samples) {
-    const c = (counts[s.work] ??= { right: 0, unlabeled: 0, all: 0 });
-    c.all++;
-    const call = callAt(calls, s.t);
-    if (!s.labels || Object.keys(s.labels).length === 0) {
-      c.unlabeled++;
-      continue;
-    }
-    const expected = call && { endpoint: endpointOf(call), span: spanIdOf(call) };
-    if (call && s.labels.endpoint === expected.endpoint && s.labels.span === expected.span) c.right++;
-    else wrong.push({ ...s, expected });
-  }
-  return { counts, wrong };
-}
-
-function assertRight({ counts, wrong }, what) {
-  assert.deepEqual(wrong.slice(0, 3), [], `${what}: samples with wrong labels (${wrong.length} in all)`);
-  for (const work of WORK) {
-    const c = counts[work];
-    assert.ok(c && c.all >= 40, `${what}: ${c?.all ?? 0} samples in ${work}`);
-    assert.ok(c.right / c.all >= FLOOR, `${what}: ${c.right} of ${c.all} samples in ${work} carry their request's endpoint and span (${c.unlabeled} unlabeled)`);
-  }
+function judge(samples, calls, endpointOf, spanIdOf, what) {
+  const truth = calls.map((c) => ({ labels: { endpoint: endpointOf(c), span: spanIdOf(c) }, work: workOf(c), t0: c.t0, t1: c.t1 }));
+  const labeled = samples.map((s) => ({ ...s, labels: s.labels && Object.fromEntries(Object.entries(s.labels).filter(([, v]) => v !== undefined)) }));
+  return assertRequestLabels(labeled, truth, { what, floor: FLOOR, min: 40, exact: true });
 }
 
 /** Runs one framework under one tracer setup and checks everything it must show. */
@@ -176,8 +144,7 @@ async function check(t, { framework, preloads, routed = true, env }) {
     const labels = s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels;
     fromTrace.push({ t: s.timestamp, work, labels: labels && { endpoint: labels.endpoint, span: labels.span_id } });
   }
-  const inTrace = judge(fromTrace, calls, endpointOf, (c) => c.spanId);
-  assertRight(inTrace, `${framework}: trace`);
+  const inTrace = judge(fromTrace, calls, endpointOf, (c) => c.spanId, `${framework}: trace`);
   for (const c of trace.contexts) {
     for (const v of Object.values(c.labels)) assert.notEqual(v, 'undefined', 'no label value is "undefined"');
   }
@@ -199,14 +166,11 @@ async function check(t, { framework, preloads, routed = true, env }) {
       fromUploads.push({ t, work, labels: (str['trace endpoint'] || span) && { endpoint: str['trace endpoint'], span } });
     }
   }
-  const inUploads = judge(fromUploads, calls, endpointOf, (c) => BigInt(`0x${c.spanId}`).toString());
-  assertRight(inUploads, `${framework}: Datadog upload`);
+  const inUploads = judge(fromUploads, calls, endpointOf, (c) => BigInt(`0x${c.spanId}`).toString(), `${framework}: Datadog upload`);
   // Every request the handlers served, counted once by its route, across the uploads.
   const served = Object.fromEntries(Object.entries(run.served).map(([method, n]) => [endpointOf({ method }), n]));
   assert.deepEqual(counted, served, `${framework}: endpoint_counts`);
-  t.diagnostic(
-    `${framework}: trace ${WORK.map((w) => `${inTrace.counts[w].right}/${inTrace.counts[w].all}`).join(', ')}; upload ${WORK.map((w) => `${inUploads.counts[w].right}/${inUploads.counts[w].all}`).join(', ')}; endpoint_counts ${JSON.stringify(counted)}`,
-  );
+  t.diagnostic(`${framework}: trace ${inTrace}; upload ${inUploads}; endpoint_counts ${JSON.stringify(counted)}`);
 }
 
 const otelSdk = (framework) => ({ framework, preloads: [tracing('otel-sdk'), START] });
@@ -258,60 +222,24 @@ test("every backend gets the route and the request's span: Pyroscope's endpoint 
   const run = await runApp(t, 'express4', [tracing('otel-sdk')], { SELFPROF_TEST_EXPORTERS: JSON.stringify(exporters), SELFPROF_EXPORTER: '' });
   const { calls, timeOrigin } = run;
   const endpointOf = (call) => `${call.method} ${call.method === 'GET' ? '/users/:id' : '/orders'}`;
-  const workOf = { GET: 'userWork', POST: 'orderWork' };
-  const spans = { userWork: new Set(), orderWork: new Set() };
-  for (const c of calls) spans[workOf[c.method]].add(c.spanId);
 
   // Pyroscope: `endpoint` is a series label (a sample label the server lifts), `span_id`
-  // the span profile's; no sample carries another route, nor a span of another route.
+  // the span profile's: each sample's those of its own request (placed on the calls' time
+  // line by its wall time, the time since the previous sample).
   assert.ok(sink.got.pyroscope.length >= 1, 'Pyroscope uploads');
-  const inPyroscope = { userWork: { right: 0, all: 0 }, orderWork: { right: 0, all: 0 } };
+  const fromPyroscope = [];
   for (const { url, body } of sink.got.pyroscope) {
     assert.equal(url.searchParams.get('format'), 'pprof');
     const pprof = decodePprof(body);
-    for (const s of pprof.p.sample) {
-      const work = pprof.names(s).find((n) => WORK.includes(n));
-      if (!work) continue;
-      const labels = pprof.labels(s);
-      const c = inPyroscope[work];
-      c.all++;
-      if (labels.endpoint === undefined) continue;
-      assert.equal(labels.endpoint, work === 'userWork' ? 'GET /users/:id' : 'POST /orders');
-      assert.ok(spans[work].has(labels.span_id), `span_id ${labels.span_id} is one of ${work}'s requests`);
-      c.right++;
-    }
+    if (!pprof.p.sampleType.some((v) => pprof.str(v.type) === 'wall')) continue; // a heap profile
+    for (const s of pprofWork(pprof, WORK, { timeOrigin })) fromPyroscope.push({ ...s, labels: s.labels && { endpoint: s.labels.endpoint, span: s.labels.span_id } });
   }
-  for (const work of WORK) assert.ok(inPyroscope[work].right >= inPyroscope[work].all * FLOOR && inPyroscope[work].all >= 40, `Pyroscope ${work}: ${JSON.stringify(inPyroscope[work])}`);
+  const inPyroscope = judge(fromPyroscope, calls, endpointOf, (c) => c.spanId, 'express4: Pyroscope');
 
   // OTLP, read back by opentelemetry-proto: the endpoint attribute and the span link,
   // each sample placed on the calls' time line by its timestamp.
   assert.ok(sink.got.otlp.length >= 1, 'OTLP uploads');
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-real-otlp-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const files = sink.got.otlp.map((b, i) => {
-    const f = path.join(dir, `${i}.pb`);
-    fs.writeFileSync(f, b);
-    return f;
-  });
-  const r = spawnSync(python, [path.join(__dirname, 'otlp_decode.py'), ...files], { encoding: 'utf8', maxBuffer: 1 << 28 });
-  assert.equal(r.status, 0, r.stderr);
-  const fromOtlp = [];
-  for (const request of JSON.parse(r.stdout)) {
-    for (const res of request.resources) {
-      for (const scope of res.scopes) {
-        const wall = scope.profiles.find((p) => p.sample_type[0] === 'wall');
-        for (const s of wall?.samples ?? []) {
-          const work = s.stack.map((f) => f.name).find((n) => WORK.includes(n));
-          if (!work) continue;
-          for (const ts of s.timestamps) {
-            const t = Number(BigInt(ts) / 1000n) / 1000 - timeOrigin;
-            fromOtlp.push({ t, work, labels: s.link && { endpoint: s.attributes.endpoint, span: s.link.span_id } });
-          }
-        }
-      }
-    }
-  }
-  const inOtlp = judge(fromOtlp, calls, endpointOf, (c) => c.spanId);
-  assertRight(inOtlp, 'express4: OTLP');
-  t.diagnostic(`Pyroscope ${JSON.stringify(inPyroscope)}; OTLP ${WORK.map((w) => `${inOtlp.counts[w].right}/${inOtlp.counts[w].all}`).join(', ')}`);
+  const fromOtlp = otlpWork(decodeOtlp(python, sink.got.otlp), WORK, timeOrigin).map((s) => ({ ...s, labels: s.labels?.span_id && { endpoint: s.labels.endpoint, span: s.labels.span_id } }));
+  const inOtlp = judge(fromOtlp, calls, endpointOf, (c) => c.spanId, 'express4: OTLP');
+  t.diagnostic(`Pyroscope ${inPyroscope}; OTLP ${inOtlp}`);
 });

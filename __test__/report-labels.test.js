@@ -10,12 +10,12 @@ const path = require('node:path');
 const { pathToFileURL } = require('node:url');
 const { htmlReport } = require('..');
 
+const { missing, NO_CHROMIUM } = require('./tools');
 const CHROMIUM = '/usr/bin/chromium';
 
 test('label keys named constructor, toString or __proto__ are read as labels, not prototype members', async (t) => {
   if (!fs.existsSync(CHROMIUM)) {
-    t.skip(`no chromium at ${CHROMIUM}: apt-get install chromium`);
-    return;
+    if (missing(t, NO_CHROMIUM)) return;
   }
   const trace = {
     resources: ['file:///app.js'],

@@ -11,6 +11,7 @@ const { Profiler, withLabels, htmlReport } = require('..');
 const { spin, assertValidTrace } = require('./helpers');
 
 const OUT = path.join(__dirname, '..', 'out', 'test-report');
+const { missing, NO_CHROMIUM } = require('./tools');
 const CHROMIUM = '/usr/bin/chromium';
 const SCRIPT_BREAKER = '</script><script>window.broken = 1</script>';
 
@@ -83,8 +84,7 @@ test('the document is self-contained and its embedded JSON cannot break out', ()
 
 test('in headless Chromium: flame graph, search, zoom and label filter', async (t) => {
   if (!fs.existsSync(CHROMIUM)) {
-    t.skip(`no chromium at ${CHROMIUM}: apt-get install chromium`);
-    return;
+    if (missing(t, NO_CHROMIUM)) return;
   }
   const { chromium } = require('playwright-core');
   fs.mkdirSync(OUT, { recursive: true });
@@ -203,8 +203,7 @@ test('embedded source lines and a baseline stay inert: a hot line containing </s
   const embedded = JSON.parse(html.match(/<script type="application\/json" id="trace-data">([^<]*)<\/script>/)[1]);
   assert.ok(Object.values(embedded.sources).some((lines) => Object.values(lines).some((l) => l.includes(SCRIPT_BREAKER))), 'the line was read and embedded');
   if (!fs.existsSync(CHROMIUM)) {
-    t.skip(`no chromium at ${CHROMIUM}`);
-    return;
+    if (missing(t, NO_CHROMIUM)) return;
   }
   const { chromium } = require('playwright-core');
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });

@@ -6,7 +6,7 @@ const assert = require('node:assert/strict');
 const { Worker } = require('node:worker_threads');
 const { Profiler, withLabels, setBaseInterval } = require('..');
 const { native } = require('../lib/native');
-const { spin, samplesIn } = require('./helpers');
+const { spin, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
 
 function drainWork(ms) {
   return spin(ms);
@@ -35,24 +35,23 @@ test('a labeled recording longer than the ring holds keeps its labels', async (t
     const signals0 = native.signalCount();
     const capacity = native.ringCapacity();
     const deadline = performance.now() + 60_000;
+    const log = new WorkLog();
     let i = 0;
     // Until the ring has been written round more than once since the recording began.
     while (native.signalCount() - signals0 < 1.3 * capacity && performance.now() < deadline) {
-      await withLabels({ endpoint: 'GET /long', span_id: String(i++) }, async () => {
-        drainWork(4);
+      const labels = { endpoint: 'GET /long', span_id: String(i++) };
+      await withLabels(labels, async () => {
+        log.run(labels, drainWork, 4);
         await new Promise((r) => setImmediate(r));
       });
     }
     const wrapped = native.signalCount() - signals0;
     const trace = await p.stop();
-    const busy = samplesIn(trace, 'drainWork');
-    const labeled = busy.filter((s) => s.contextId !== undefined && trace.contexts[s.contextId].labels.endpoint === 'GET /long');
     t.diagnostic(
       `${wrapped} signals in the ring (capacity ${capacity}) during ${((trace.samples.at(-1).timestamp - trace.samples[0].timestamp) / 1000).toFixed(1)} s; ` +
-        `${trace.samples.length} samples, ${busy.length} in drainWork, ${labeled.length} labeled; metadata ${JSON.stringify(trace.metadata)}`,
+        `${trace.samples.length} samples; ${assertRequestLabels(traceWork(trace, ['drainWork']), log.calls, { what: 'drainWork', min: 1000, exact: true })}; metadata ${JSON.stringify(trace.metadata)}`,
     );
     assert.ok(wrapped > capacity, `the ring wrapped during the recording: ${wrapped} signals`);
-    assert.ok(labeled.length >= 0.99 * busy.length, `${labeled.length} of ${busy.length} busy samples labeled`);
   } finally {
     setBaseInterval(1);
     await Promise.all(workers.map((w) => w.terminate()));

@@ -10,7 +10,7 @@ const { Profiler, withLabels, setBaseInterval } = require('..');
 const { labelStats } = require('../lib/capture/labels');
 const { native } = require('../lib/native');
 const { group, SEGMENT_SIGNALS } = require('../lib/capture/group');
-const { spin, samplesIn, stackFrames } = require('./helpers');
+const { spin, samplesIn, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
 
 function serveOrders(ms) {
   return spin(ms);
@@ -27,16 +27,18 @@ test('a long labeled recording is joined in segments as it runs, and its trace i
     const signals0 = native.signalCount();
     const segments0 = group.segments;
     const deadline = performance.now() + 60_000;
+    const log = new WorkLog();
     let i = 0;
     let mostRecords = 0;
     // Requests of two endpoints, each its own span id, with awaits between their work.
     while (native.signalCount() - signals0 < 8 * SEGMENT_SIGNALS && performance.now() < deadline) {
       const n = i++;
       const orders = n % 2 === 0;
-      await withLabels({ endpoint: orders ? 'POST /orders' : 'GET /users/:id', span_id: `span-${n}` }, async () => {
-        (orders ? serveOrders : serveUsers)(2);
+      const labels = { endpoint: orders ? 'POST /orders' : 'GET /users/:id', span_id: `span-${n}` };
+      await withLabels(labels, async () => {
+        log.run(labels, orders ? serveOrders : serveUsers, 2);
         await new Promise((r) => setImmediate(r));
-        (orders ? serveOrders : serveUsers)(1);
+        log.run(labels, orders ? serveOrders : serveUsers, 1);
       });
       mostRecords = Math.max(mostRecords, labelStats().records);
     }
@@ -46,7 +48,6 @@ test('a long labeled recording is joined in segments as it runs, and its trace i
 
     const orders = samplesIn(trace, 'serveOrders');
     const users = samplesIn(trace, 'serveUsers');
-    const labelsOf = (s) => (s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels);
     t.diagnostic(
       `${signals} signals, ${segments} segments, ${trace.samples.length} samples (${orders.length} orders, ${users.length} users), ` +
         `at most ${mostRecords} drained brackets held; metadata ${JSON.stringify(trace.metadata)}`,
@@ -60,18 +61,12 @@ test('a long labeled recording is joined in segments as it runs, and its trace i
     for (let k = 1; k < trace.samples.length; k++) {
       assert.ok(trace.samples[k].timestamp > trace.samples[k - 1].timestamp, `sample ${k} after sample ${k - 1}`);
     }
-    // Labeled as the request it ran for, and never as another endpoint's.
-    for (const [samples, endpoint, parity] of [
-      [orders, 'POST /orders', 0],
-      [users, 'GET /users/:id', 1],
+    // Labeled as the request it ran for: its endpoint and its span id, in every segment.
+    t.diagnostic(assertRequestLabels(traceWork(trace, ['serveOrders', 'serveUsers']), log.calls, { what: 'segments', min: 1000, exact: true }));
+    for (const [samples, endpoint] of [
+      [orders, 'POST /orders'],
+      [users, 'GET /users/:id'],
     ]) {
-      const labeled = samples.filter((s) => labelsOf(s) !== undefined);
-      assert.ok(labeled.length >= 0.99 * samples.length, `${labeled.length} of ${samples.length} ${endpoint} samples labeled`);
-      for (const s of labeled) {
-        const labels = labelsOf(s);
-        assert.equal(labels.endpoint, endpoint, `a sample in ${stackFrames(trace, s)[0].name} labeled ${JSON.stringify(labels)}`);
-        assert.equal(Number(labels.span_id.slice(5)) % 2, parity, `span ${labels.span_id} is one of ${endpoint}'s`);
-      }
       const timed = samples.filter((s) => s.cpuTime !== undefined);
       assert.ok(timed.length >= 0.99 * samples.length, `${timed.length} of ${samples.length} ${endpoint} samples carry CPU time`);
     }

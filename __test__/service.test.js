@@ -11,7 +11,7 @@ const zlib = require('node:zlib');
 const { spawn } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { start, withLabels } = require('..');
-const { spin, decodePprof, assertOwnLabels } = require('./helpers');
+const { spin, decodePprof, WorkLog, pprofWork, assertRequestLabels } = require('./helpers');
 
 /** A receiver: records every request; `respond(req, n)` picks { status, delayMs }. */
 async function receiver(respond = () => ({ status: 200 })) {
@@ -39,18 +39,31 @@ async function formOf(record) {
 function serviceCheckoutWork(ms) {
   return spin(ms);
 }
+serviceCheckoutWork(30); // warm: its first deoptimizations (samples V8 takes without a signal) before any recording
 
-/** Labeled busy requests for `ms`. */
-async function workload(ms) {
+/** Labeled busy requests for `ms`, each recorded in `log` (a WorkLog) if given. */
+async function workload(ms, log) {
   const end = performance.now() + ms;
   let i = 0;
   while (performance.now() < end) {
-    await withLabels({ endpoint: i % 2 ? 'POST /checkout' : 'GET /cart', span_id: (0xf00n + BigInt(i++)).toString(16).padStart(16, '0') }, async () => {
-      serviceCheckoutWork(4);
+    const labels = { endpoint: i % 2 ? 'POST /checkout' : 'GET /cart', span_id: (0xf00n + BigInt(i++)).toString(16).padStart(16, '0') };
+    await withLabels(labels, async () => {
+      if (log) log.run(labels, serviceCheckoutWork, 4);
+      else serviceCheckoutWork(4);
       await sleep(1);
     });
   }
 }
+
+/** Keeps `mib` MiB in arrays of 64 KiB, allocated here (a heap profile's known allocation). */
+function serviceHeapHog(mib) {
+  const kept = [];
+  for (let i = 0; i < mib * 16; i++) kept.push(new Array(8192).fill(i + 0.5));
+  return kept;
+}
+
+/** The entries of `labels` under `keys` (those present). */
+const pick = (labels, keys) => Object.fromEntries(keys.filter((k) => k in labels).map((k) => [k, labels[k]]));
 
 test('Datadog agent: multipart event + wall.pprof every period, decodable, labeled, totals ≈ period', async (t) => {
   const agent = await receiver();
@@ -62,12 +75,18 @@ test('Datadog agent: multipart event + wall.pprof every period, decodable, label
     period: 500,
     exporters: [{ type: 'datadog', url: agent.url }],
   });
-  await workload(1300);
+  const log = new WorkLog();
+  // 32 MiB kept through the recording: the heap profile's in-use bytes must show it.
+  let hog = serviceHeapHog(32);
+  await workload(1300, log);
   await session.stop();
+  hog = null;
   await agent.close();
 
   assert.ok(agent.requests.length >= 3, `${agent.requests.length} uploads`);
   const full = [];
+  const samples = [];
+  let hogBytes = 0;
   for (const r of agent.requests) {
     assert.equal(r.method, 'POST');
     assert.equal(r.url, '/profiling/v1/input');
@@ -76,44 +95,50 @@ test('Datadog agent: multipart event + wall.pprof every period, decodable, label
     assert.deepEqual(event.attachments, ['wall.pprof', 'space.pprof'], 'the heap profile on by default, named as dd-trace names it');
     const space = decodePprof(await form.get('space.pprof').arrayBuffer());
     assert.deepEqual(space.p.sampleType.map((v) => `${space.str(v.type)}/${space.str(v.unit)}`), ['inuse_objects/count', 'inuse_space/bytes']);
-    assert.ok(space.sum(1) >= 0 && Number(space.p.period) === 512 * 1024, 'bytes in use (maybe none sampled yet), every 512 KiB');
+    assert.equal(Number(space.p.period), 512 * 1024, 'a heap sample every 512 KiB');
+    hogBytes = space.p.sample.filter((s) => space.names(s)[0] === 'serviceHeapHog').reduce((n, s) => n + Number(s.value[1]), 0);
     assert.equal(event.family, 'node');
     assert.equal(event.version, '4');
     for (const tag of ['service:checkout', 'env:test', 'version:1.2.3', 'team:payments', 'runtime:nodejs']) {
       assert.ok(event.tags_profiler.split(',').includes(tag), `${tag} in ${event.tags_profiler}`);
     }
     const periodMs = Date.parse(event.end) - Date.parse(event.start);
-    const { p, str, names, labels, numLabels, sum, join } = decodePprof(await form.get('wall.pprof').arrayBuffer());
+    const pprof = decodePprof(await form.get('wall.pprof').arrayBuffer());
+    const { p, str, names, labels, numLabels, sum } = pprof;
     assert.deepEqual(p.sampleType.map((v) => str(v.type)), ['sample', 'wall', 'cpu']);
     const wallMs = sum(1) / 1e6;
     // The event's window is the pprof's own (ISO strings: whole ms).
     assert.ok(Math.abs(Date.parse(event.start) - Number(p.timeNanos) / 1e6) <= 1, `start ${event.start} vs pprof ${p.timeNanos}`);
     assert.ok(Math.abs(periodMs - Number(p.durationNanos) / 1e6) <= 2, `period ${periodMs} vs pprof ${p.durationNanos}`);
-    if (periodMs >= 450 && periodMs <= 600) full.push({ periodMs, wallMs });
+    if (!event.tags_profiler.split(',').includes('snapshot:on_shutdown')) full.push({ periodMs, wallMs });
     const busy = p.sample.filter((s) => names(s).includes('serviceCheckoutWork'));
     assert.ok(busy.length > 0, 'the busy function is in every profile');
-    // Datadog's names: `trace endpoint`, and the span id in decimal as a numeric label.
-    assertOwnLabels(
-      busy.map((s) => {
-        const endpoint = labels(s)['trace endpoint'];
-        if (endpoint === undefined) return undefined;
-        const span = numLabels(s)['span id'];
-        return /^(GET \/cart|POST \/checkout)$/.test(endpoint) && /^\d+$/.test(span) && numLabels(s)['local root span id'] === span;
+    // Datadog's names: `trace endpoint`, and the span id in decimal as numeric labels.
+    samples.push(
+      ...pprofWork(pprof, ['serviceCheckoutWork'], {
+        labels: (s) => ({ ...pick(labels(s), ['trace endpoint']), ...pick(numLabels(s), ['span id', 'local root span id']) }),
       }),
-      join.unmatchedSamples,
-      'serviceCheckoutWork',
     );
     for (const s of p.sample) {
       assert.equal(labels(s)['thread name'], 'Main Event Loop');
       assert.ok(Number(numLabels(s).end_timestamp_ns) / 1e6 >= Date.parse(event.start) - 1, 'end_timestamp_ns inside the window');
     }
   }
-  t.diagnostic(`${agent.requests.length} uploads; full periods wall/period: ${full.map((f) => `${f.wallMs.toFixed(0)}/${f.periodMs}`).join(', ')}`);
+  // Each sample of a request's work carries that request's endpoint and span id.
+  const datadogNames = (c) => ({ 'trace endpoint': c.labels.endpoint, 'span id': BigInt(`0x${c.labels.span_id}`), 'local root span id': BigInt(`0x${c.labels.span_id}`) });
+  // (A floor of 97%: the heap hog's collections at the start make V8 take one sample of
+  // its own, without a signal, in the first period's work.)
+  const judged = assertRequestLabels(samples, log.calls, { what: 'serviceCheckoutWork', min: 20, floor: 0.97, expected: datadogNames, exact: true });
+  // The last profile's heap: the 32 MiB kept (V8's estimate is statistical: half of it at least).
+  assert.ok(hogBytes >= 16 * 2 ** 20, `serviceHeapHog holds ${(hogBytes / 2 ** 20).toFixed(1)} MiB in the last heap profile`);
+  t.diagnostic(`${agent.requests.length} uploads; ${judged}; heap hog ${(hogBytes / 2 ** 20).toFixed(1)} MiB; full periods wall/period: ${full.map((f) => `${f.wallMs.toFixed(0)}/${f.periodMs}`).join(', ')}`);
+  // Every period but the last (partial) one: its wall time adds up to its window, however
+  // late the rotation timer fired on a busy machine.
   assert.ok(full.length >= 2, 'at least two full periods');
   for (const f of full) assert.ok(Math.abs(f.wallMs - f.periodMs) <= 0.1 * f.periodMs, `wall ${f.wallMs} vs period ${f.periodMs}`);
 });
 
-test('Pyroscope: /ingest with name{tags}, from/until, raw pprof body, auth and tenant headers', async () => {
+test('Pyroscope: /ingest with name{tags}, from/until, raw pprof body, auth and tenant headers', async (t) => {
   const pyro = await receiver();
   const session = start({
     service: 'cart',
@@ -121,7 +146,8 @@ test('Pyroscope: /ingest with name{tags}, from/until, raw pprof body, auth and t
     period: 400,
     exporters: [{ type: 'pyroscope', url: pyro.url, authToken: 'secret-token', tenantId: 'team-a' }],
   });
-  await workload(500);
+  const log = new WorkLog();
+  await workload(900, log);
   await session.stop();
   await pyro.close();
   assert.ok(pyro.requests.length >= 1);
@@ -135,11 +161,13 @@ test('Pyroscope: /ingest with name{tags}, from/until, raw pprof body, auth and t
   assert.ok(Number(u.searchParams.get('until')) >= Number(u.searchParams.get('from')));
   assert.equal(r.headers.authorization, 'Bearer secret-token');
   assert.equal(r.headers['x-scope-orgid'], 'team-a');
-  const { p, str, names, labels } = decodePprof(r.body);
+  const { p, str } = decodePprof(r.body);
   assert.deepEqual(p.sampleType.map((v) => `${str(v.type)}/${str(v.unit)}`), ['samples/count', 'wall/nanoseconds', 'cpu/nanoseconds']);
-  const busy = p.sample.filter((s) => names(s).includes('serviceCheckoutWork') && labels(s).span_id);
-  assert.ok(busy.length > 0);
-  assert.match(labels(busy[0]).span_id, /^[0-9a-f]{16}$/, 'span_id as 16 hex digits');
+  // Every upload: each sample of a request's work carries that request's endpoint (a
+  // series label) and span id (16 hex digits, for span profiles), and nothing else.
+  const cpu = pyro.requests.map((q) => decodePprof(q.body)).filter((d) => d.p.sampleType.some((v) => d.str(v.type) === 'wall'));
+  const samples = cpu.flatMap((d) => pprofWork(d, ['serviceCheckoutWork']));
+  t.diagnostic(assertRequestLabels(samples, log.calls, { what: 'Pyroscope', exact: true }));
 });
 
 test('receiver down, 500s, 429 and slow answers: the app runs on, uploads recover', async (t) => {
@@ -181,30 +209,37 @@ test('receiver down, 500s, 429 and slow answers: the app runs on, uploads recove
   assert.ok(rssGrowth < 64, 'memory stays bounded');
 });
 
-test('process exit flushes the final profile (SIGTERM and natural exit)', async () => {
+test('process exit flushes the final profile (SIGTERM and natural exit)', async (t) => {
   const agent = await receiver();
+  t.after(() => agent.close()); // a failed assertion must not leave it listening
   const script = `
     const { start, withLabels } = require(${JSON.stringify(path.join(__dirname, '..'))});
     start({ service: 'exiting', period: 60000, exporters: [{ type: 'datadog', url: process.argv[1] }] });
-    const end = Date.now() + 300;
-    withLabels({ endpoint: 'GET /bye' }, () => { while (Date.now() < end); });
-    if (process.argv[2] === 'sigterm') {
-      setInterval(() => {}, 1000); // a service: alive until told to stop
-      console.log('ready');
-    }
+    function byeWork() { const end = Date.now() + 300; while (Date.now() < end); }
+    const t0 = performance.now();
+    withLabels({ endpoint: 'GET /bye' }, byeWork);
+    const call = { labels: { 'trace endpoint': 'GET /bye' }, work: 'byeWork', t0, t1: performance.now() };
+    console.log(JSON.stringify({ timeOrigin: performance.timeOrigin, call }));
+    if (process.argv[2] === 'sigterm') setInterval(() => {}, 1000); // a service: alive until told to stop
   `;
   for (const how of ['sigterm', 'natural']) {
     const before = agent.requests.length;
     const child = spawn(process.execPath, ['-e', script, agent.url, how], { stdio: ['ignore', 'pipe', 'inherit'] });
-    child.stdout.once('data', () => child.kill('SIGTERM'));
+    let stdout = '';
+    child.stdout.on('data', (d) => {
+      stdout += d;
+      if (how === 'sigterm' && stdout.endsWith('\n')) child.kill('SIGTERM');
+    });
     const [code, signal] = await new Promise((r) => child.on('exit', (c, s) => r([c, s])));
     assert.equal(agent.requests.length, before + 1, `${how}: one final upload`);
     if (how === 'sigterm') assert.equal(signal, 'SIGTERM', 'the signal still ends the process');
     else assert.equal(code, 0);
-    const { p, labels } = decodePprof(await (await formOf(agent.requests.at(-1))).get('wall.pprof').arrayBuffer());
-    assert.ok(p.sample.some((s) => labels(s)['trace endpoint'] === 'GET /bye'));
+    // The final profile holds the last work, every sample with its labels.
+    const { timeOrigin, call } = JSON.parse(stdout);
+    const pprof = decodePprof(await (await formOf(agent.requests.at(-1))).get('wall.pprof').arrayBuffer());
+    const samples = pprofWork(pprof, ['byeWork'], { timeOrigin, labels: (s) => pick(pprof.labels(s), ['trace endpoint']) });
+    assertRequestLabels(samples, [call], { what: how, exact: true });
   }
-  await agent.close();
 });
 
 test('file exporter and options validated with clear errors', async () => {

@@ -20,6 +20,7 @@ const ROOT = path.join(__dirname, '..');
 const CLI = path.join(ROOT, 'bin', 'selfprof.js');
 const BIN = path.join(ROOT, 'node_modules', '.bin');
 const FIXTURE = path.join(__dirname, 'fixtures', 'sourcemaps');
+const { missing, NO_CHROMIUM } = require('./tools');
 const CHROMIUM = '/usr/bin/chromium';
 const OUT = path.join(ROOT, 'out', 'test-sourcemaps');
 
@@ -263,8 +264,7 @@ test('selfprof record --heap -- node --import tsx main.ts: one process, its summ
 
 test('the HTML report in Chromium: hotLoop at app.ts:line (tsx, from record), app.ts\'s hot line and its text from the map (tsc)', async (t) => {
   if (!fs.existsSync(CHROMIUM)) {
-    t.skip(`no chromium at ${CHROMIUM}: apt-get install chromium`);
-    return;
+    if (missing(t, NO_CHROMIUM)) return;
   }
   assert.ok(tsxReport && tscTrace, 'the tsx and tsc recordings ran');
   const { chromium } = require('playwright-core');

@@ -11,6 +11,7 @@ const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
+const { assertRequestLabels } = require('./helpers');
 
 const seconds = Number(process.env.SELFPROF_STRESS_SECONDS || 20);
 
@@ -25,17 +26,21 @@ test(`stress: ${seconds} s of storms, workers, GC, label churn, failing exporter
   assert.equal(r.signal, null, `the stress process died of ${r.signal}: ${r.stderr.slice(-2000)}`);
   assert.equal(r.status, 0, r.stderr.slice(-2000));
   const report = JSON.parse(r.stdout.trim().split('\n').at(-1));
-  const { rssMiB, ...counts } = report;
+  const { rssMiB, witness, ...counts } = report;
   t.diagnostic(`${((Date.now() - started) / 1000).toFixed(1)} s: ${JSON.stringify(counts)}`);
   t.diagnostic(`RSS (MiB, every 250 ms): ${rssMiB.join(' ')}`);
 
   assert.deepEqual(report.unexpected, [], 'no unexpected error anywhere');
+  // Through all of it, a profiler recording the whole run labels every sample of a
+  // request's work with that request's labels (setLabels' step included after it).
+  t.diagnostic(`witness: ${assertRequestLabels(witness.samples, witness.calls, { what: 'witness', min: 100, exact: true })}`);
   // It really did all of it. (Floors about a tenth of what an idle 2-core machine does,
   // e.g. 170-240 profilers in 20 s: one oversubscribed 2.5x did a quarter of that.)
   assert.ok(report.profilers >= seconds, `profilers started: ${report.profilers}`);
   assert.ok(report.stopped >= seconds / 2, `profilers stopped: ${report.stopped}`);
   assert.ok(report.bufferFull >= 1, 'buffers filled');
   assert.ok(report.abandoned >= 1, 'profilers abandoned to the GC');
+  assert.equal(report.groupSize, 0, 'the abandoned profilers left the group once collected');
   assert.ok(report.workers >= seconds / 4, `workers: ${report.workers}`);
   assert.ok(report.terminated >= seconds / 10, `workers terminated mid-recording: ${report.terminated}`);
   assert.ok(report.requests >= 10 * seconds, `labeled requests: ${report.requests}`);

@@ -13,6 +13,7 @@ const { decodePprof } = require('./helpers');
 
 const root = path.join(__dirname, '..');
 const cli = path.join(root, 'bin', 'selfprof.js');
+const { missing, NO_CHROMIUM } = require('./tools');
 const CHROMIUM = '/usr/bin/chromium';
 
 /** An app whose worker burns CPU in `workerBusyFunction` (and keeps 8 MiB), one that throws,
@@ -27,6 +28,7 @@ workerHeapHog();
 workerBusyFunction(Number(process.env.BUSY_MS || 800));
 setTimeout(() => {}, Number(process.env.LINGER_MS || 0));
 \`, { eval: true });
+console.log('busy worker ' + busy.threadId);
 const thrower = new Worker('setTimeout(() => { throw new Error("worker boom") }, 20)', { eval: true });
 thrower.on('error', (e) => console.log('worker error:', e.message));
 const pool = new Worker('function poolTick() { const end = Date.now() + 15; while (Date.now() < end); } setInterval(poolTick, 20);', { eval: true });
@@ -47,15 +49,14 @@ test('selfprof record: a worker busy for 0.8 s appears with its thread label, a 
   assert.match(r.stdout, /worker error: worker boom/, 'the throwing worker behaved as without selfprof');
   assert.match(r.stderr, /pid \d+: \d+ samples \(\d+ in JS, 4 threads\)/, r.stderr);
   const { p, names, labels } = decodePprof(fs.readFileSync(path.join(dir, 'out', 'profile.pb.gz')));
+  // Every sample of the busy function carries the busy worker's own thread, by its threadId.
+  const id = /busy worker (\d+)/.exec(r.stdout)[1];
   const busy = p.sample.filter((s) => names(s)[0] === 'workerBusyFunction');
-  const threadNames = new Set(busy.map((s) => labels(s)['thread name']));
-  assert.equal(threadNames.size, 1);
-  // Most of that worker's JS samples: on a loaded machine it runs less than its 0.8 s of
-  // wall time, so its count is not ~800, but what it was caught doing is its busy loop.
-  const own = p.sample.filter((s) => labels(s)['thread name'] === [...threadNames][0] && !/^\(/.test(names(s)[0] ?? '('));
-  assert.ok(busy.length > 100 && busy.length >= 0.6 * own.length, `${busy.length} samples in workerBusyFunction of the worker's ${own.length} JS samples`);
-  assert.match([...threadNames][0], /^Worker #\d+ Event Loop$/);
-  assert.ok(busy.every((s) => /^\d+$/.test(labels(s)['thread id']) && labels(s)['thread id'] !== '0'));
+  assert.deepEqual(new Set(busy.map((s) => `${labels(s)['thread name']} / ${labels(s)['thread id']}`)), new Set([`Worker #${id} Event Loop / ${id}`]));
+  // Most of that worker's JS samples: what it was caught doing is its busy loop (how many
+  // samples its 0.8 s gives depends on how much CPU it got).
+  const own = p.sample.filter((s) => labels(s)['thread id'] === id && !/^\(/.test(names(s)[0] ?? '('));
+  assert.ok(busy.length >= 20 && busy.length >= 0.6 * own.length, `${busy.length} samples in workerBusyFunction of the worker's ${own.length} JS samples`);
   const pool = p.sample.filter((s) => names(s)[0] === 'poolTick');
   assert.ok(pool.length > 50, `the pool worker, ended by the main thread's exit, was recorded (${pool.length})`);
   assert.ok(p.sample.some((s) => labels(s)['thread name'] === 'Main Event Loop'));
@@ -103,20 +104,24 @@ test('service mode: the worker\'s busy function with its thread label, in one pp
   assert.doesNotMatch(warningsIn(r.stderr), /selfprof/, 'no warning');
   const pprofs = fs.readdirSync(dir).filter((f) => /Z\.pb\.gz$/.test(f));
   assert.ok(pprofs.length >= 2, pprofs.join());
+  const id = /busy worker (\d+)/.exec(r.stdout)[1];
   let busy = 0;
+  let own = 0;
   let mainSamples = 0;
   for (const f of pprofs) {
     const { p, names, labels } = decodePprof(fs.readFileSync(path.join(dir, f)));
     for (const s of p.sample) {
       if (names(s)[0] === 'workerBusyFunction') {
         busy++;
-        assert.match(labels(s)['thread name'], /^Worker #\d+ Event Loop$/);
+        assert.equal(`${labels(s)['thread name']} / ${labels(s)['thread id']}`, `Worker #${id} Event Loop / ${id}`, "the busy worker's own thread");
       }
+      if (labels(s)['thread id'] === id && !/^\(/.test(names(s)[0] ?? '(')) own++;
       if (labels(s)['thread name'] === 'Main Event Loop') mainSamples++;
     }
   }
-  // 99 Hz for 1.5 s: ~150 samples (a busy worker answers late: its samples may land in the next period).
-  assert.ok(busy > 75, `${busy} samples of workerBusyFunction`);
+  // 99 Hz for 1.5 s: up to ~150 samples, as many as the CPU it got allows; most of the
+  // worker's JS samples are its busy loop.
+  assert.ok(busy >= 20 && busy >= 0.6 * own, `${busy} samples of workerBusyFunction of the worker's ${own} JS samples`);
   assert.ok(mainSamples > 0, 'the main thread is in the same pprofs');
   fs.rmSync(dir, { recursive: true });
 });
@@ -146,8 +151,7 @@ test('past the thread cap: one warning, those workers unprofiled, the app unharm
 
 test('in headless Chromium: a heap profile is a flame graph of bytes', async (t) => {
   if (!fs.existsSync(CHROMIUM)) {
-    t.skip(`no chromium at ${CHROMIUM}: apt-get install chromium`);
-    return;
+    if (missing(t, NO_CHROMIUM)) return;
   }
   const { htmlReport } = require('..');
   const { startHeapSampling } = require('../lib/capture/heap');

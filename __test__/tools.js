@@ -1,8 +1,9 @@
 'use strict';
 // The external tools the backend tests read uploads back with (installed by
 // scripts/test-tools.sh into .venv/, which .ci/run runs): Datadog's test agent and a
-// Python with the opentelemetry-proto package. A missing tool makes its test skip, saying
-// so; under CI (CI=true) a missing tool is a failure instead, so CI never skips silently.
+// Python with the opentelemetry-proto package; and the browser tests' Chromium (.ci/run
+// installs Debian's). A missing tool makes its test skip, saying so; under CI (CI set) a
+// missing tool is a failure instead, so CI never skips silently.
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
@@ -20,11 +21,14 @@ function findTool(venv, name) {
 
 /** `t.skip(why)` locally; a thrown error under CI. Returns true if the test must stop. */
 function missing(t, what) {
-  const why = `${what} not found: run scripts/test-tools.sh`;
+  const why = what === NO_CHROMIUM ? `no ${what}` : `${what} not found: run scripts/test-tools.sh`;
   if (process.env.CI) throw new Error(`${why} (CI must not skip this test)`);
   t.skip(why);
   return true;
 }
+
+/** What the browser tests need, for `missing`: Debian's Chromium, driven by playwright-core. */
+const NO_CHROMIUM = 'chromium at /usr/bin/chromium (apt-get install chromium)';
 
 /** A free loopback TCP port. */
 async function freePort() {
@@ -98,6 +102,58 @@ function runNode(script, env, { cwd = root, timeoutMs = 60_000 } = {}) {
   });
 }
 
+/**
+ * The Python that reads OTLP profiles (opentelemetry-proto >= 1.43: profiles
+ * v1development, proto v1.10), or null; `missing(t, ...)` says what to do without it.
+ */
+function otlpPython() {
+  const python = findTool('otlp', 'python');
+  const check = python && spawnSync(python, ['-c', 'import opentelemetry.proto.profiles.v1development.profiles_pb2 as p; assert "stack_index" in p.Sample.DESCRIPTOR.fields_by_name'], { encoding: 'utf8' });
+  return check && check.status === 0 ? python : null;
+}
+const OTLP_TOOL = 'python with opentelemetry-proto >= 1.43 (profiles v1development, proto v1.10)';
+
+/** OTLP ExportProfilesServiceRequest bodies decoded by opentelemetry-proto (otlp_decode.py). */
+function decodeOtlp(python, bodies) {
+  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'selfprof-otlp-'));
+  const files = bodies.map((b, i) => {
+    const f = path.join(dir, `${i}.pb`);
+    fs.writeFileSync(f, b);
+    return f;
+  });
+  const r = spawnSync(python, [path.join(__dirname, 'otlp_decode.py'), ...files], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  fs.rmSync(dir, { recursive: true });
+  if (r.status !== 0) throw new Error(`otlp_decode.py failed: ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+/**
+ * The wall profiles' samples of decoded OTLP requests taken in `works`, one per timestamp,
+ * as helpers' assertRequestLabels takes them: `{ t, work, labels }`, t on performance.now()'s
+ * line of the process that recorded (its `timeOrigin`), labels its attributes with its
+ * link's ids as `span_id`/`trace_id` (undefined if none).
+ */
+function otlpWork(requests, works, timeOrigin) {
+  const out = [];
+  for (const request of requests) {
+    for (const res of request.resources) {
+      for (const scope of res.scopes) {
+        for (const profile of scope.profiles.filter((p) => p.sample_type[0] === 'wall')) {
+          for (const s of profile.samples) {
+            const work = s.stack.map((f) => f.name).find((n) => works.includes(n));
+            if (!work) continue;
+            const labels = { ...s.attributes, ...(s.link && { span_id: s.link.span_id, trace_id: s.link.trace_id }) };
+            for (const ts of s.timestamps) {
+              out.push({ t: Number(BigInt(ts) / 1000n) / 1000 - timeOrigin, work, labels: Object.keys(labels).length ? labels : undefined });
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
 /** A multipart body read as FormData. */
 function formOf(body, contentType) {
   return new Response(body, { headers: { 'content-type': contentType } }).formData();
@@ -108,4 +164,4 @@ function warningsIn(stderr) {
   return stderr.replace(/^selfprof: profiling .*\n?/gm, '');
 }
 
-module.exports = { root, findTool, missing, freePort, startTestAgent, runNode, formOf, warningsIn };
+module.exports = { root, findTool, missing, NO_CHROMIUM, freePort, startTestAgent, runNode, formOf, otlpPython, OTLP_TOOL, decodeOtlp, otlpWork, warningsIn };

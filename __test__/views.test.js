@@ -15,6 +15,7 @@ const { Profiler, withLabels, htmlReport } = require('..');
 const { spin, assertValidTrace, stackFrames, definitionOf } = require('./helpers');
 
 const OUT = path.join(__dirname, '..', 'out', 'test-report');
+const { missing, NO_CHROMIUM } = require('./tools');
 const CHROMIUM = '/usr/bin/chromium';
 const ROW = 16; // the time-order chart's row height
 
@@ -124,8 +125,7 @@ async function open(t, name, html) {
 
 function needsBrowser(t) {
   if (browser) return false;
-  t.skip(`no chromium at ${CHROMIUM}: apt-get install chromium`);
-  return true;
+  return missing(t, NO_CHROMIUM);
 }
 
 const endpointOf = (tr, s) => (s.contextId === undefined ? undefined : tr.contexts[s.contextId].labels.endpoint);

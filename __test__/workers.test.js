@@ -6,7 +6,7 @@ const assert = require('node:assert/strict');
 const path = require('node:path');
 const { Worker } = require('node:worker_threads');
 const { Profiler, withLabels } = require('..');
-const { spin, samplesIn, labelVerdicts, assertOwnLabels } = require('./helpers');
+const { spin, samplesIn, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
 
 const script = path.join(__dirname, 'fixtures', 'profiled-worker.js');
 
@@ -22,16 +22,9 @@ function runWorker(workerData) {
   return { w, done, started };
 }
 
-/**
- * A worker's report: no sample has another thread's label; all but V8's samples without
- * a signal have this one.
- */
-function assertLabels(labels, expected, unmatched, what) {
-  return assertOwnLabels(
-    labels.map((l) => (l === null ? undefined : l === expected)),
-    unmatched,
-    what,
-  );
+/** A worker's report: every sample of its work carries the labels of the round it ran for. */
+function assertLabels(result, what, min = 20) {
+  return assertRequestLabels(result.busy, result.calls, { what, min, exact: true });
 }
 
 function mainBusy(ms) {
@@ -42,21 +35,18 @@ test('a worker and the main thread profile at once, each with its own labels', a
   const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
   const worker = runWorker({ label: 'w1', ms: 10, rounds: 20 });
   await worker.started;
+  const log = new WorkLog();
   await withLabels({ thread: 'main' }, async () => {
     for (let i = 0; i < 20; i++) {
-      mainBusy(8);
+      withLabels({ round: String(i) }, () => log.run({ thread: 'main', round: String(i) }, mainBusy, 8));
       await new Promise((r) => setImmediate(r));
     }
   });
   const trace = await p.stop();
   const { code, result } = await worker.done;
   assert.equal(code, 0);
-  assert.ok(result.busy >= 30, `worker samples in workerBusy: ${result.busy}`);
-  t.diagnostic(`worker: ${assertLabels(result.labels, 'w1', result.unmatched, 'worker')}`);
-  const main = samplesIn(trace, 'mainBusy');
-  assert.ok(main.length >= 30, `main samples in mainBusy: ${main.length}`);
-  const mainVerdicts = labelVerdicts(trace, main, (l) => l.thread === 'main');
-  t.diagnostic(`main: ${assertOwnLabels(mainVerdicts, trace.metadata.unmatchedSamples, 'main thread')}`);
+  t.diagnostic(`worker: ${assertLabels(result, 'worker', 30)}`);
+  t.diagnostic(`main: ${assertRequestLabels(traceWork(trace, ['mainBusy']), log.calls, { what: 'main thread', min: 30, exact: true })}`);
   assert.equal(samplesIn(trace, 'workerBusy').length, 0, "the worker's stacks are not in the main thread's trace");
 });
 
@@ -68,8 +58,8 @@ test('100 profiled workers one after another all get labels (cells are freed)', 
   for (let i = 0; i < 100; i++) {
     const { code, result } = await runWorker({ label: `w${i}`, ms: 4, rounds: 3 }).done;
     assert.equal(code, 0);
-    assertLabels(result.labels, `w${i}`, result.unmatched, `worker ${i}`);
-    if (i >= 64) labeledPast64 += result.labels.filter((l) => l === `w${i}`).length;
+    assertLabels(result, `worker ${i}`, 1);
+    if (i >= 64) labeledPast64 += result.busy.filter((s) => s.labels?.worker === `w${i}`).length;
   }
   t.diagnostic(`${labeledPast64} labeled samples in workers 64-99`);
   assert.ok(labeledPast64 >= 36, `workers 64-99 took ${labeledPast64} labeled samples`);
@@ -88,8 +78,7 @@ test('terminating workers while they are profiled never crashes, and profiling g
   }
   const after = runWorker({ label: 'after', ms: 5, rounds: 5 });
   const { result } = await after.done;
-  assert.ok(result.busy > 0);
-  assertLabels(result.labels, 'after', result.unmatched, 'worker after the terminations');
+  assertLabels(result, 'worker after the terminations', 5);
   await withLabels({ thread: 'main' }, () => mainBusy(150));
   const trace = await p.stop();
   assert.ok(samplesIn(trace, 'mainBusy').length >= 20, 'the main profiler still samples');

@@ -6,7 +6,8 @@
 #  - Miri (undefined behaviour, data races in its model) over the ring buffer's
 #    lock-free reads and writes, the converters and the pprof code: the tests that do
 #    no FFI (Miri cannot run signals or napi).
-# Each part says so and is skipped when its toolchain piece is missing.
+# Each part says so and is skipped when its toolchain piece is missing; under CI (CI set)
+# a missing piece is a failure instead, so CI cannot pass without ASan and Miri.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -17,6 +18,10 @@ if ! [[ "$budget" =~ ^[1-9][0-9]{0,5}$ ]]; then
   exit 2
 fi
 if ! cargo +nightly --version >/dev/null 2>&1; then
+  if [ -n "${CI:-}" ]; then
+    echo "sanitize: no nightly toolchain (rustup toolchain install nightly): CI must run ASan and Miri" >&2
+    exit 1
+  fi
   echo "sanitize: no nightly toolchain (rustup toolchain install nightly): skipped"
   exit 0
 fi
@@ -55,6 +60,9 @@ if cargo +nightly miri --version >/dev/null 2>&1; then
   else
     echo "miri: FAIL"; status=1
   fi
+elif [ -n "${CI:-}" ]; then
+  echo "miri: not available for the nightly toolchain (rustup component add miri --toolchain nightly): CI must run it" >&2
+  status=1
 else
   echo "miri: not available for the nightly toolchain: skipped"
 fi

@@ -317,6 +317,28 @@ pub struct BuildTrace {
   text: symbolize::TextFrom,
   /// Hide selfprof's own frames (None: keep them).
   hide: Option<trace::profiler_frames::ProfilerFiles>,
+  /// The longest JSON this build may hand JS as one string (`json_string_limit`).
+  json_limit: usize,
+}
+
+/// The longest JSON a build hands JS as one string: what V8's strings hold, or less when
+/// SELFPROF_TEST_JS_STRING_BYTES says so (a test-only knob: the tests reach the bound
+/// without building a 512 MiB trace). Read on the main thread, as a build is set up.
+fn json_string_limit() -> usize {
+  std::env::var("SELFPROF_TEST_JS_STRING_BYTES")
+    .ok()
+    .and_then(|v| v.parse::<usize>().ok())
+    .map_or(formats::limits::JS_STRING_BYTES, |n| {
+      n.min(formats::limits::JS_STRING_BYTES)
+    })
+}
+
+/// The error for JSON longer than a JS string holds: it names the formats that give it whole.
+fn json_too_long(what: &str, bytes: usize) -> Error {
+  Error::from_reason(format!(
+    "{what} is {:.1} MiB of JSON, more than a JS string holds: stop({{ format: 'json-gzip' }}) or 'pprof' gives it whole",
+    bytes as f64 / f64::from(1 << 20)
+  ))
 }
 
 impl BuildTrace {
@@ -421,7 +443,18 @@ impl Task for BuildParts {
   type JsValue = TraceParts;
 
   fn compute(&mut self) -> Result<Self::Output> {
-    self.0.build_into(|_, trace| trace.parts())
+    // The trace object's samples and labels come as arrays; its frames, stacks and the
+    // rest as one JSON string.
+    self.0.build_into(|task, trace| {
+      let parts = trace.parts();
+      if parts.head.len() > task.json_limit {
+        return Err(json_too_long(
+          "the trace's frames, stacks and line ticks",
+          parts.head.len(),
+        ));
+      }
+      Ok(parts)
+    })?
   }
 
   fn resolve(&mut self, _env: Env, p: Self::Output) -> Result<Self::JsValue> {
@@ -504,11 +537,8 @@ impl BuildTrace {
       .map(|format| match format {
         Format::Json => {
           let json = trace.to_json().into_bytes();
-          if json.len() > formats::limits::JS_STRING_BYTES {
-            return Err(Error::from_reason(format!(
-              "the trace's JSON is {} MiB, more than a JS string holds: stop({{ format: 'json-gzip' }}) or 'pprof' gives it whole",
-              json.len() >> 20
-            )));
+          if json.len() > self.json_limit {
+            return Err(json_too_long("the trace", json.len()));
           }
           Ok(json)
         }
@@ -627,6 +657,7 @@ impl BuildTrace {
       source_maps,
       text,
       hide,
+      json_limit: json_string_limit(),
     })
   }
 }

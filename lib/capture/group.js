@@ -293,6 +293,14 @@ class ProfilerGroup {
     c[1] = Math.max(c[1], ns);
   }
 
+  /**
+   * V8's samples so far, as the signal handler counts them, or, without signals (Windows),
+   * the sampler's intervals elapsed: what tests wait on to get samples whatever the load.
+   */
+  ticks() {
+    return this.#ticks();
+  }
+
   /** Samples member `m` has taken so far (estimated from the signal handler's count). */
   samplesTaken(m) {
     return this.#members.has(m) && this.#common !== 0 ? this.#samplesOf(m, this.#ticks()) : m.samples;

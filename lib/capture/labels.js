@@ -543,6 +543,9 @@ function storeWith(fn, labels, derived) {
   let from = current.derived;
   let keys = from === undefined ? undefined : current.derivedKeys.filter((k) => !Object.hasOwn(labels, k));
   if (derived !== undefined) {
+    // A new request's derived labels replace the context's: a key it has no value for
+    // (a span without a route or name) is not left with another request's.
+    for (const key of derived.keys) delete out[key];
     from = derived;
     keys = derived.keys;
     Object.assign(out, derived.values);
