@@ -419,8 +419,10 @@ test('each kind of failure is warned once per exporter, however many periods fai
   ]) {
     assert.equal(lines(re).length, 1, `${what}: once in ${r.stderr}`);
   }
-  // Nothing else is warned during the run but those (and, at stop, what could not be sent).
-  const others = lines(/selfprof: /).filter((l) => !/export failed|fell behind|could not (send|write) \d+ profiles? before shutdown/.test(l));
+  // Nothing else is warned during the run but those (and, at stop, what could not be sent),
+  // after the one start line.
+  assert.equal(lines(/^selfprof: profiling "failing" at 99 Hz; a profile every 0\.1 s to datadog /).length, 1, r.stderr);
+  const others = lines(/selfprof: /).filter((l) => !/^selfprof: profiling |export failed|fell behind|could not (send|write) \d+ profiles? before shutdown/.test(l));
   assert.deepEqual(others, []);
 });
 
