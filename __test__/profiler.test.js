@@ -89,11 +89,13 @@ test('samples are spaced by the sample interval at least', async (t) => {
   const elapsed = performance.now() - t0;
   const gaps = trace.samples.slice(1).map((s, i) => s.timestamp - trace.samples[i].timestamp).sort((a, b) => a - b);
   const median = gaps[gaps.length >> 1];
-  // How far apart beyond the interval depends on the CPU V8's sampler thread gets; never
-  // closer than it (but V8's own samples at start), never more than one per interval.
+  // V8's sampler waits the interval between two signals; a sample's time is when the JS
+  // thread took it, which a loaded machine delays by any amount, making the next gap short
+  // by as much. So, whatever the load: never more than one sample per interval, and the
+  // typical gap (the median) the interval at least.
   t.diagnostic(`10 ms interval: ${trace.samples.length} samples in ${elapsed.toFixed(0)} ms, gaps ${gaps[0].toFixed(2)} (min), ${median.toFixed(2)} (median) ms`);
-  assert.ok(trace.samples.length >= 2 && trace.samples.length <= elapsed / 10 + 2, `${trace.samples.length} samples in ${elapsed.toFixed(0)} ms`);
-  assert.ok(gaps.filter((g) => g < 7.5).length <= 1, `gaps under the interval: ${gaps.filter((g) => g < 7.5)}`);
+  assert.ok(trace.samples.length >= 3 && trace.samples.length <= elapsed / 10 + 2, `${trace.samples.length} samples in ${elapsed.toFixed(0)} ms`);
+  assert.ok(median >= 9.5, `median gap ${median.toFixed(2)} ms`);
 });
 
 test('stop() on a stopped profiler rejects with InvalidStateError', async () => {
