@@ -2,12 +2,11 @@
 // The backends' conventional variables, parsed as their own clients parse them.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const http = require('node:http');
 const zlib = require('node:zlib');
 const { fromEnv } = require('../lib/service');
 const { parseDdTags, datadogAgentUrl, parseOtelList, otlpProfilesUrl } = require('../lib/service/exporters/env');
 const { start, withLabels } = require('..');
-const { spin, untilSignals, decodePprof, WorkLog, assertRequestLabels } = require('./helpers');
+const { spin, untilSignals, decodePprof, WorkLog, assertRequestLabels, receiver } = require('./helpers');
 const { missing, otlpPython, OTLP_TOOL, decodeOtlp, otlpWork } = require('./tools');
 
 function gzipWork(ms) {
@@ -49,21 +48,13 @@ test('OTEL_*: lists percent-decoded, endpoints, secrets kept out of errors', () 
 test('OTLP compression gzip: content-encoding set, the body gunzips to the recorded profile', async (t) => {
   const python = otlpPython();
   if (!python && missing(t, OTLP_TOOL)) return;
-  const bodies = [];
-  const server = http.createServer((req, res) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      bodies.push({ headers: req.headers, body: Buffer.concat(chunks) });
-      res.end();
-    });
-  });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  const session = start({ period: 200, exporters: [{ type: 'otlp', url: `http://127.0.0.1:${server.address().port}/v1development/profiles`, compression: 'gzip' }] });
+  const rx = await receiver();
+  const bodies = rx.requests;
+  const session = start({ period: 200, exporters: [{ type: 'otlp', url: `${rx.url}/v1development/profiles`, compression: 'gzip' }] });
   const log = new WorkLog();
   withLabels({ endpoint: 'GET /z' }, () => untilSignals(30, () => log.run({ endpoint: 'GET /z' }, gzipWork, 5)));
   await session.stop();
-  await new Promise((r) => server.close(r));
+  await rx.close();
   assert.ok(bodies.length >= 1);
   for (const b of bodies) assert.equal(b.headers['content-encoding'], 'gzip');
   // Gunzipped, each is an OTLP request (read by opentelemetry-proto) holding what was
@@ -73,17 +64,8 @@ test('OTLP compression gzip: content-encoding set, the body gunzips to the recor
 });
 
 test('options given to start() win over SELFPROF_*, each one; an option left undefined leaves the variable in effect', async (t) => {
-  const got = [];
-  const server = http.createServer((req, res) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      got.push({ url: new URL(req.url, 'http://x'), body: Buffer.concat(chunks) });
-      res.end();
-    });
-  });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  t.after(() => new Promise((r) => server.close(r)));
+  const rx = await receiver();
+  t.after(rx.close);
   const env = {
     SELFPROF_SERVICE: 'env-service',
     SELFPROF_ENV: 'env-env',
@@ -107,7 +89,7 @@ test('options given to start() win over SELFPROF_*, each one; an option left und
       tags: { team: 'opt-team' },
       period: 200,
       sampleInterval: 3,
-      exporters: [{ type: 'pyroscope', url: `http://127.0.0.1:${server.address().port}` }],
+      exporters: [{ type: 'pyroscope', url: rx.url }],
       heap: false,
       pyroscope: { seriesLabels: ['endpoint'] },
     });
@@ -124,6 +106,7 @@ test('options given to start() win over SELFPROF_*, each one; an option left und
   }
   await session.stop();
   // period 200 ms, not 60 s: a profile every 200 ms, to the options' exporter only, no heap.
+  const got = rx.requests.map((r) => ({ url: new URL(r.url, 'http://x'), body: r.body }));
   assert.ok(got.length >= 3, `${got.length} uploads in 0.7 s`);
   for (const { url, body } of got) {
     assert.equal(url.searchParams.get('name'), 'opt-service{service_name=opt-service,env=opt-env,version=9.9.9,team=opt-team}');

@@ -145,6 +145,52 @@ function callAt(calls, t) {
   return undefined;
 }
 
+/**
+ * V8's own CPU profile (an inspector session of its own, sampling every 1 ms) of what
+ * `work()` (may be async) does.
+ */
+async function v8CpuProfile(work) {
+  const inspector = require('node:inspector');
+  const session = new inspector.Session();
+  session.connect();
+  const post = (method, params) => new Promise((resolve, reject) => session.post(method, params, (err, r) => (err ? reject(err) : resolve(r))));
+  try {
+    await post('Profiler.enable');
+    await post('Profiler.setSamplingInterval', { interval: 1000 });
+    await post('Profiler.start');
+    await work();
+    const { profile } = await post('Profiler.stop');
+    return profile;
+  } finally {
+    session.disconnect();
+  }
+}
+
+/**
+ * A loopback HTTP receiver for the exporters' uploads: records every request as
+ * `{ method, url, headers, body }` in `requests`; `respond(request, n)` (n: requests so
+ * far) picks `{ status, headers, delayMs }`, by default 200 at once.
+ */
+async function receiver(respond = () => ({ status: 200 })) {
+  const http = require('node:http');
+  const { setTimeout: sleep } = require('node:timers/promises');
+  const requests = [];
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', async () => {
+      const record = { method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(chunks) };
+      requests.push(record);
+      const { status = 200, headers, delayMs = 0 } = respond(record, requests.length) ?? {};
+      if (delayMs) await sleep(delayMs);
+      res.writeHead(status, headers).end();
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${server.address().port}`;
+  return { url, requests, close: () => new Promise((r) => server.close(r)) };
+}
+
 /** The work function of `works` innermost in `frames` (names, leaf first), if any. */
 const workIn = (names, works) => names.find((n) => works.includes(n));
 
@@ -275,6 +321,8 @@ module.exports = {
   LABEL_FLOOR,
   WorkLog,
   callAt,
+  receiver,
+  v8CpuProfile,
   traceWork,
   pprofWork,
   assertRequestLabels,

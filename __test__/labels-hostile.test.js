@@ -7,7 +7,6 @@
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
-const http = require('node:http');
 const os = require('node:os');
 const path = require('node:path');
 const v8 = require('node:v8');
@@ -17,7 +16,7 @@ const { spawnSync } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { Profiler, withLabels, setLabels, getLabels, start } = require('..');
 const { labelStats } = require('../lib/capture/labels');
-const { spin, untilSignals, samplesIn, decodePprof, WorkLog, traceWork, pprofWork, assertRequestLabels } = require('./helpers');
+const { spin, untilSignals, samplesIn, decodePprof, WorkLog, traceWork, pprofWork, assertRequestLabels, receiver } = require('./helpers');
 const { native } = require('../lib/native');
 
 const root = path.join(__dirname, '..');
@@ -116,17 +115,9 @@ test("each context's labels are its own, whether its values repeat across contex
 });
 
 test('service mode keeps exporting when a client puts a lone surrogate into a label', async () => {
-  const received = [];
-  const srv = http.createServer((req, res) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      received.push({ headers: req.headers, body: Buffer.concat(chunks) });
-      res.writeHead(200).end();
-    });
-  });
-  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
-  const session = start({ service: 'emoji', period: 200, exporters: [{ type: 'datadog', url: `http://127.0.0.1:${srv.address().port}` }] });
+  const rx = await receiver();
+  const received = rx.requests;
+  const session = start({ service: 'emoji', period: 200, exporters: [{ type: 'datadog', url: rx.url }] });
   const log = new WorkLog();
   // Until ~100 signals (1.1 s at 99 Hz on an idle machine), however busy it is.
   const until = native.signalCount() + 100;
@@ -139,7 +130,7 @@ test('service mode keeps exporting when a client puts a lone surrogate into a la
     });
   }
   await session.stop();
-  await new Promise((r) => srv.close(r));
+  await rx.close();
   assert.ok(received.length >= 4, `${received.length} profiles exported at a 200 ms period`);
   // Every sample in the requests' work arrives with its request's value, U+FFFD for the
   // lone surrogate (the uploads' end_timestamp_ns places each sample on the requests' line).

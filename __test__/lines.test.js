@@ -11,7 +11,7 @@ const { performance } = require('node:perf_hooks');
 const zlib = require('node:zlib');
 const { Profiler, convert, readProfile } = require('..');
 const { stopForExport } = require('../lib/capture/profiler');
-const { assertValidTrace, decodePprof, definitionOf, untilSignals } = require('./helpers');
+const { assertValidTrace, decodePprof, definitionOf, untilSignals, v8CpuProfile } = require('./helpers');
 
 const cli = path.join(__dirname, '..', 'bin', 'selfprof.js');
 const run = (...args) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 60_000 });
@@ -55,19 +55,12 @@ let trace;
 /** Of linesHot's samples in V8's own profile of the same run (an inspector session of its own), the share with a line. */
 let v8LineShare;
 before(async () => {
-  const inspector = require('node:inspector');
-  const session = new inspector.Session();
-  session.connect();
-  const post = (method, params) => new Promise((resolve, reject) => session.post(method, params, (err, r) => (err ? reject(err) : resolve(r))));
-  await post('Profiler.enable');
-  await post('Profiler.setSamplingInterval', { interval: 1000 });
-  await post('Profiler.start');
-  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
-  // Until ~250 signals (both profilers' samplers signal this thread), however busy the machine.
-  untilSignals(250, () => linesHot(5));
-  trace = assertValidTrace(await p.stop());
-  const { profile } = await post('Profiler.stop');
-  session.disconnect();
+  const profile = await v8CpuProfile(async () => {
+    const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+    // Until ~250 signals (both profilers' samplers signal this thread), however busy the machine.
+    untilSignals(250, () => linesHot(5));
+    trace = assertValidTrace(await p.stop());
+  });
   const nodes = profile.nodes.filter((n) => n.callFrame.functionName === 'linesHot');
   const hits = nodes.reduce((n, x) => n + x.hitCount, 0);
   v8LineShare = nodes.reduce((n, x) => n + (x.positionTicks ?? []).reduce((m, t) => m + t.ticks, 0), 0) / hits;

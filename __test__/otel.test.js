@@ -9,15 +9,30 @@ const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-asyn
 const { Profiler, getLabels, openTelemetrySpanProcessor } = require('..');
 const { spin, untilSignals, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
 
+/**
+ * A tracer whose provider has selfprof's span processor, on AsyncLocalStorage contexts;
+ * `close()` shuts the provider down and unregisters both.
+ */
+function otelTracer() {
+  api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  const provider = new BasicTracerProvider({ spanProcessors: [openTelemetrySpanProcessor()] });
+  api.trace.setGlobalTracerProvider(provider);
+  return {
+    tracer: api.trace.getTracer('selfprof-test'),
+    async close() {
+      await provider.shutdown();
+      api.trace.disable();
+      api.context.disable();
+    },
+  };
+}
+
 function otelRouteWork(ms) {
   return spin(ms);
 }
 
 test('samples carry the local root span id, trace id and route', async (t) => {
-  api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  const provider = new BasicTracerProvider({ spanProcessors: [openTelemetrySpanProcessor()] });
-  api.trace.setGlobalTracerProvider(provider);
-  const tracer = api.trace.getTracer('selfprof-test');
+  const { tracer, close } = otelTracer();
 
   const counts = require('../lib/integrations/requests').requestCounter();
   counts();
@@ -49,9 +64,7 @@ test('samples carry the local root span id, trace id and route', async (t) => {
   t.diagnostic(`with their root span: ${assertRequestLabels(traceWork(trace, ['otelRouteWork']), log.calls, { what: 'otelRouteWork', exact: true })}`);
   // Each ended local root span is one request of its endpoint (Datadog's endpoint_counts).
   assert.deepEqual(counts(), { 'GET /users/:id0': 1, 'GET /users/:id1': 1 });
-  await provider.shutdown();
-  api.trace.disable();
-  api.context.disable();
+  await close();
 });
 
 function beforeRouting(ms) {
@@ -74,10 +87,7 @@ test("a request's samples carry the route its span ends with, those taken before
   const { setBaseInterval } = require('..');
   const { group, SEGMENT_SIGNALS } = require('../lib/capture/group');
   const { native } = require('../lib/native');
-  api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  const provider = new BasicTracerProvider({ spanProcessors: [openTelemetrySpanProcessor()] });
-  api.trace.setGlobalTracerProvider(provider);
-  const tracer = api.trace.getTracer('selfprof-test');
+  const { tracer, close } = otelTracer();
   const counts = require('../lib/integrations/requests').requestCounter();
   counts();
   setBaseInterval(0.1);
@@ -117,17 +127,12 @@ test("a request's samples carry the route its span ends with, those taken before
     assert.deepEqual(counts(), { 'GET /users/:id0': 2, 'GET /users/:id1': 2 });
   } finally {
     setBaseInterval(1);
-    await provider.shutdown();
-    api.trace.disable();
-    api.context.disable();
+    await close();
   }
 });
 
 test('a request still running at stop() carries the route known then; a span that never gets one keeps its name, never "undefined"', async () => {
-  api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  const provider = new BasicTracerProvider({ spanProcessors: [openTelemetrySpanProcessor()] });
-  api.trace.setGlobalTracerProvider(provider);
-  const tracer = api.trace.getTracer('selfprof-test');
+  const { tracer, close } = otelTracer();
   const RPC = api.createContextKey('OpenTelemetry SDK Context Key RPC_METADATA');
   try {
     const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
@@ -170,17 +175,12 @@ test('a request still running at stop() carries the route known then; a span tha
     const t2 = await p2.stop();
     assertRequestLabels(traceWork(t2, ['otelRouteWork', 'unnamedWork']), log2.calls, { what: 'no route', min: 10, exact: true });
   } finally {
-    await provider.shutdown();
-    api.trace.disable();
-    api.context.disable();
+    await close();
   }
 });
 
 test('the old HTTP semantic conventions (http.method) give the same endpoint', async () => {
-  api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  const provider = new BasicTracerProvider({ spanProcessors: [openTelemetrySpanProcessor()] });
-  api.trace.setGlobalTracerProvider(provider);
-  const tracer = api.trace.getTracer('selfprof-test');
+  const { tracer, close } = otelTracer();
   try {
     const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
     const log = new WorkLog();
@@ -195,9 +195,7 @@ test('the old HTTP semantic conventions (http.method) give the same endpoint', a
     const trace = await profiler.stop();
     assertRequestLabels(traceWork(trace, ['otelRouteWork']), log.calls, { what: 'old conventions', min: 10, exact: true });
   } finally {
-    await provider.shutdown();
-    api.trace.disable();
-    api.context.disable();
+    await close();
   }
 });
 

@@ -6,29 +6,14 @@
 // writes it beside): stacks, timestamps, wall time, labels as attributes, ids as links.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const http = require('node:http');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const zlib = require('node:zlib');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { start, withLabels } = require('..');
-const { spin, stackFrames } = require('./helpers');
+const { spin, stackFrames, receiver } = require('./helpers');
 const { missing, otlpPython, OTLP_TOOL, decodeOtlp } = require('./tools');
-
-async function receiver() {
-  const requests = [];
-  const server = http.createServer((req, res) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      requests.push({ url: req.url, headers: req.headers, body: Buffer.concat(chunks) });
-      res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
-    });
-  });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${server.address().port}`, requests, close: () => new Promise((r) => server.close(r)) };
-}
 
 function otlpWork(ms) {
   return spin(ms);
@@ -49,7 +34,7 @@ async function withEnv(vars, fn) {
 test('OTLP: samples, stacks, attributes and links equal the trace of the same recording', async (t) => {
   const python = otlpPython();
   if (!python && missing(t, OTLP_TOOL)) return;
-  const rx = await receiver();
+  const rx = await receiver(() => ({ headers: { 'content-type': 'application/x-protobuf' } }));
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-otlp-trace-'));
   const session = await withEnv(
     {

@@ -4,11 +4,10 @@ const assert = require('node:assert/strict');
 const zlib = require('node:zlib');
 const { pathToFileURL } = require('node:url');
 const { performance } = require('node:perf_hooks');
-const inspector = require('node:inspector');
 const v8 = require('node:v8');
 const vm = require('node:vm');
 const { Profiler, fromCpuProfile, withLabels } = require('..');
-const { spin, definitionOf, assertValidTrace, stackFrames, samplesIn } = require('./helpers');
+const { spin, definitionOf, assertValidTrace, stackFrames, samplesIn, v8CpuProfile } = require('./helpers');
 // Where V8 samples without a signal (Windows), samples are joined to labels by time and
 // carry no cpuTime.
 const BY_SIGNAL = require('../lib/native').native.labelJoin() === 'signal';
@@ -206,16 +205,10 @@ test("a trace whose JSON is more than a JS string holds: one error naming json-g
 });
 
 test('json-gzip and object forms of one real V8 profile are equal', async () => {
-  const session = new inspector.Session();
-  session.connect();
-  const post = (m, p) => new Promise((res, rej) => session.post(m, p, (e, r) => (e ? rej(e) : res(r))));
-  await post('Profiler.enable');
-  await post('Profiler.setSamplingInterval', { interval: 1000 });
-  await post('Profiler.start');
-  selfprofBusyLoop(100);
-  await new Promise((r) => setTimeout(r, 20));
-  const { profile } = await post('Profiler.stop');
-  session.disconnect();
+  const profile = await v8CpuProfile(async () => {
+    selfprofBusyLoop(100);
+    await new Promise((r) => setTimeout(r, 20));
+  });
 
   const object = assertValidTrace(await fromCpuProfile(profile));
   const gz = await fromCpuProfile(profile, { format: 'json-gzip' });

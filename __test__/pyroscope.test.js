@@ -4,25 +4,10 @@
 // series, validation; and the name values the server's parser cannot carry rejected at start.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const http = require('node:http');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { start, withLabels } = require('..');
-const { spin } = require('./helpers');
+const { spin, receiver } = require('./helpers');
 const { ingest, parseLabelSet } = require('./pyroscope-rules');
-
-async function receiver() {
-  const requests = [];
-  const server = http.createServer((req, res) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      requests.push({ url: req.url, headers: req.headers, body: Buffer.concat(chunks) });
-      res.writeHead(200).end();
-    });
-  });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${server.address().port}`, requests, close: () => new Promise((r) => server.close(r)) };
-}
 
 function pyroWork(ms) {
   return spin(ms);

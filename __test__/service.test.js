@@ -3,7 +3,6 @@
 // Pyroscope; uploads decoded with an independent pprof decoder (pprof-format).
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const http = require('node:http');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -11,26 +10,7 @@ const zlib = require('node:zlib');
 const { spawn } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { start, withLabels } = require('..');
-const { spin, decodePprof, WorkLog, pprofWork, assertRequestLabels } = require('./helpers');
-
-/** A receiver: records every request; `respond(req, n)` picks { status, delayMs }. */
-async function receiver(respond = () => ({ status: 200 })) {
-  const requests = [];
-  const server = http.createServer((req, res) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', async () => {
-      const record = { method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(chunks) };
-      requests.push(record);
-      const { status = 200, delayMs = 0 } = respond(record, requests.length) ?? {};
-      if (delayMs) await sleep(delayMs);
-      res.writeHead(status).end();
-    });
-  });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  const url = `http://127.0.0.1:${server.address().port}`;
-  return { url, requests, close: () => new Promise((r) => server.close(r)), server };
-}
+const { spin, decodePprof, WorkLog, pprofWork, assertRequestLabels, receiver } = require('./helpers');
 
 async function formOf(record) {
   return new Response(record.body, { headers: { 'content-type': record.headers['content-type'] } }).formData();

@@ -14,7 +14,7 @@ const zlib = require('node:zlib');
 const { spawnSync } = require('node:child_process');
 const { pathToFileURL } = require('node:url');
 const { Profiler, convert, readProfile, fromCpuProfile, start } = require('..');
-const { assertValidTrace, decodePprof, spin } = require('./helpers');
+const { assertValidTrace, decodePprof, spin, v8CpuProfile } = require('./helpers');
 
 const ROOT = path.join(__dirname, '..');
 const CLI = path.join(ROOT, 'bin', 'selfprof.js');
@@ -346,17 +346,8 @@ test('off switches: stop({ sourceMaps: false }), SELFPROF_SOURCE_MAPS=0; files m
 });
 
 test('fromCpuProfile maps V8\'s profile as stop() does; { sourceMaps: false } does not', async () => {
-  const inspector = require('node:inspector');
-  const session = new inspector.Session();
-  session.connect();
-  const post = (method, params) => new Promise((resolve, reject) => session.post(method, params, (e, r) => (e ? reject(e) : resolve(r))));
-  await post('Profiler.enable');
-  await post('Profiler.setSamplingInterval', { interval: 1000 });
-  await post('Profiler.start');
   const js = fresh(path.join(dir, 'tsc', 'app.js'));
-  require(js).runFor(250);
-  const { profile } = await post('Profiler.stop');
-  session.disconnect();
+  const profile = await v8CpuProfile(() => require(js).runFor(250));
   assertMapped(await fromCpuProfile(profile), 'fromCpuProfile');
   const raw = hottest(await fromCpuProfile(profile, { sourceMaps: false })).frame;
   assert.equal(raw.line, lineOf(fs.readFileSync(js, 'utf8'), 'function hotLoop('));

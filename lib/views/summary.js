@@ -1,6 +1,9 @@
 'use strict';
 // Aggregates a ProfilerTrace into per-function sample counts, or, for a weighted trace
-// (a heap profile: `trace.weight`), into the amounts its samples stand for (bytes).
+// (a heap profile: `trace.weight`), into the amounts its samples stand for (bytes); and the
+// text summary the CLI prints of either.
+
+const { formatBytes } = require('./format');
 
 /** Sample i's weight: 1, or what it stands for in a weighted trace. */
 function weightOf(trace) {
@@ -92,18 +95,6 @@ function samplesByLabel(trace, key) {
     .sort((a, b) => b.samples - a.samples);
 }
 
-/** Bytes as people read them: 512 B, 1.5 KiB, 12.3 MiB. */
-function formatBytes(n) {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let u = 0;
-  let v = n;
-  while (Math.abs(v) >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return u === 0 ? `${Math.round(v)} B` : `${v.toFixed(1)} ${units[u]}`;
-}
-
 /** A plain-text table of `topFunctions` rows (`unit: 'bytes'` for a heap profile's). */
 function formatTable(rows, { unit } = {}) {
   const amount = unit === 'bytes' ? formatBytes : String;
@@ -120,4 +111,50 @@ function formatTable(rows, { unit } = {}) {
   return [line(head), ...body.map(line)].join('\n');
 }
 
-module.exports = { topFunctions, samplesByLabel, formatTable, formatBytes };
+/**
+ * The text summary of a trace: its totals, top functions, and samples (a heap profile's
+ * bytes) per value of label `by`; locations under `root` are shown relative to it.
+ */
+function summarize(trace, { by, top = 15, root } = {}) {
+  const w = trace.weight;
+  const lines = [];
+  let empty;
+  if (w) {
+    const bytes = w.values.reduce((a, b) => a + b, 0);
+    const objects = w.counts ? w.counts.reduce((a, b) => a + b, 0) : undefined;
+    const what = w.unit === 'bytes' ? formatBytes(bytes) : `${bytes} ${w.unit}`;
+    lines.push(`heap profile (${w.type}): ${what}${objects !== undefined ? ` in ${Math.round(objects)} objects` : ''} at ${trace.samples.length} allocating stacks (sampled: estimates, a snapshot of the heap in use)`);
+    empty = !trace.samples.length;
+  } else {
+    const js = trace.samples.filter((s) => s.stackId !== undefined).length;
+    const first = trace.samples[0]?.timestamp ?? 0;
+    const last = trace.samples.at(-1)?.timestamp ?? 0;
+    lines.push(`${trace.samples.length} samples (${js} in JS) over ${(last - first).toFixed(0)} ms`);
+    empty = js === 0;
+  }
+  if (empty) return lines.join('\n');
+  const shorten = (loc) => (root && loc.startsWith(root) ? loc.slice(root.length) : loc);
+  const rows = topFunctions(trace, { limit: top }).map((r) => ({ ...r, location: shorten(r.location) }));
+  lines.push('', formatTable(rows, { unit: w?.unit }));
+  // What a label value's amount is: samples, or (a heap profile) its bytes.
+  const per = w ? w.unit : 'samples';
+  const keys = [...new Set((trace.contexts ?? []).flatMap((c) => Object.keys(c.labels)))].sort();
+  if (by) {
+    if (!keys.includes(by)) {
+      lines.push('', `no sample has the label ${JSON.stringify(by)}${keys.length ? ` (labels: ${keys.join(', ')})` : ''}`);
+    } else {
+      lines.push('', w ? `${per} by ${by}:` : `samples by ${by} (all samples, as the HTML report counts them):`);
+      const groups = samplesByLabel(trace, by);
+      const width = Math.max(...groups.map((g) => g.value.length));
+      const amount = w ? (n) => formatBytes(n).padStart(10) : (n) => String(n).padStart(7);
+      for (const g of groups) {
+        lines.push(`  ${g.value.padEnd(width)}  ${amount(g.samples)}  ${g.percent.toFixed(1).padStart(5)}%  mostly in ${g.top}`);
+      }
+    }
+  } else if (keys.length) {
+    lines.push('', `labels: ${keys.join(', ')} (--by KEY for ${per} per value)`);
+  }
+  return lines.join('\n');
+}
+
+module.exports = { topFunctions, samplesByLabel, formatTable, formatBytes, summarize };

@@ -9,14 +9,17 @@ const path = require('node:path');
 const { readProfile } = require('../convert');
 const { sourceLines } = require('./sources');
 const { page } = require('./shell');
+const { SHARED } = require('../format');
 
-// The client, in the order its parts are defined: shared model and helpers first, the
-// page's wiring (main.js) last. All share one function scope in the page.
+// The client, in the order its parts are defined: the functions shared with Node (by their
+// source text), the model and helpers, then the views, the page's wiring (main.js) last.
+// All share one function scope in the page.
 const CLIENT_FILES = ['model.js', 'flame.js', 'timeline.js', 'timeorder.js', 'sandwich.js', 'diff.js', 'tables.js', 'main.js'];
 let clientCode;
 function client() {
   if (clientCode === undefined) {
-    const parts = CLIENT_FILES.map((f) => `// ---- ${f}\n${fs.readFileSync(path.join(__dirname, 'client', f), 'utf8')}`);
+    const shared = `// ---- lib/views/format.js\n${SHARED.map(String).join('\n\n')}`;
+    const parts = [shared, ...CLIENT_FILES.map((f) => `// ---- ${f}\n${fs.readFileSync(path.join(__dirname, 'client', f), 'utf8')}`)];
     // Inside an inline <script>, `</script` would end it: no client file may contain one
     // except as this escape (which means the same inside strings and regexes).
     clientCode = `(function () {\n'use strict';\n${parts.join('\n')}\n})();`.replace(/<\/(script)/gi, '<\\/$1');

@@ -2,6 +2,7 @@
 // positioned boxes (only those at least half a pixel wide): root at the top, or at the
 // bottom when `inverted` (callers). Click a box to zoom into it, click it again or an
 // ancestor to zoom out. The page decides colors, descriptions and extra attributes.
+// Then the flame graph view (createFlameView): the kept samples' call tree, searchable.
 
 const ROW = 18;
 
@@ -114,4 +115,58 @@ function indexTree(root) {
     stack.push(...node.children);
   }
   return nodes;
+}
+
+/** What a call-tree node of model m is, for its box's title and the details line (of n kept). */
+function describeNode(m, node, n) {
+  return [
+    node.name,
+    node.frame ? m.locationOf(node.frame) : node.attributed ? 'attributed: V8 gives GC no stack; shown under the JS sample just before it' : node.pseudo ? 'not JS' : '',
+    `${amount(m, node.total)} (${pct(node.total, n)}%)`,
+  ]
+    .filter(Boolean)
+    .join(' — ');
+}
+
+/** A call-tree node's color: the root and V8's pseudo-frames grey, functions by colorOfFrame. */
+function colorOfNode(m, node) {
+  return node.parent === null ? '#d6d6d6' : node.attributed ? '#a9a9a9' : node.pseudo ? '#bdbdbd' : colorOfFrame(m, node.frame, node.name);
+}
+
+/**
+ * The flame graph view: the call tree of the kept samples (a callTree of model m), with the
+ * search's matches counted and the zoomed function offered to the sandwich view.
+ */
+function createFlameView(m) {
+  let tree = null;
+  let search = '';
+  const graph = createFlame($('flamegraph'), {
+    color: (node) => colorOfNode(m, node),
+    describe: (node) => describeNode(m, node, tree.n),
+    onHover: (node) => ($('details').textContent = describeNode(m, node, tree.n)),
+    onZoom: (node) => ($('to-sandwich').disabled = !node.frame),
+  });
+  function showSearch() {
+    $('to-sandwich').disabled = !graph.zoomed.frame;
+    $('search-result').textContent = search ? `matched: ${amount(m, graph.matched())} (${pct(graph.matched(), tree.n)}%)` : '';
+  }
+  return {
+    /** Shows a new call tree (callTree's result). */
+    show(view) {
+      tree = view;
+      graph.show(view.root, view.nodes);
+      showSearch();
+    },
+    render: graph.render,
+    /** Marks the functions whose name contains `text` (lower case). */
+    setSearch(text) {
+      search = text;
+      graph.setSearch(text);
+      showSearch();
+    },
+    resetZoom: graph.resetZoom,
+    get zoomed() {
+      return graph.zoomed;
+    },
+  };
 }

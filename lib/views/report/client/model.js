@@ -1,6 +1,7 @@
 // Shared by every view: the embedded data, small helpers, a profile as typed arrays, the
 // samples the filters keep, and the counts every view aggregates from.
-// (Browser code: the report's generator inlines every client file into one function.)
+// (Browser code: the report's generator inlines every client file into one function, after
+// the functions it shares with Node: formatBytes, from lib/views/format.js.)
 
 const started = performance.now();
 const $ = (id) => document.getElementById(id);
@@ -24,17 +25,6 @@ function el(tag, props, ...children) {
 const pct = (n, d) => (d ? ((100 * n) / d).toFixed(1) : '0.0');
 const nameOf = (f) => f.name || '(anonymous)';
 const ms = (t) => (Math.abs(t) >= 10000 ? `${(t / 1000).toFixed(2)} s` : `${t.toFixed(1)} ms`);
-/** Bytes as people read them: 512 B, 1.5 KiB, 12.3 MiB. */
-function formatBytes(n) {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let u = 0;
-  let v = n;
-  while (Math.abs(v) >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return u === 0 ? `${Math.round(v)} B` : `${v.toFixed(1)} ${units[u]}`;
-}
 /** An amount of model m: samples, or a weighted trace's bytes. */
 const amount = (m, v) => (m.weighted ? (m.weighted.unit === 'bytes' ? formatBytes(v) : `${Math.round(v)} ${m.weighted.unit}`) : `${v} samples`);
 const amountCell = (m, v) => (m.weighted ? amount(m, v) : String(v));

@@ -4,7 +4,8 @@
 // For each kept sample with the function on its stack (its outermost call, when it is
 // recursive), the callers tree follows the stack up from that call and the callees tree
 // down from it; both roots are the function and total the samples it was on (each sample
-// once). GC attributed to a stack counts as under its innermost frame.
+// once). GC attributed to a stack counts as under its innermost frame. The view
+// (createSandwichView) shows them as two flame graphs, and the function's hot lines.
 
 function sandwichTrees(m, c, target) {
   const S = m.stacks.length;
@@ -92,4 +93,89 @@ function hotLines(m, sel, c, target) {
   }
   const rows = [...byLine].filter((e) => e[1] > 0).map(([line, samples]) => ({ line, samples })).sort((a, b) => b.samples - a.samples || a.line - b.line);
   return { rows, scaled, lined: rows.reduce((n, r) => n + r.samples, 0) };
+}
+
+/**
+ * The sandwich view of model m: a picker of functions, the picked one's callers and callees
+ * flames and its hot lines (with their text from `sources`, { url: { line: text } }).
+ */
+function createSandwichView(m, sources) {
+  let n = 0; // the kept samples: each box's share is of these
+  const describe = (node) => describeNode(m, node, n);
+  const color = (node) => colorOfNode(m, node);
+  const callersFlame = createFlame($('sandwich-callers'), {
+    inverted: true,
+    color,
+    describe,
+    onHover: (node) => ($('sandwich-details').textContent = 'caller: ' + describe(node)),
+  });
+  const calleesFlame = createFlame($('sandwich-callees'), {
+    color,
+    describe,
+    onHover: (node) => ($('sandwich-details').textContent = 'callee: ' + describe(node)),
+  });
+
+  /** Shows function F (a frame id, or null: none picked) over the kept samples `sel` of call tree `view` and its `counts`. */
+  function render(view, counts, sel, F) {
+    n = view.n;
+    const pick = $('sandwich-fn');
+    const fns = view.top.filter((r) => !r.pseudo).sort((a, b) => b.total - a.total);
+    if (F !== null && !fns.some((r) => r.frameId === F)) {
+      fns.push({ frameId: F, name: nameOf(m.frames[F]), location: m.locationOf(m.frames[F]), total: 0 });
+    }
+    pick.replaceChildren(
+      el('option', { value: '', textContent: '(pick a function)' }),
+      ...fns.map((r) => el('option', { value: r.frameId, textContent: `${r.name} — ${amount(m, r.total)} — ${r.location}` })),
+    );
+    pick.value = F === null ? '' : String(F);
+    $('sandwich-empty').hidden = F !== null;
+    $('sandwich-body').hidden = F === null;
+    if (F === null) {
+      $('sandwich-stats').textContent = '';
+      return;
+    }
+    const s = sandwichTrees(m, counts, F);
+    const f = m.frames[F];
+    $('sandwich-stats').replaceChildren(
+      el('b', { textContent: nameOf(f) }),
+      ` ${m.locationOf(f)} — on `,
+      el('b', { id: 'sandwich-total', textContent: amountCell(m, s.total) }),
+      `${m.weighted ? '' : ' samples'} (${pct(s.total, view.n)}%), innermost in `,
+      el('b', { id: 'sandwich-self', textContent: amountCell(m, s.self) }),
+      ` (${pct(s.self, view.n)}%)`,
+    );
+    callersFlame.show(s.callers);
+    calleesFlame.show(s.callees);
+    renderLines(F, s.self, counts, sel);
+  }
+
+  function renderLines(F, self, counts, sel) {
+    const f = m.frames[F];
+    const lines = hotLines(m, sel, counts, F);
+    const source = (f.resourceId !== undefined && sources[m.resources[f.resourceId]]) || null;
+    const note = !lines.rows.length
+      ? 'V8 recorded no lines for this function'
+      : `V8 counts lines per call path, not per sample${lines.scaled ? '; under the filter each path\u2019s counts are scaled to its kept samples (\u2248)' : ''}${source ? '' : '; source not readable here'}`;
+    $('lines-note').textContent = `(${note})`;
+    const fmt = (x) => (lines.scaled ? x.toFixed(1) : String(x));
+    const rows = lines.rows.map((r) => {
+      const tr = el(
+        'tr',
+        {},
+        el('td', { textContent: r.line }),
+        el('td', { textContent: fmt(r.samples) }),
+        el('td', { textContent: pct(r.samples, self) }),
+        el('td', { className: 'l src', textContent: source && source[r.line] !== undefined ? source[r.line] : '' }),
+      );
+      tr.dataset.line = r.line;
+      tr.dataset.samples = r.samples;
+      return tr;
+    });
+    if (lines.rows.length && self - lines.lined > 0.05) {
+      rows.push(el('tr', {}, el('td', { className: 'none', textContent: '(no line)' }), el('td', { textContent: fmt(self - lines.lined) }), el('td', { textContent: pct(self - lines.lined, self) }), el('td', {})));
+    }
+    $('lines-table').tBodies[0].replaceChildren(...rows);
+  }
+
+  return { render };
 }

@@ -1,7 +1,8 @@
 // The tables under the views: top functions of the kept samples, and samples per value of
 // a label (click one to filter every view to it).
 
-function renderTop(view, limit, { onSandwich, onSearch }) {
+/** The top functions of call tree `view` (of model m), the first `limit` (0: all). */
+function renderTop(m, view, limit, { onSandwich, onSearch }) {
   const rows = limit ? view.top.slice(0, limit) : view.top;
   $('top-functions').tBodies[0].replaceChildren(
     ...rows.map((r) => {
@@ -14,7 +15,7 @@ function renderTop(view, limit, { onSandwich, onSearch }) {
       return el(
         'tr',
         {},
-        ...[amountCell(main, r.self), pct(r.self, view.n), amountCell(main, r.total), pct(r.total, view.n)].map((v) => el('td', { textContent: v })),
+        ...[amountCell(m, r.self), pct(r.self, view.n), amountCell(m, r.total), pct(r.total, view.n)].map((v) => el('td', { textContent: v })),
         fn,
         el('td', { className: 'l loc', title: r.location }, find, r.location),
       );

@@ -1,0 +1,88 @@
+'use strict';
+// The command line's files: profiles read whole and bounded, converted with one error
+// naming the file, and outputs written (their directory made first).
+
+const fs = require('node:fs');
+const path = require('node:path');
+
+/** Input files are read whole: past this (the converters' own input limit, plus room for
+ * gzip's framing) a file is refused before it is read. */
+const MAX_FILE_BYTES = (256 << 20) + (1 << 20);
+
+/** What a stat says a file is, when it is not a regular file. */
+function kindOf(stat) {
+  if (stat.isDirectory()) return 'a directory';
+  if (stat.isFIFO()) return 'a FIFO';
+  if (stat.isCharacterDevice()) return 'a character device';
+  if (stat.isBlockDevice()) return 'a block device';
+  if (stat.isSocket()) return 'a socket';
+  return 'not a file';
+}
+
+/**
+ * A file's bytes, or one clear error naming the file. Only a regular file is read (a
+ * device or FIFO may never end, or block), and never past the limit: a file's size can
+ * be 0 (/proc) or grow while it is read.
+ */
+function readFile(file) {
+  let fd;
+  try {
+    // Non-blocking: opening a FIFO without a writer would otherwise wait for one.
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+    const stat = fs.fstatSync(fd);
+    if (!stat.isFile()) throw new Error(`it is ${kindOf(stat)}, not a regular file`);
+    if (stat.size > MAX_FILE_BYTES) throw new Error(`is ${Math.round(stat.size / 2 ** 20)} MiB; input is limited to 256 MiB`);
+    const chunks = [];
+    let total = 0;
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(Math.min(Math.max(stat.size + 1 - total, 64 << 10), MAX_FILE_BYTES + 1 - total));
+      const n = fs.readSync(fd, chunk, 0, chunk.length, null);
+      if (n === 0) break;
+      chunks.push(n === chunk.length ? chunk : chunk.subarray(0, n));
+      total += n;
+      if (total > MAX_FILE_BYTES) throw new Error('is over 256 MiB; input is limited to 256 MiB');
+    }
+    if (total === 0) throw Object.assign(new Error('empty'), { empty: true });
+    return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, total);
+  } catch (err) {
+    if (err.empty) throw new Error(`${file} is empty`);
+    throw new Error(`cannot read ${file}: ${err.code ?? err.message}`);
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
+}
+
+/** A trace or pprof file converted to `to`; a bad file is one error naming it. */
+function convertFile(file, to, { lines = false, sourceMaps = false, profilerFrames = false } = {}) {
+  const bytes = readFile(file);
+  const { convert } = require('../..');
+  try {
+    return convert(bytes, { to, lines, sourceMaps, profilerFrames });
+  } catch (err) {
+    throw new Error(`${file}: ${err.message.replace(/^convert: /, '')}`);
+  }
+}
+
+function writeOut(out, data) {
+  try {
+    fs.writeFileSync(out, data);
+  } catch (err) {
+    throw new Error(`cannot write ${out}: ${err.code ?? err.message}`);
+  }
+}
+
+/**
+ * Makes an output file's directory before any work (`report --html out/r.html`): one line
+ * naming it if it cannot be made, before a profile is read.
+ */
+function outDir(out) {
+  if (out === undefined) return;
+  const dir = path.dirname(path.resolve(out));
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+  } catch (err) {
+    throw new Error(`cannot create ${dir} for ${out}: ${err.code ?? err.message}`);
+  }
+}
+
+module.exports = { readFile, convertFile, writeOut, outDir };

@@ -1,0 +1,32 @@
+'use strict';
+// `selfprof report FILE`: a profile's text summary, and with --html its HTML report.
+
+const path = require('node:path');
+const { UsageError, progress, options, number, showProfilerFrames } = require('./args');
+const { convertFile, writeOut, outDir } = require('./files');
+const { summarize } = require('../views/summary');
+
+function reportCommand(argv) {
+  const { values, positionals } = options(argv, {
+    html: { type: 'string' },
+    by: { type: 'string' },
+    top: { type: 'string' },
+    'source-maps': { type: 'boolean' },
+    'no-sources': { type: 'boolean' },
+    'profiler-frames': { type: 'boolean' },
+  });
+  if (positionals.length !== 1) throw new UsageError('report takes one FILE');
+  const top = number(values.top, '--top', { min: 1, integer: true }) ?? 15;
+  outDir(values.html);
+  const [file] = positionals;
+  const profilerFrames = showProfilerFrames(values);
+  const trace = JSON.parse(convertFile(file, 'trace', { sourceMaps: values['source-maps'], profilerFrames }));
+  process.stdout.write(`${summarize(trace, { by: values.by, top, root: `file://${process.cwd()}/` })}\n`);
+  if (values.html) {
+    const { htmlReport } = require('../..');
+    writeOut(values.html, htmlReport(trace, { title: `selfprof: ${path.basename(file)}`, sources: !values['no-sources'], profilerFrames }));
+    progress(`wrote ${values.html}`);
+  }
+}
+
+module.exports = { reportCommand };
