@@ -60,7 +60,9 @@ function hostPlatform() {
       let glibc = true;
       try {
         glibc = Boolean(process.report.getReport().header.glibcVersionRuntime);
-      } catch {}
+      } catch {
+        // No report to read: taken as glibc, the common case.
+      }
       host += glibc ? '-gnu' : '-musl';
     }
   }

@@ -551,6 +551,7 @@ function storeWith(fn, labels, derived) {
     Object.assign(out, derived.values);
   }
   let count = 0;
+  // eslint-disable-next-line no-unused-vars -- counts the keys without building Object.keys' array
   for (const key in out) if (++count > MAX_KEYS) {
     throw new RangeError(`${fn}: at most ${MAX_KEYS} labels per set, got ${Object.keys(out).length}`);
   }

@@ -72,7 +72,6 @@ class ThreadHub {
   #live = new Map(); // threadId -> name
   #pending = [];
   #wake = null;
-  #overCap = 0;
 
   constructor(config) {
     this.#config = config;
@@ -97,7 +96,6 @@ class ThreadHub {
     } else if (m.type === 'started') {
       this.#live.set(m.threadId, m.name);
     } else if (m.type === 'over-cap') {
-      this.#overCap++;
       warnOnce(
         'threads-cap',
         `selfprof: more than ${MAX_PROFILED_THREADS} threads at once; worker ${m.threadId} and any others past the cap are not profiled`,
