@@ -59,7 +59,7 @@ function hostPlatform() {
     if (process.platform === 'linux') {
       let glibc = true;
       try {
-        glibc = Boolean(process.report.getReport().header.glibcVersionRuntime);
+        glibc = Boolean(/** @type {any} */ (process.report.getReport()).header.glibcVersionRuntime);
       } catch {
         // No report to read: taken as glibc, the common case.
       }
@@ -93,11 +93,11 @@ function whyNot() {
 
 /** The one-line error for using what needs the addon where it did not load. */
 function unavailable(what) {
-  const err = new Error(
+  const err = /** @type {Error & { code?: string }} */ (new Error(
     `selfprof: ${what} is not available on ${hostPlatform()}: ${whyNot()}. ` +
       `Prebuilt for ${PREBUILT.join(', ')}. ` +
       'Labels (withLabels/setLabels/getLabels) still work.',
-  );
+  ));
   err.code = 'ERR_SELFPROF_UNAVAILABLE';
   return err;
 }

@@ -121,7 +121,7 @@ class ThreadHub {
     const deadline = performance.now() + waitMs;
     const answered = () => [...this.#live.keys()].every((id) => this.#pending.some((r) => r.threadId === id && (r.seq >= seq || r.final)));
     while (!answered() && performance.now() < deadline) {
-      await new Promise((resolve) => {
+      await new Promise(/** @param {(value?: void) => void} resolve */ (resolve) => {
         const timer = setTimeout(resolve, Math.max(1, deadline - performance.now()));
         this.#wake = () => {
           clearTimeout(timer);
