@@ -19,8 +19,9 @@ const clientOptions = {
   parserOptions: { ecmaFeatures: { impliedStrict: true } },
 };
 
-// Each client file's top-level declarations and the names it uses but does not declare,
-// read from the scope ESLint itself builds for the file.
+// Each client file's top-level declarations (name -> whether another file may assign it:
+// a `let` or `var`) and the names it uses but does not declare, read from the scope ESLint
+// itself builds for the file.
 function clientScopes() {
   const files = fs
     .readdirSync(path.join(__dirname, CLIENT_DIR))
@@ -29,13 +30,17 @@ function clientScopes() {
   const linter = new Linter({ configType: 'flat' });
   return files.map((f) => {
     const file = `${CLIENT_DIR}/${f}`;
-    const seen = { file, declared: new Set(), used: new Set() };
+    const seen = { file, declared: new Map(), used: new Set() };
     const collect = {
       create(context) {
         return {
           'Program:exit'(node) {
             const scope = context.sourceCode.getScope(node);
-            for (const v of scope.variables) if (v.defs.length > 0) seen.declared.add(v.name);
+            for (const v of scope.variables) {
+              if (v.defs.length === 0) continue;
+              const def = v.defs[0];
+              seen.declared.set(v.name, def.type === 'Variable' && def.parent.kind !== 'const');
+            }
             for (const ref of scope.through) seen.used.add(ref.identifier.name);
           },
         };
@@ -58,16 +63,17 @@ function escapeRegExp(s) {
 
 // One config per client file: the browser's globals, less any name a client file declares
 // (it shadows the browser's in the joined scope), plus the other files' declarations. A
-// declaration another file uses is not unused; one two files share is a redeclaration.
+// declaration another file uses is not unused; one two files share is a redeclaration
+// (reported as "already defined as a built-in global variable").
 function clientConfigs() {
   const scopes = clientScopes();
-  const declaredAnywhere = new Set(scopes.flatMap((s) => [...s.declared]));
+  const declaredAnywhere = new Set(scopes.flatMap((s) => [...s.declared.keys()]));
   const browser = Object.fromEntries(Object.entries(globals.browser).filter(([name]) => !declaredAnywhere.has(name)));
   return scopes.map(({ file, declared }) => {
     const others = scopes.filter((s) => s.file !== file);
     const fromOthers = {};
-    for (const s of others) for (const name of s.declared) fromOthers[name] = 'readonly';
-    const usedElsewhere = [...declared].filter((name) => others.some((s) => s.used.has(name)));
+    for (const s of others) for (const [name, writable] of s.declared) fromOthers[name] = writable ? 'writable' : 'readonly';
+    const usedElsewhere = [...declared.keys()].filter((name) => others.some((s) => s.used.has(name)));
     const unused = { ignoreRestSiblings: true };
     if (usedElsewhere.length > 0) unused.varsIgnorePattern = `^(?:${usedElsewhere.map(escapeRegExp).join('|')})$`;
     return {
