@@ -8,7 +8,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const zlib = require('node:zlib');
 const { Profiler, withLabels } = require('..');
-const { spin, samplesIn, decodePprof, assertValidTrace, traceWork, pprofWork, assertRequestLabels } = require('./helpers');
+const { spin, decodePprof, assertValidTrace, traceWork, pprofWork, assertRequestLabels } = require('./helpers');
 
 const cli = path.join(__dirname, '..', 'bin', 'selfprof.js');
 const fixture = path.join(__dirname, 'fixtures', 'labeled-app.js');

@@ -1,6 +1,7 @@
 'use strict';
 // The HTML report: a real labeled trace, checked as text in Node and driven in the system's
 // headless Chromium (playwright-core, no browser download) with the network blocked.
+/* global window -- used in page.evaluate's callbacks, which run in the browser */
 const { test, before } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');

@@ -4,6 +4,7 @@
 // its hot lines, GC attribution, the diff of two profiles and of two label values, and the
 // time the page takes at 100k samples. Every expected number is computed here, in Node,
 // from the trace itself. Screenshots of each view go to out/test-report/.
+/* global getComputedStyle -- used in page.$eval's callbacks, which run in the browser */
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');

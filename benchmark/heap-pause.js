@@ -163,6 +163,7 @@ function breakdown({ heapMb }) {
   const inspector = require('node:inspector');
   const { native } = require('../lib/native');
   const { post } = require('../lib/capture/inspector-post');
+  // eslint-disable-next-line no-unused-vars -- never read: it keeps each way's heap alive while V8 samples it
   let kept = [];
   const gcs = [];
   new PerformanceObserver((l) => gcs.push(...l.getEntries())).observe({ entryTypes: ['gc'] });

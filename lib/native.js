@@ -59,8 +59,10 @@ function hostPlatform() {
     if (process.platform === 'linux') {
       let glibc = true;
       try {
-        glibc = Boolean(process.report.getReport().header.glibcVersionRuntime);
-      } catch {}
+        glibc = Boolean(/** @type {any} */ (process.report.getReport()).header.glibcVersionRuntime);
+      } catch {
+        // No report to read: taken as glibc, the common case.
+      }
       host += glibc ? '-gnu' : '-musl';
     }
   }
@@ -91,11 +93,11 @@ function whyNot() {
 
 /** The one-line error for using what needs the addon where it did not load. */
 function unavailable(what) {
-  const err = new Error(
+  const err = /** @type {Error & { code?: string }} */ (new Error(
     `selfprof: ${what} is not available on ${hostPlatform()}: ${whyNot()}. ` +
       `Prebuilt for ${PREBUILT.join(', ')}. ` +
       'Labels (withLabels/setLabels/getLabels) still work.',
-  );
+  ));
   err.code = 'ERR_SELFPROF_UNAVAILABLE';
   return err;
 }

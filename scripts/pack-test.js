@@ -11,7 +11,7 @@
 //
 // Needs the host's binary in npm/<platform>/ (npm run build:all). Prints its duration.
 
-const { execFileSync, spawnSync } = require('node:child_process');
+const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -101,7 +101,9 @@ function scratch(name, files) {
   let out = {};
   try {
     out = JSON.parse(r.stdout.trim().split('\n').pop());
-  } catch {}
+  } catch {
+    // Not JSON: the checks below fail, and print what the app wrote.
+  }
   console.log(`  app: ${r.stdout.trim()}`);
   if (r.stderr.trim()) console.log(`  app stderr: ${r.stderr.trim()}`);
   check(r.status === 0 && out.ok === true, `a labeled recording from the installed packages: ${out.inEndpoints} busy samples, ${out.wrong} mislabeled, ${out.unlabeled} unlabeled (${out.metadata?.unmatchedSamples} without a signal)`);
@@ -130,7 +132,9 @@ selfprof.withLabels({ endpoint: 'GET /x' }, async () => {
   let out = {};
   try {
     out = JSON.parse(r.stdout.trim());
-  } catch {}
+  } catch {
+    // Not JSON: the checks below fail, and print what the app wrote.
+  }
   const warnings = r.stderr.split('\n').filter((l) => /Warning/.test(l));
   check(r.status === 0 && out.labels?.endpoint === 'GET /x', `without the platform package the app runs and labels work: ${r.stdout.trim()}`);
   check(warnings.length === 1 && warnings[0].includes(`not available on ${host}`), `one warning: ${warnings.join(' | ')}`);

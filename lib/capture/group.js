@@ -36,18 +36,20 @@ const { runtimeScripts } = require('../symbolize');
 const BY_SIGNAL = (native?.labelJoin?.() ?? 'signal') === 'signal';
 
 let inspector;
+/** Why node:inspector could not be loaded. */
+let inspectorError;
 function loadInspector() {
   if (inspector === undefined) {
     try {
       inspector = require('node:inspector');
     } catch (err) {
       inspector = null;
-      loadInspector.error = err;
+      inspectorError = err;
     }
   }
   if (inspector === null) {
     throw new DOMException(
-      `selfprof needs Node's inspector, which this Node cannot provide: ${loadInspector.error.message}`,
+      `selfprof needs Node's inspector, which this Node cannot provide: ${inspectorError.message}`,
       'NotSupportedError',
     );
   }

@@ -111,7 +111,7 @@ function startHeapSampling(samplingInterval = DEFAULT_HEAP_INTERVAL) {
       startedBy = startSampler(s, samplingInterval);
     } catch (err) {
       s.disconnect();
-      throw new Error(`the heap profiler could not start: ${err.message}`);
+      throw new Error(`the heap profiler could not start: ${err.message}`, { cause: err });
     }
     session = s;
     interval = samplingInterval;

@@ -40,7 +40,8 @@ const MAX_VALUE_LENGTH = 4096;
 const ID_BLOCK = 1024;
 
 const EMPTY = Object.freeze({ id: 0, labels: Object.freeze({}), flat: null, savedFor: -1 });
-const als = new AsyncLocalStorage();
+// `any`: it reads AsyncLocalStorage's internal `kResourceStore` (Node < 24), which Node's types leave out.
+const als = /** @type {any} */ (new AsyncLocalStorage());
 
 // --- the published context ---------------------------------------------------------
 
@@ -263,6 +264,7 @@ let stopPromiseHooks = null;
 /** Whether async_hooks can leave promises out (Node >= 24: it checks the option's type). */
 function supportsTrackPromises() {
   try {
+    // @ts-expect-error -- a wrong type on purpose: Node >= 24 checks it and throws
     createHook({ trackPromises: 'check' });
     return false; // an older Node ignores the option
   } catch (err) {
@@ -551,6 +553,7 @@ function storeWith(fn, labels, derived) {
     Object.assign(out, derived.values);
   }
   let count = 0;
+  // eslint-disable-next-line no-unused-vars -- counts the keys without building Object.keys' array
   for (const key in out) if (++count > MAX_KEYS) {
     throw new RangeError(`${fn}: at most ${MAX_KEYS} labels per set, got ${Object.keys(out).length}`);
   }

@@ -106,7 +106,11 @@ class Profiler extends EventTarget {
       intervalUs,
       maxSamples: maxBufferSize,
       state: 'recording', // 'full' | 'stopped' | 'abandoned'
-      onFull: () => self.deref()?.#bufferFull(),
+      onFull: () => {
+        // Not `?.#`: TypeScript's checker cannot parse a private name in an optional chain.
+        const profiler = self.deref();
+        if (profiler !== undefined) profiler.#bufferFull();
+      },
       startedAs: labels.recordingStarted(),
       tid: native.threadId(),
       cpuStartNs: native.threadCpuNs(),
@@ -194,6 +198,11 @@ class Profiler extends EventTarget {
     });
   }
 
+  /**
+   * @param {boolean} cpuTime
+   * @param {boolean} withTrace
+   * @param {{ lines?: boolean, dialects?: object[], threads?: () => (object | Promise<object>), sourceMaps?: boolean, profilerFrames?: boolean }} [options]
+   */
   [stopForExport](cpuTime, withTrace, { lines = false, dialects = [], threads, sourceMaps, profilerFrames: frames } = {}) {
     let taken;
     try {
@@ -220,6 +229,9 @@ class Profiler extends EventTarget {
    * For 'exit' handlers, which cannot wait: Buffers of the trace as `format` (and
    * `alsoFormat`); `sourceText`: with its hot lines' text (`selfprof record`'s);
    * `profilerFrames` as stop()'s.
+   * @param {string} format
+   * @param {string} [alsoFormat]
+   * @param {{ sourceText?: boolean, profilerFrames?: boolean }} [options]
    */
   [stopSync](format, alsoFormat, { sourceText = false, profilerFrames: frames } = {}) {
     const taken = this.#take(format, alsoFormat, { sourceText, profilerFrames: frames }, false);

@@ -39,6 +39,7 @@ function readSmall(file) {
 function cleanUrl(text) {
   if (typeof text !== 'string') return undefined;
   let url = text.trim();
+  // eslint-disable-next-line no-control-regex -- control characters are what it rejects
   if (url === '' || url.length > 1024 || /[\s,\u0000-\u001f\u007f]/.test(url)) return undefined;
   try {
     const u = new URL(url);

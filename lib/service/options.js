@@ -127,6 +127,7 @@ const START_KEYS = [
 /** start()'s options with the environment's under them, checked, with their defaults. */
 function validate(options) {
   checkKeys(options, START_KEYS, 'start');
+  /** @type {Record<string, any>} */
   const o = { ...fromEnv(process.env, options), ...dropUndefined(options) };
   const str = (key, fallback) => {
     const v = o[key] ?? fallback;

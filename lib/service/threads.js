@@ -72,7 +72,6 @@ class ThreadHub {
   #live = new Map(); // threadId -> name
   #pending = [];
   #wake = null;
-  #overCap = 0;
 
   constructor(config) {
     this.#config = config;
@@ -97,7 +96,6 @@ class ThreadHub {
     } else if (m.type === 'started') {
       this.#live.set(m.threadId, m.name);
     } else if (m.type === 'over-cap') {
-      this.#overCap++;
       warnOnce(
         'threads-cap',
         `selfprof: more than ${MAX_PROFILED_THREADS} threads at once; worker ${m.threadId} and any others past the cap are not profiled`,
@@ -123,7 +121,7 @@ class ThreadHub {
     const deadline = performance.now() + waitMs;
     const answered = () => [...this.#live.keys()].every((id) => this.#pending.some((r) => r.threadId === id && (r.seq >= seq || r.final)));
     while (!answered() && performance.now() < deadline) {
-      await new Promise((resolve) => {
+      await new Promise(/** @param {(value?: void) => void} resolve */ (resolve) => {
         const timer = setTimeout(resolve, Math.max(1, deadline - performance.now()));
         this.#wake = () => {
           clearTimeout(timer);

@@ -126,7 +126,7 @@ function agent() {
   process.on('exit', () => {
     if (ended || config === null) return;
     ended = true;
-    let trace = null;
+    let trace;
     try {
       trace = profiler ? profiler[stopSync]('json-gzip', undefined, { profilerFrames: frames(config) })[0] : null;
     } catch {
@@ -136,7 +136,7 @@ function agent() {
   });
   // A session that started this worker put its config in the environment: record from
   // the first line. Otherwise (a preload, SHARE_ENV), from the session's answer to hello.
-  let fromEnv = null;
+  let fromEnv;
   try {
     fromEnv = process.env[CONFIG_ENV] ? JSON.parse(process.env[CONFIG_ENV]) : null;
   } catch {

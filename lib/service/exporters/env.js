@@ -61,6 +61,9 @@ function datadogAgentUrl(env) {
  * OTEL_EXPORTER_OTLP_HEADERS): W3C-baggage-like, values percent-decoded, surrounding
  * spaces trimmed. `secret`: the values must not appear in an error. `check(key, value,
  * where)` may refuse an entry (`where`: "NAME entry N").
+ * @param {string | undefined} raw
+ * @param {string} name
+ * @param {{ secret?: boolean, check?: (key: string, value: string, where: string) => void }} [options]
  */
 function parseOtelList(raw, name, { secret = false, check } = {}) {
   const out = [];
@@ -81,7 +84,7 @@ function parseOtelList(raw, name, { secret = false, check } = {}) {
       }
     };
     const pair = [decode(entry.slice(0, eq)), decode(entry.slice(eq + 1))];
-    check?.(...pair, where);
+    check?.(pair[0], pair[1], where);
     out.push(pair);
   });
   return out;

@@ -40,6 +40,7 @@ const ENV_NAMES = Symbol('selfprof.exporterEnvNames');
 const HEADER_OPTIONS = ['apiKey', 'authToken', 'tenantId'];
 
 /** Numeric options: [min, max, whole number?]. Beyond them a timer would overflow. */
+/** @type {Record<string, [min: number, max: number, whole: boolean]>} */
 const NUMBERS = {
   timeoutMs: [1, MAX_TIMER_MS, false],
   backoffMs: [0, MAX_TIMER_MS, false],

@@ -8,7 +8,6 @@
 // service's identity, OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES. Header values are
 // secrets: they never reach a message.
 
-const os = require('node:os');
 const zlib = require('node:zlib');
 const crypto = require('node:crypto');
 const { promisify } = require('node:util');

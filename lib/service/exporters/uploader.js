@@ -73,7 +73,7 @@ async function send(url, init, timeoutMs, signal) {
   if (signal?.aborted) throw new Error(`upload to ${where} was abandoned unanswered at shutdown`);
   const u = new URL(url);
   const transport = u.protocol === 'https:' ? https : http;
-  return new Promise((resolve, reject) => {
+  return new Promise(/** @param {(value?: void) => void} resolve */ (resolve, reject) => {
     let req;
     let timer;
     const settle = (err) => {
@@ -149,6 +149,12 @@ class Uploader {
   dropped = 0;
   failed = 0;
   sent = 0;
+  /**
+   * What the exporter wants encoded from the trace (src/formats/dialect.rs), where it has
+   * a dialect: set by its factory.
+   * @type {(() => object) | undefined}
+   */
+  dialect;
 
   constructor(name, exportOne, options = {}, secrets = []) {
     this.#name = name;
@@ -225,7 +231,7 @@ class Uploader {
 
   /** Waits `ms`, or less if close() begins meanwhile. */
   #backoff(ms) {
-    return new Promise((resolve) => {
+    return new Promise(/** @param {(value?: void) => void} resolve */ (resolve) => {
       const timer = setTimeout(() => this.#wake(), Math.min(ms, MAX_TIMER_MS));
       timer.unref();
       this.#wake = () => {
