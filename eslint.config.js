@@ -69,6 +69,8 @@ function clientConfigs() {
   const scopes = clientScopes();
   const declaredAnywhere = new Set(scopes.flatMap((s) => [...s.declared.keys()]));
   const browser = Object.fromEntries(Object.entries(globals.browser).filter(([name]) => !declaredAnywhere.has(name)));
+  // The functions the generator embeds from lib/views/format.js ahead of the client files.
+  const shared = Object.fromEntries(require('./lib/views/format').SHARED.map((f) => [f.name, 'readonly']));
   return scopes.map(({ file, declared }) => {
     const others = scopes.filter((s) => s.file !== file);
     const fromOthers = {};
@@ -78,7 +80,7 @@ function clientConfigs() {
     if (usedElsewhere.length > 0) unused.varsIgnorePattern = `^(?:${usedElsewhere.map(escapeRegExp).join('|')})$`;
     return {
       files: [file],
-      languageOptions: { ...clientOptions, globals: { ...browser, ...fromOthers } },
+      languageOptions: { ...clientOptions, globals: { ...browser, ...shared, ...fromOthers } },
       rules: {
         'no-unused-vars': ['error', unused],
         'no-redeclare': ['error', { builtinGlobals: true }],

@@ -38,12 +38,15 @@ class UsageError extends Error {}
 /** Where each command's output goes: stderr for progress, as lines. */
 const progress = (msg) => process.stderr.write(`selfprof: ${msg}\n`);
 
-/** `args` parsed by `spec` (node:util's parseArgs, strict); a mistake is a UsageError. */
+/**
+ * `args` parsed by `spec` (node:util's parseArgs, strict); a mistake is a UsageError.
+ * @returns {{ values: Record<string, any>, positionals: string[] }}
+ */
 function options(args, spec) {
   try {
     return parseArgs({ args, options: spec, allowPositionals: true, strict: true });
   } catch (err) {
-    throw new UsageError(err.message.split('\n')[0]);
+    throw new UsageError(err.message.split('\n')[0], { cause: err });
   }
 }
 

@@ -45,8 +45,8 @@ function readFile(file) {
     if (total === 0) throw Object.assign(new Error('empty'), { empty: true });
     return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, total);
   } catch (err) {
-    if (err.empty) throw new Error(`${file} is empty`);
-    throw new Error(`cannot read ${file}: ${err.code ?? err.message}`);
+    if (err.empty) throw new Error(`${file} is empty`, { cause: err });
+    throw new Error(`cannot read ${file}: ${err.code ?? err.message}`, { cause: err });
   } finally {
     if (fd !== undefined) fs.closeSync(fd);
   }
@@ -59,7 +59,7 @@ function convertFile(file, to, { lines = false, sourceMaps = false, profilerFram
   try {
     return convert(bytes, { to, lines, sourceMaps, profilerFrames });
   } catch (err) {
-    throw new Error(`${file}: ${err.message.replace(/^convert: /, '')}`);
+    throw new Error(`${file}: ${err.message.replace(/^convert: /, '')}`, { cause: err });
   }
 }
 
@@ -67,7 +67,7 @@ function writeOut(out, data) {
   try {
     fs.writeFileSync(out, data);
   } catch (err) {
-    throw new Error(`cannot write ${out}: ${err.code ?? err.message}`);
+    throw new Error(`cannot write ${out}: ${err.code ?? err.message}`, { cause: err });
   }
 }
 
@@ -81,7 +81,7 @@ function outDir(out) {
   try {
     fs.mkdirSync(dir, { recursive: true });
   } catch (err) {
-    throw new Error(`cannot create ${dir} for ${out}: ${err.code ?? err.message}`);
+    throw new Error(`cannot create ${dir} for ${out}: ${err.code ?? err.message}`, { cause: err });
   }
 }
 

@@ -64,7 +64,7 @@ function collectRecordings(raw, childPid) {
     const read = (ext) => (fs.existsSync(`${base}${ext}`) ? fs.readFileSync(`${base}${ext}`) : undefined);
     let meta;
     try {
-      meta = JSON.parse(read('.meta.json'));
+      meta = JSON.parse(String(read('.meta.json')));
     } catch {
       meta = { pid: t.pid, threadId: t.tid, name: t.tid === 0 ? 'Main Event Loop' : `Worker #${t.tid} Event Loop`, argv: [] };
     }
@@ -86,7 +86,7 @@ function collectRecordings(raw, childPid) {
     p.samples = 0;
     p.js = 0;
     for (const t of p.threads) {
-      const trace = JSON.parse(zlib.gunzipSync(t.trace));
+      const trace = JSON.parse(zlib.gunzipSync(t.trace).toString());
       if (t.cut !== undefined) t.cut = trace.samples.at(-1)?.timestamp ?? 0;
       t.samples = trace.samples.length;
       t.js = trace.samples.filter((s) => s.stackId !== undefined).length;
@@ -172,13 +172,13 @@ function writeRecordings(processes, { dir, command, interval, by, sourceMaps, so
     const to = path.join(dir, p.name);
     writeOut(`${to}.trace.json.gz`, out.trace);
     writeOut(`${to}.pb.gz`, out.pprof);
-    const trace = JSON.parse(zlib.gunzipSync(out.trace));
+    const trace = JSON.parse(zlib.gunzipSync(out.trace).toString());
     writeOut(`${to}.html`, htmlReport(trace, { title: `selfprof: ${p.command || command.join(' ')}`, sampleInterval: interval, sources, profilerFrames }));
     const files = [`${to}.trace.json.gz`, `${to}.pb.gz`, `${to}.html`];
     let heapTrace;
     if (out.heap) {
       writeOut(`${to}.heap.pb.gz`, out.heap.pprof);
-      heapTrace = JSON.parse(zlib.gunzipSync(out.heap.trace));
+      heapTrace = JSON.parse(zlib.gunzipSync(out.heap.trace).toString());
       writeOut(`${to}.heap.html`, htmlReport(heapTrace, { title: `selfprof heap: ${p.command || command.join(' ')}`, sources, profilerFrames }));
       files.push(`${to}.heap.pb.gz`, `${to}.heap.html`);
     }
@@ -230,7 +230,7 @@ async function recordCommand(argv) {
   try {
     fs.mkdirSync(dir, { recursive: true });
   } catch (err) {
-    throw new Error(`cannot create ${dir}: ${err.code ?? err.message}`);
+    throw new Error(`cannot create ${dir}: ${err.code ?? err.message}`, { cause: err });
   }
   // Never overwrite without saying so: the earlier run's files are named.
   const earlier = fs.readdirSync(dir).filter((f) => /^profile(-\d+-.*)?\.(trace\.json\.gz|pb\.gz|html|heap\.pb\.gz|heap\.html)$/.test(f));

@@ -31,7 +31,7 @@ function inputBytes(input) {
     try {
       json = JSON.stringify(input);
     } catch (err) {
-      throw new TypeError(`convert: the trace object cannot be serialized: ${err.message}`);
+      throw new TypeError(`convert: the trace object cannot be serialized: ${err.message}`, { cause: err });
     }
     return Buffer.from(json, 'utf8');
   }

@@ -95,6 +95,9 @@ function compare(a, b) {
  * shares in % of each side's busy samples, delta in percentage points, biggest |Δ self|
  * first. Inputs as `readProfile` takes them (trace, V8 CPU profile, pprof), selfprof's own
  * frames hidden unless `profilerFrames: true`.
+ * @param {any} a
+ * @param {any} b
+ * @param {{ ignoreLines?: boolean, profilerFrames?: boolean }} [options]
  */
 function diffProfiles(a, b, { ignoreLines = false, profilerFrames } = {}) {
   const ta = readProfile(a, { profilerFrames });
@@ -103,7 +106,14 @@ function diffProfiles(a, b, { ignoreLines = false, profilerFrames } = {}) {
   return compare(countSide(ta, all, ignoreLines), countSide(tb, all, ignoreLines));
 }
 
-/** The change from samples with label `key` = `a` to those with `key` = `b` (null: without the label). */
+/**
+ * The change from samples with label `key` = `a` to those with `key` = `b` (null: without the label).
+ * @param {any} trace
+ * @param {string} key
+ * @param {string | null} a
+ * @param {string | null} b
+ * @param {{ ignoreLines?: boolean, profilerFrames?: boolean }} [options]
+ */
 function diffLabelValues(trace, key, a, b, { ignoreLines = false, profilerFrames } = {}) {
   const t = readProfile(trace, { profilerFrames });
   const has = (value) => (s) => {

@@ -95,7 +95,11 @@ function samplesByLabel(trace, key) {
     .sort((a, b) => b.samples - a.samples);
 }
 
-/** A plain-text table of `topFunctions` rows (`unit: 'bytes'` for a heap profile's). */
+/**
+ * A plain-text table of `topFunctions` rows (`unit: 'bytes'` for a heap profile's).
+ * @param {any[]} rows
+ * @param {{ unit?: string }} [options]
+ */
 function formatTable(rows, { unit } = {}) {
   const amount = unit === 'bytes' ? formatBytes : String;
   const head = unit === 'bytes' ? ['self', 'self %', 'total', 'total %', 'function', 'location'] : ['self', 'self %', 'total %', 'function', 'location'];
@@ -114,6 +118,8 @@ function formatTable(rows, { unit } = {}) {
 /**
  * The text summary of a trace: its totals, top functions, and samples (a heap profile's
  * bytes) per value of label `by`; locations under `root` are shown relative to it.
+ * @param {any} trace
+ * @param {{ by?: string, top?: number, root?: string }} [options]
  */
 function summarize(trace, { by, top = 15, root } = {}) {
   const w = trace.weight;

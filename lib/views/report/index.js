@@ -37,7 +37,7 @@ function traceObject(input, what = '', sourceMaps = false, profilerFrames = fals
     return readProfile(input, { sourceMaps, profilerFrames });
   } catch (err) {
     if (err.code === 'ERR_SELFPROF_UNAVAILABLE') throw err; // no addon here, not a bad input
-    throw new TypeError(`htmlReport: ${what}${err.message.replace(/^convert: /, '')}`);
+    throw new TypeError(`htmlReport: ${what}${err.message.replace(/^convert: /, '')}`, { cause: err });
   }
 }
 

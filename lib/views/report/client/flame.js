@@ -6,6 +6,12 @@
 
 const ROW = 18;
 
+/**
+ * @param {HTMLElement} box
+ * @param {{ inverted?: boolean, color?: (node: any) => string, describe?: (node: any) => string,
+ *   decorate?: (el: HTMLElement, node: any) => void, onHover?: (node: any) => void,
+ *   onZoom?: (node: any) => void }} [options]
+ */
 function createFlame(box, { inverted = false, color, describe, decorate, onHover, onZoom } = {}) {
   let root = null;
   let nodes = new Map();
@@ -60,15 +66,20 @@ function createFlame(box, { inverted = false, color, describe, decorate, onHover
     box.classList.toggle('searching', search !== '');
   }
 
+  // The node key of the box an event hit (the graph's own boxes carry one).
+  const keyOf = (e) => {
+    const el = /** @type {HTMLElement} */ (e.target);
+    return el.dataset && el.dataset.key;
+  };
   box.addEventListener('click', (e) => {
-    const key = e.target.dataset && e.target.dataset.key;
+    const key = keyOf(e);
     if (!key || !nodes.has(key)) return;
     zoomKey = key === zoomKey ? (nodes.get(key).parent || root).key : key;
     render();
     if (onZoom) onZoom(nodes.get(zoomKey) || root);
   });
   box.addEventListener('mouseover', (e) => {
-    const key = e.target.dataset && e.target.dataset.key;
+    const key = keyOf(e);
     if (key && nodes.has(key) && onHover) onHover(nodes.get(key));
   });
 

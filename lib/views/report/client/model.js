@@ -4,6 +4,7 @@
 // the functions it shares with Node: formatBytes, from lib/views/format.js.)
 
 const started = performance.now();
+/** @type {(id: string) => any} The page's element by id: inputs, tables and canvases alike. */
 const $ = (id) => document.getElementById(id);
 const data = JSON.parse($('trace-data').textContent);
 const PSEUDO = { idle: '(idle)', gc: '(garbage collector)', other: '(program)', root: '(root)' };
