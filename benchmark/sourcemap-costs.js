@@ -38,6 +38,20 @@ const ROOT = path.resolve(arg('root', path.join(__dirname, '..')));
 const TYPESCRIPT = () => require.resolve('typescript', { paths: [path.join(__dirname, '..', 'node_modules', '@napi-rs', 'cli')] });
 
 /** The two large maps' scripts: `realistic` (bundle-2.js) and `dense` (dense.js). */
+/** `entry` bundled and minified by esbuild into `outfile`, with its source map, as a service ships it. */
+function esbuildBundle(entry, outfile) {
+  require('esbuild').buildSync({
+    entryPoints: [entry],
+    bundle: true,
+    minify: true,
+    sourcemap: true,
+    platform: 'node',
+    format: 'cjs',
+    outfile,
+    logLevel: 'silent',
+  });
+}
+
 function largeMaps() {
   const dir = path.join(OUT, 'large');
   fs.mkdirSync(dir, { recursive: true });
@@ -52,16 +66,7 @@ const t = (ts) => ts.transpileModule(src, { compilerOptions: { target: 99 } }).o
 exports.work = (ms) => { const end = Date.now() + ms; let n = 0; while (Date.now() < end) n += t(a) + t(b); return n; };
 `,
   );
-  require('esbuild').buildSync({
-    entryPoints: [entry],
-    bundle: true,
-    minify: true,
-    sourcemap: true,
-    platform: 'node',
-    format: 'cjs',
-    outfile: path.join(dir, 'bundle-2.js'),
-    logLevel: 'silent',
-  });
+  esbuildBundle(entry, path.join(dir, 'bundle-2.js'));
   // dense.js: a loop on each of 4,000 lines; its map gives each line 975 one-segment
   // mappings into one source, whose text is 12 MiB.
   const lines = ['function denseHot(ms) {', '  const end = Date.now() + ms;', '  let x = 0;', '  while (Date.now() < end) {'];
@@ -141,16 +146,7 @@ const src = 'export function f(a: number, b: string): string { return b.repeat(a
 exports.work = (ms) => { const end = Date.now() + ms; let n = 0; while (Date.now() < end) n += ts.transpileModule(src, { compilerOptions: { target: 99 } }).outputText.length; return n; };
 `,
   );
-  require('esbuild').buildSync({
-    entryPoints: [entry],
-    bundle: true,
-    minify: true,
-    sourcemap: true,
-    platform: 'node',
-    format: 'cjs',
-    outfile: path.join(OUT, 'bundle.js'),
-    logLevel: 'silent',
-  });
+  esbuildBundle(entry, path.join(OUT, 'bundle.js'));
   return path.join(OUT, 'bundle.js');
 }
 
