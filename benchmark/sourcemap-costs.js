@@ -37,7 +37,6 @@ const arg = (name, fallback) => {
 const ROOT = path.resolve(arg('root', path.join(__dirname, '..')));
 const TYPESCRIPT = () => require.resolve('typescript', { paths: [path.join(__dirname, '..', 'node_modules', '@napi-rs', 'cli')] });
 
-/** The two large maps' scripts: `realistic` (bundle-2.js) and `dense` (dense.js). */
 /** `entry` bundled and minified by esbuild into `outfile`, with its source map, as a service ships it. */
 function esbuildBundle(entry, outfile) {
   require('esbuild').buildSync({
@@ -52,6 +51,7 @@ function esbuildBundle(entry, outfile) {
   });
 }
 
+/** The two large maps' scripts: `realistic` (bundle-2.js) and `dense` (dense.js). */
 function largeMaps() {
   const dir = path.join(OUT, 'large');
   fs.mkdirSync(dir, { recursive: true });
