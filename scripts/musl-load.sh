@@ -64,9 +64,7 @@ EOF
 fi
 
 if ! command -v qemu-aarch64 >/dev/null && [[ " ${cpus[*]} " == *" arm64 "* ]]; then
-  echo "musl-load: apt-get install qemu-user"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends qemu-user >/tmp/selfprof-apt-qemu.log 2>&1 ||
-    { apt-get update >>/tmp/selfprof-apt-qemu.log 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends qemu-user >>/tmp/selfprof-apt-qemu.log 2>&1; }
+  bash "$(dirname "$0")/apt-install.sh" musl-load qemu-user
 fi
 
 for cpu in "${cpus[@]}"; do

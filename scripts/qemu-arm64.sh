@@ -28,10 +28,7 @@ command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
 [ -e "$sysroot/lib/ld-linux-aarch64.so.1" ] || need+=(libc6-arm64-cross)
 [ -e "$sysroot/lib/libstdc++.so.6" ] || need+=(libstdc++6-arm64-cross)
 if ((${#need[@]})); then
-  echo "qemu-arm64: apt-get install ${need[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y --no-install-recommends "${need[@]}" >/tmp/selfprof-apt-qemu.log 2>&1 ||
-    { apt-get update >>/tmp/selfprof-apt-qemu.log 2>&1 && apt-get install -y --no-install-recommends "${need[@]}" >>/tmp/selfprof-apt-qemu.log 2>&1; }
+  bash "$(dirname "$0")/apt-install.sh" qemu-arm64 "${need[@]}"
 fi
 
 artifact=npm/linux-arm64-gnu/selfprof.linux-arm64-gnu.node
