@@ -64,7 +64,7 @@ EOF
 fi
 
 if ! command -v qemu-aarch64 >/dev/null && [[ " ${cpus[*]} " == *" arm64 "* ]]; then
-  bash "$(dirname "$0")/apt-install.sh" musl-load qemu-user
+  bash scripts/apt-install.sh musl-load qemu-user
 fi
 
 for cpu in "${cpus[@]}"; do

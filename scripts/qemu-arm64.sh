@@ -28,7 +28,7 @@ command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
 [ -e "$sysroot/lib/ld-linux-aarch64.so.1" ] || need+=(libc6-arm64-cross)
 [ -e "$sysroot/lib/libstdc++.so.6" ] || need+=(libstdc++6-arm64-cross)
 if ((${#need[@]})); then
-  bash "$(dirname "$0")/apt-install.sh" qemu-arm64 "${need[@]}"
+  bash scripts/apt-install.sh qemu-arm64 "${need[@]}"
 fi
 
 artifact=npm/linux-arm64-gnu/selfprof.linux-arm64-gnu.node

@@ -38,6 +38,6 @@ command -v readelf >/dev/null || apt+=(binutils)
 { command -v llvm-nm >/dev/null && command -v llvm-objdump >/dev/null; } || apt+=(llvm)
 command -v x86_64-w64-mingw32-gcc >/dev/null || apt+=(gcc-mingw-w64-x86-64-win32)
 if ((${#apt[@]})); then
-  bash "$(dirname "$0")/apt-install.sh" setup-cross "${apt[@]}"
+  bash scripts/apt-install.sh setup-cross "${apt[@]}"
 fi
 echo "setup-cross: ready in $((SECONDS - start)) s (zig $( (zig version 2>/dev/null || python3 -m ziglang version) | head -1), $(cargo-zigbuild --version 2>/dev/null | head -1))"

@@ -29,7 +29,7 @@ need=()
 [ -x /usr/lib/wine/wine64 ] || need+=(wine64)
 command -v x86_64-w64-mingw32-gcc >/dev/null || need+=(gcc-mingw-w64-x86-64-win32)
 if ((${#need[@]})); then
-  bash "$(dirname "$0")/apt-install.sh" wine-win64 "${need[@]}"
+  bash scripts/apt-install.sh wine-win64 "${need[@]}"
 fi
 
 artifact=npm/win32-x64/selfprof.win32-x64.node
