@@ -68,9 +68,10 @@ async function once() {
   console.log(JSON.stringify({ first, second, warnings, cache: native.sourceMapCacheStats() }));
 })();
 `;
-  // --no-opt: a function V8 has optimized in one recording may have no samples of its own
-  // in the next (V8 puts them at the root), and each recording needs vendor.js's frames.
-  const r = spawnSync('prlimit', [`--data=${DATA_LIMIT}`, process.execPath, '--no-opt', '-e', code], { encoding: 'utf8', timeout: 60_000 });
+  // --no-opt --no-maglev: code V8 optimized on stack (OSR) in one recording is not in the
+  // next one's code map (V8 logs only optimized code attached to a function when a profiler
+  // starts), so its samples lose their frames; each recording here needs vendor.js's.
+  const r = spawnSync('prlimit', [`--data=${DATA_LIMIT}`, process.execPath, '--no-opt', '--no-maglev', '-e', code], { encoding: 'utf8', timeout: 60_000 });
   fs.rmSync(dir, { recursive: true, force: true });
   const line = r.stdout.trim().split('\n').pop();
   if (process.env.SMDEBUG) console.error(line);
