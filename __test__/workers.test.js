@@ -54,14 +54,23 @@ test('100 profiled workers one after another all get labels (cells are freed)', 
   // More workers than there are per-thread cells (64): each worker's cell is freed as
   // its environment is torn down. Without that, workers past the 64th would take
   // samples through signals (matched) with no labels, which assertLabels refuses.
+  // Each worker's few samples are judged for wrong labels (none), and the floor over all
+  // of them: a fresh isolate's code is deoptimized often, V8 samples each deoptimization
+  // without a signal, and one close to a label switch is left unlabeled (not certain); in
+  // 4 ms rounds that is ~5% of the samples (none with --no-opt --no-maglev).
   let labeledPast64 = 0;
+  let right = 0;
+  let all = 0;
   for (let i = 0; i < 100; i++) {
     const { code, result } = await runWorker({ label: `w${i}`, ms: 4, rounds: 3 }).done;
     assert.equal(code, 0);
-    assertLabels(result, `worker ${i}`, 1);
+    const [, r, a] = /workerBusy (\d+)\/(\d+)/.exec(assertRequestLabels(result.busy, result.calls, { what: `worker ${i}`, min: 1, floor: 0, exact: true }));
+    right += Number(r);
+    all += Number(a);
     if (i >= 64) labeledPast64 += result.busy.filter((s) => s.labels?.worker === `w${i}`).length;
   }
-  t.diagnostic(`${labeledPast64} labeled samples in workers 64-99`);
+  t.diagnostic(`${right} of ${all} samples in workerBusy labeled; ${labeledPast64} labeled samples in workers 64-99`);
+  assert.ok(right >= 0.9 * all, `${right} of ${all} samples in the workers' work carry their round's labels`);
   assert.ok(labeledPast64 >= 36, `workers 64-99 took ${labeledPast64} labeled samples`);
 });
 
