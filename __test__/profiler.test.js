@@ -288,3 +288,42 @@ test('overlapping profilers each get their own valid trace', async () => {
   assert.equal(samplesIn(ta, 'afterStopBusy').length, 0);
   assert.ok(tb.samples.every((s) => s.timestamp >= bConstructed));
 });
+
+test("recordings that overlap keep a hot loop's frames in each (V8's code map is kept)", (t) => {
+  // In a fresh process: a loop V8 optimizes on the stack in the first recording.
+  const script = `
+    const { Profiler } = require('.');
+    function hotLoop(ms) { const end = Date.now() + ms; let x = 0; while (Date.now() < end) x += Math.sqrt(x + 1); return x; }
+    const share = (t) => {
+      const ids = new Set(t.frames.flatMap((f, k) => (f.name === 'hotLoop' ? [k] : [])));
+      return t.samples.filter((s) => s.stackId !== undefined && ids.has(t.stacks[s.stackId].frameId)).length / t.samples.length;
+    };
+    (async () => {
+      const overlapping = [];
+      let p = new Profiler({ sampleInterval: 1, maxBufferSize: 100000 });
+      for (let i = 0; i < 3; i++) {
+        hotLoop(100);
+        const next = new Profiler({ sampleInterval: 1, maxBufferSize: 100000 });
+        overlapping.push(share(await p.stop()));
+        p = next;
+      }
+      await p.stop();
+      const oneAfterAnother = [];
+      for (let i = 0; i < 2; i++) {
+        const q = new Profiler({ sampleInterval: 1, maxBufferSize: 100000 });
+        hotLoop(100);
+        oneAfterAnother.push(share(await q.stop()));
+      }
+      console.log(JSON.stringify({ overlapping, oneAfterAnother }));
+    })();
+  `;
+  const { spawnSync } = require('node:child_process');
+  const r = spawnSync(process.execPath, ['-e', script], { cwd: require('node:path').join(__dirname, '..'), encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 0, r.stderr);
+  const { overlapping, oneAfterAnother } = JSON.parse(r.stdout);
+  const pct = (xs) => xs.map((x) => `${Math.round(100 * x)}%`).join(', ');
+  // One after another, V8 rebuilds its map without code optimized on the stack (docs/api.md):
+  // reported here, not asserted (it is V8's to fix).
+  t.diagnostic(`hotLoop's share: overlapping ${pct(overlapping)}; one after another ${pct(oneAfterAnother)}`);
+  for (const [i, x] of overlapping.entries()) assert.ok(x >= 0.5, `recording ${i + 1}: hotLoop has ${pct([x])} of the samples`);
+});
