@@ -21,7 +21,7 @@
 //!   (`amended_since`), so segments joined earlier get the completed labels too.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A label set: `(key, value)` pairs, sorted by key.
@@ -396,7 +396,7 @@ fn with_store<T>(f: impl FnOnce(&mut Store) -> T) -> T {
 /// A label set from `[key, value, key, value, ...]`, sorted by key (the last of a
 /// repeated key wins); `None` for an odd-length list.
 pub fn label_set(flat: Vec<String>) -> Option<LabelSet> {
-  if flat.len() % 2 != 0 {
+  if !flat.len().is_multiple_of(2) {
     return None;
   }
   let mut set: LabelSet = Vec::with_capacity(flat.len() / 2);
@@ -457,89 +457,14 @@ pub fn lookup(id: u32) -> Option<Packed> {
   with_store(|s| s.lookup(id))
 }
 
-/// Ids looked up per hold of the store's mutex in `prefetch`: the main thread's label saves
-/// wait for at most one batch (tens of µs), not for all of a recording's lookups.
-const LOOKUP_BATCH: usize = 1024;
-
-/// Label sets looked up ahead of recordings' builds (`prefetch`), as
-/// `(thread, recording token, sets)`.
-static PREFETCHED: Mutex<Vec<(i32, u32, Prefetched)>> = Mutex::new(Vec::new());
-
-/// Sets builds found prefetched (for `prefetch_stats`).
-static PREFETCH_HITS: AtomicU64 = AtomicU64::new(0);
-
-/// The sets `prefetch` found for one recording, by id, each for its build to take once.
-/// Ascending ids in a vector (~40 bytes a set; a hash map of them was ~2.5× that): a build
-/// asks for them in about that order, so the next one asked is mostly the next one here.
-#[derive(Default)]
-pub struct Prefetched {
-  sets: Vec<(u32, Option<Packed>)>,
-  /// Where the next id asked for most likely is.
-  next: usize,
-  taken: u64,
+/// The sets of `ids` that are kept (`prefetch`: one hold of the store's mutex per batch).
+pub(super) fn lookup_each(ids: &[u32], out: &mut Vec<(u32, Option<Packed>)>) {
+  with_store(|s| out.extend(ids.iter().filter_map(|&id| Some((id, Some(s.lookup(id)?))))));
 }
 
-impl Prefetched {
-  /// Set `id`'s labels, if found and not taken yet.
-  pub fn take(&mut self, id: u32) -> Option<Packed> {
-    let at = match self.sets.get(self.next) {
-      Some((next, _)) if *next == id => self.next,
-      _ => self.sets.binary_search_by_key(&id, |(id, _)| *id).ok()?,
-    };
-    self.next = at + 1;
-    let found = self.sets[at].1.take();
-    self.taken += u64::from(found.is_some());
-    found
-  }
-}
-
-impl Drop for Prefetched {
-  fn drop(&mut self) {
-    PREFETCH_HITS.fetch_add(self.taken, Ordering::Relaxed);
-  }
-}
-
-/// Looks up, ahead of the build of recording `token` of thread `tid`, the sets of `ids`
-/// (its brackets' contexts), for `take_prefetched`. A long labeled recording's ~100k
-/// lookups are ~8 ms of a build; done while V8's own stop holds the main thread (~26 ms
-/// at ~128k samples) and the thread pool waits, they are off the build's path. Kept only
-/// while the recording is unbuilt: one built (or given up) before this ends keeps nothing.
-pub fn prefetch(tid: i32, token: u32, ids: impl IntoIterator<Item = u32>) {
-  let mut wanted: Vec<u32> = ids.into_iter().filter(|id| *id != 0).collect();
-  // Nearly sorted already (ids are handed out in order): cheap, and the store's map keeps
-  // ascending ids together.
-  wanted.sort_unstable();
-  wanted.dedup();
-  let mut sets = Vec::with_capacity(wanted.len());
-  for batch in wanted.chunks(LOOKUP_BATCH) {
-    with_store(|s| sets.extend(batch.iter().filter_map(|&id| Some((id, Some(s.lookup(id)?))))));
-  }
-  let found = Prefetched {
-    sets,
-    ..Default::default()
-  };
-  // PREFETCHED, then the store: `recording_built` lets go of the token in the store first,
-  // then of what is here, so either it sees this or this sees the token gone.
-  let mut pre = PREFETCHED.lock().unwrap_or_else(|e| e.into_inner());
-  let unbuilt = with_store(|s| s.unbuilt.get(&tid).is_some_and(|l| l.iter().any(|u| u.token == token)));
-  pre.retain(|(_, t, _)| *t != token);
-  if unbuilt {
-    pre.push((tid, token, found));
-  }
-}
-
-/// `(recordings whose prefetched sets no build has taken, sets builds found prefetched)`.
-pub fn prefetch_stats() -> (usize, u64) {
-  let pending = PREFETCHED.lock().unwrap_or_else(|e| e.into_inner()).len();
-  (pending, PREFETCH_HITS.load(Ordering::Relaxed))
-}
-
-/// What `prefetch` found for recording `token` (once: the build takes it). A set it did not
-/// find (saved after it ran) is for `lookup`.
-pub fn take_prefetched(token: u32) -> Option<Prefetched> {
-  let mut pre = PREFETCHED.lock().unwrap_or_else(|e| e.into_inner());
-  let at = pre.iter().position(|(_, t, _)| *t == token)?;
-  Some(pre.swap_remove(at).2)
+/// Whether recording `token` of thread `tid` is not built yet.
+pub(super) fn unbuilt(tid: i32, token: u32) -> bool {
+  with_store(|s| s.unbuilt.get(&tid).is_some_and(|l| l.iter().any(|u| u.token == token)))
 }
 
 /// A kept label set as the store encodes it, read in place: its `(key, value)` pairs in
@@ -666,7 +591,7 @@ pub fn recording_built(tid: i32, token: u32) {
     s.prune(tid);
     s.trim_amended();
   });
-  drop(take_prefetched(token));
+  super::prefetch::forget_recording(token);
 }
 
 /// Thread `tid` is gone (a worker ended): everything it kept goes.
@@ -675,10 +600,7 @@ pub fn forget_thread(tid: i32) {
     s.unbuilt.remove(&tid);
     s.prune(tid);
   });
-  PREFETCHED
-    .lock()
-    .unwrap_or_else(|e| e.into_inner())
-    .retain(|(t, _, _)| *t != tid);
+  super::prefetch::forget_thread(tid);
 }
 
 /// `(sets kept, bytes kept, sets dropped to the bounds, unbuilt recordings)`.
@@ -964,56 +886,5 @@ mod tests {
     s.unbuilt.clear();
     s.trim_amended();
     assert!(s.amended.is_empty());
-  }
-
-  #[test]
-  fn prefetched_sets_go_to_their_build_once_and_never_outlive_their_recording() {
-    let tid = -8; // this test's own slice of the store
-    let n = LOOKUP_BATCH as u32 * 2 + 5;
-    let first = reserve_ids(n + 1);
-    let token = recording_started(tid, 0);
-    for i in 0..n {
-      save(tid, first + i, set("span_id", &format!("{i:016x}")), 10 + i as u64);
-    }
-    // As a recording's brackets give them: runs of one context, a context seen again
-    // later, "no context" (0) and an id never saved; past a batch.
-    let mut ids = vec![0, first + n];
-    for i in 0..n {
-      ids.extend([first + i, first + i, first + i]);
-    }
-    ids.extend([first, 0, first + 7]);
-    prefetch(tid, token, ids);
-    let mut found = take_prefetched(token).expect("prefetched for an unbuilt recording");
-    assert_eq!(
-      found.sets.len(),
-      n as usize,
-      "each kept set once; 0 and the unsaved id not at all"
-    );
-    // In about the order a build asks, then out of it.
-    for i in [0, 1, 2, 5, 4, LOOKUP_BATCH as u32 - 1, LOOKUP_BATCH as u32, n - 1, 3] {
-      assert_eq!(
-        found.take(first + i).unwrap().to_set(),
-        set("span_id", &format!("{i:016x}"))
-      );
-    }
-    assert!(found.take(first + 1).is_none(), "each set taken once");
-    assert!(found.take(first + n).is_none() && found.take(0).is_none() && found.take(u32::MAX).is_none());
-    let hits = prefetch_stats().1;
-    drop(found);
-    assert!(prefetch_stats().1 >= hits + 9, "the sets taken are counted");
-    assert!(take_prefetched(token).is_none(), "taken once");
-
-    // Not taken: the recording's end lets go of it.
-    prefetch(tid, token, [first]);
-    recording_built(tid, token);
-    assert!(take_prefetched(token).is_none(), "let go with its recording");
-    // A prefetch that ends after its recording was built keeps nothing.
-    prefetch(tid, token, [first]);
-    assert!(take_prefetched(token).is_none(), "kept for a recording already built");
-    // Nor does one of a thread that is gone.
-    let other = recording_started(tid, 0);
-    prefetch(tid, other, [first]);
-    forget_thread(tid);
-    assert!(take_prefetched(other).is_none(), "kept for a thread that is gone");
   }
 }

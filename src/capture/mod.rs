@@ -9,6 +9,7 @@ pub mod drain;
 pub mod heap_sampler;
 pub mod id_map;
 pub mod labels;
+pub mod prefetch;
 pub mod ring;
 pub mod signal;
 pub mod switches;

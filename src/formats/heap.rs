@@ -16,6 +16,8 @@
 //! `inuse_objects/count` and `inuse_space/bytes`, period type `inuse_space/bytes` with the
 //! sampling interval as period. One sample per allocating stack.
 
+pub mod build;
+
 use super::dialect::Dialect;
 use super::pprof::{Function, Label, Line, Location, Profile, Sample, Strings, ValueType};
 use super::ConvertError;

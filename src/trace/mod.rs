@@ -3,8 +3,10 @@
 //! processing model ("take a sample", "get a stack ID", "get a frame ID",
 //! "get an element ID").
 
+pub mod build;
 pub mod join;
 pub mod profiler_frames;
+pub mod segments;
 pub mod v8_profile;
 
 use crate::capture::ring::{self, Entry};
