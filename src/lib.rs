@@ -521,7 +521,14 @@ pub fn build_heap_profile(chunks: Vec<HeapChunk>, options: HeapOptions) -> Resul
 /// `build_heap_profile` on the calling thread (process exit).
 #[napi]
 pub fn build_heap_profile_sync(chunks: Vec<HeapChunk>, options: HeapOptions) -> Result<Vec<Buffer>> {
-  Ok(options.build(chunks)?.encoded()?.into_iter().map(Buffer::from).collect())
+  Ok(
+    options
+      .build(chunks)?
+      .encoded()?
+      .into_iter()
+      .map(Buffer::from)
+      .collect(),
+  )
 }
 
 /// How many threads hold a label cell now (of `signal::MAX_THREADS`): workers past the

@@ -1,5 +1,5 @@
 use super::*;
-use crate::capture::labels::{recording_built, recording_started, reserve_ids, save, forget_thread, LabelSet};
+use crate::capture::labels::{forget_thread, recording_built, recording_started, reserve_ids, save, LabelSet};
 
 fn set(k: &str, v: &str) -> LabelSet {
   vec![(k.to_owned(), v.to_owned())]
