@@ -8,27 +8,26 @@
 //! - `formats`: reading and writing pprof, `.cpuprofile`, folded stacks and trace files;
 //! - `symbolize`: frames of generated code through their source maps.
 //!
-//! The objects JS passes and gets are in `js_objects`, the thread-pool tasks in `tasks`.
+//! The objects JS passes and gets, the thread-pool tasks and the bindings of a thread's own
+//! state (its cell, its context frame, the signal handler, the heap sampler) are in
+//! `bindings`.
 
+pub mod bindings;
 pub mod capture;
 pub mod formats;
-pub mod js_objects;
 pub mod parallel;
 pub mod symbolize;
-pub mod tasks;
 pub mod trace;
 
-use capture::signal;
-use js_objects::{
-  CellSlots, FrameLayoutInfo, HeapChunk, HeapOptions, LabelStats, SourceMapCacheStats, ThreadInput, TraceChunk,
-  TraceOptions,
+use bindings::objects::{
+  self, HeapChunk, HeapOptions, LabelStats, SourceMapCacheStats, ThreadInput, TraceChunk, TraceOptions,
 };
-use napi::bindgen_prelude::{AsyncTask, Buffer, ClassInstance, Either, JsValue, Object, Uint32Array};
-use napi::{Env, Error, Result, Status};
+use bindings::tasks::{BuildHeap, BuildParts, BuildTrace, JoinSegments, Prefetch};
+use capture::signal;
+use napi::bindgen_prelude::{AsyncTask, Buffer, ClassInstance, Either};
+use napi::{Error, Result, Status};
 use napi_derive::napi;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tasks::{BuildHeap, BuildParts, BuildTrace, JoinSegments, Prefetch};
 use trace::join::bracket_range_ns;
 use trace::segments::SegmentJoiner;
 
@@ -64,7 +63,7 @@ impl TraceJoin {
   /// cannot be joined (the build then fails with the same error).
   #[napi(ts_return_type = "Promise<void>")]
   pub fn add(&self, chunks: Vec<TraceChunk>) -> Result<AsyncTask<JoinSegments>> {
-    self.segments.queue(js_objects::profile_inputs(chunks)?);
+    self.segments.queue(objects::profile_inputs(chunks)?);
     Ok(AsyncTask::new(JoinSegments(Arc::clone(&self.segments))))
   }
 }
@@ -107,181 +106,6 @@ pub fn build_trace_sync(
   Ok(build.encoded()?.into_iter().map(Buffer::from).collect())
 }
 
-/// Puts selfprof's SIGPROF handler in front of V8's. Call after every V8 profiler start.
-/// Returns `"chained"`, `"already-installed"`, `"behind-another"` or `"no-sampler"`, or
-/// `"no-signals"` where V8 samples without a signal (Windows).
-#[napi]
-pub fn install_signal_handler() -> Result<&'static str> {
-  match signal::install() {
-    Ok(signal::Install::Chained) => Ok("chained"),
-    Ok(signal::Install::AlreadyInstalled) => Ok("already-installed"),
-    Ok(signal::Install::BehindAnother) => Ok("behind-another"),
-    Ok(signal::Install::NoSampler) => Ok("no-sampler"),
-    Ok(signal::Install::NoSignals) => Ok("no-signals"),
-    Err(e) => Err(Error::from_reason(format!("sigaction(SIGPROF) failed: {e}"))),
-  }
-}
-
-#[napi]
-pub fn signal_handler_installed() -> bool {
-  signal::installed()
-}
-
-/// Times our handler was re-entered on one thread (a chain that looped; should be 0).
-#[napi]
-pub fn signal_reentries() -> f64 {
-  signal::REENTERED.load(Ordering::Relaxed) as f64
-}
-
-/// Records the SIGPROF ring holds (older ones are overwritten).
-#[napi]
-pub fn ring_capacity() -> u32 {
-  signal::RING_CAPACITY as u32
-}
-
-/// SIGPROFs our handler has taken (= ring entries written).
-#[napi]
-pub fn signal_count() -> f64 {
-  signal::SIGNALS.load(Ordering::Relaxed) as f64
-}
-
-/// Claims the calling thread's context cell and returns a view of it, `[context id,
-/// generation, sampled, recordings]` (see `signal::ThreadContext`). Where Node refuses
-/// external buffers the view is a copy: `readThreadContext` tells, and
-/// `setThreadContext` is the fallback. The cell is freed when the thread's environment
-/// is torn down (a worker's end), so workers that come and go never run out of cells.
-#[napi]
-pub fn register_thread(env: Env) -> Result<Uint32Array> {
-  let (index, fresh) = signal::register_thread()
-    .ok_or_else(|| Error::from_reason(format!("more than {} threads are profiled", signal::MAX_THREADS)))?;
-  if fresh {
-    let tid = signal::gettid();
-    capture::switches::reset(index);
-    env.add_env_cleanup_hook((index, tid), |(index, tid)| {
-      signal::unregister_thread(index, tid);
-      capture::switches::reset(index);
-      capture::labels::forget_thread(tid);
-      capture::drain::forget_thread(tid);
-    })?;
-  }
-  let cell = signal::context_cell(index).ok_or_else(|| Error::from_reason("thread slot out of range"))?;
-  // SAFETY: the cell is in static memory, so it outlives every view; the notify is a no-op.
-  Ok(unsafe { Uint32Array::with_external_data(cell, signal::CELL_LEN, |_, _| {}) })
-}
-
-fn this_thread() -> Option<&'static signal::ThreadContext> {
-  let tid = signal::gettid();
-  signal::THREADS
-    .iter()
-    .find(|t| t.tid.load(Ordering::Acquire) == tid)
-    .map(|t| &**t)
-}
-
-/// The calling thread's published context id.
-#[napi]
-pub fn read_thread_context() -> u32 {
-  this_thread().map_or(0, |t| t.context())
-}
-
-/// Publishes the calling thread's context id with a call (fallback for the view).
-#[napi]
-pub fn set_thread_context(id: u32) {
-  if let Some(t) = this_thread() {
-    t.cell[0].store(id, Ordering::Relaxed);
-    t.cell[1].fetch_add(1, Ordering::Relaxed);
-  }
-}
-
-/// The id the handler last recorded on the calling thread, cleared (the fallback for the
-/// cell's `sampled` element where JS has no view of the cell).
-#[napi]
-pub fn take_sampled_context() -> u32 {
-  this_thread().map_or(0, |t| t.cell[2].swap(0, Ordering::Relaxed))
-}
-
-/// Where JS finds what in a thread's cell (see `signal::slot`).
-#[napi]
-pub fn cell_slots() -> CellSlots {
-  use signal::slot;
-  CellSlots {
-    context: slot::CONTEXT as u32,
-    generation: slot::GENERATION as u32,
-    sampled: slot::SAMPLED as u32,
-    recordings: slot::RECORDINGS as u32,
-    queue_head: slot::QUEUE_HEAD as u32,
-    queue_tail: slot::QUEUE_TAIL as u32,
-    last_pushed: slot::LAST_PUSHED as u32,
-    logging: slot::LOGGING as u32,
-    queue: slot::QUEUE as u32,
-    queue_len: signal::QUEUE_LEN as u32,
-  }
-}
-
-/// Sets the calling thread's handler up to read its label-set id from the async context
-/// frame (`capture::context_frame`), not enabled yet: JS checks it with `frameRead`, then
-/// `frameEnable`s it. `storeKey` is selfprof's AsyncLocalStorage, `map` any JS Map. Throws
-/// why it cannot (an unknown V8 version, a missing symbol).
-#[napi]
-pub fn frame_set_up(env: Env, v8_version: String, store_key: Object, map: Object) -> Result<()> {
-  let t = this_thread().ok_or_else(|| Error::from_reason("this thread has no cell (registerThread first)"))?;
-  // SAFETY: both are this call's arguments, live in its handle scope.
-  let installed = unsafe {
-    capture::context_frame::set_up(
-      t,
-      &v8_version,
-      store_key.raw() as *const std::ffi::c_void,
-      map.raw() as *const std::ffi::c_void,
-    )
-  }
-  .map_err(Error::from_reason)?;
-  let tid = signal::gettid();
-  env.add_env_cleanup_hook((installed, tid), |(installed, tid)| {
-    if let Some(t) = signal::THREADS.iter().find(|t| t.tid.load(Ordering::Acquire) == tid) {
-      capture::context_frame::tear_down(t, installed);
-    }
-  })?;
-  Ok(())
-}
-
-/// The label-set id the handler would read on the calling thread now, through the same
-/// code (`signal::frame_context`): -1 if the frame cannot be read.
-#[napi]
-pub fn frame_read() -> i64 {
-  this_thread()
-    .and_then(|t| signal::frame_context(&t.frame))
-    .map_or(-1, i64::from)
-}
-
-/// The V8 versions whose layouts this build knows (checked against each Node's headers
-/// by `scripts/check-frame-layouts.js`).
-#[napi]
-pub fn frame_layouts() -> Vec<FrameLayoutInfo> {
-  capture::context_frame::LAYOUTS
-    .iter()
-    .map(|l| FrameLayoutInfo {
-      v8: l.v8.to_string(),
-      cped: l.cped as u32,
-      map_instance_type: l.map_instance_type as u32,
-      js_object_header: l.js_object_header as u32,
-      fixed_array_header: l.fixed_array_header as u32,
-    })
-    .collect()
-}
-
-/// Ids the handler could not queue for JS (a thread's queue was full), process-wide.
-#[napi]
-pub fn frame_queue_full() -> f64 {
-  signal::QUEUE_FULL.load(Ordering::Relaxed) as f64
-}
-
-/// Makes the handler read (or stop reading) the calling thread's frame.
-#[napi]
-pub fn frame_enable(on: bool) {
-  if let Some(t) = this_thread() {
-    t.frame.enabled.store(on, Ordering::Release);
-  }
-}
-
 /// Reserves `count` label-set ids, unique in the process (every copy of the JS module and
 /// every thread draws from one counter); returns the first.
 #[napi]
@@ -316,8 +140,8 @@ pub fn amend_labels(id: u32, flat: Vec<String>) -> Result<bool> {
 /// and counts it in the thread's cell.
 #[napi]
 pub fn labels_recording_started() -> u32 {
-  if let Some(t) = this_thread() {
-    t.cell[3].fetch_add(1, Ordering::Relaxed);
+  if let Some(t) = capture::threads::this_thread() {
+    t.cell[signal::slot::RECORDINGS].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
   }
   let (tid, now) = (signal::gettid(), signal::bracket_clock_ns());
   let token = capture::labels::recording_started(tid, now);
@@ -374,29 +198,12 @@ pub fn labels_prefetch(token: u32, origin_us: f64, from_ms: f64) -> AsyncTask<Pr
 
 #[napi]
 pub fn label_stats() -> LabelStats {
-  let (saved, bytes, dropped, unbuilt) = capture::labels::stats();
-  let (prefetched, prefetch_hits) = capture::prefetch::prefetch_stats();
-  LabelStats {
-    saved: saved as u32,
-    bytes: bytes as f64,
-    dropped: dropped as f64,
-    unbuilt: unbuilt as u32,
-    prefetched: prefetched as u32,
-    prefetch_hits: prefetch_hits as f64,
-    records: capture::drain::stats().1 as f64,
-  }
+  LabelStats::now()
 }
 
 #[napi]
 pub fn source_map_cache_stats() -> SourceMapCacheStats {
-  let s = symbolize::cache_stats();
-  SourceMapCacheStats {
-    maps: s.maps as u32,
-    bytes: s.bytes as f64,
-    others: s.others as u32,
-    evicted: s.evicted as f64,
-    parsed: s.parsed as f64,
-  }
+  symbolize::cache_stats().into()
 }
 
 /// Why source maps could not be used because they were over a bound, since the last call
@@ -404,18 +211,6 @@ pub fn source_map_cache_stats() -> SourceMapCacheStats {
 #[napi]
 pub fn source_map_warnings() -> Vec<String> {
   symbolize::take_warnings()
-}
-
-/// The calling thread's CPU time in ns.
-#[napi]
-pub fn thread_cpu_ns() -> f64 {
-  signal::thread_cpu_ns() as f64
-}
-
-/// The calling thread's id.
-#[napi]
-pub fn thread_id() -> i32 {
-  signal::gettid()
 }
 
 /// Converts a trace (its JSON, or json-gzip) or a pprof profile (plain or gzip'd) to
@@ -436,7 +231,7 @@ pub fn convert_profile(
   profiler_roots: Option<Vec<String>>,
 ) -> Result<Either<String, Buffer>> {
   let mut trace = formats::read_input(&input).map_err(invalid)?;
-  if let Some(files) = js_objects::profiler_files(profiler_frames, profiler_roots) {
+  if let Some(files) = objects::profiler_files(profiler_frames, profiler_roots) {
     trace::profiler_frames::hide(&mut trace.trace, &files);
   }
   if source_maps.unwrap_or(false) {
@@ -462,39 +257,6 @@ pub fn merge_traces(threads: Vec<ThreadInput>, format: Option<String>) -> Result
     Some(other) => return Err(invalid(format!("unknown format {other:?}"))),
   };
   Ok(out.into())
-}
-
-/// Starts this thread's isolate's sampling heap profiler through V8's C++ API, without
-/// the inspector's forced garbage collection per profile (`capture::heap_sampler`):
-/// `"started"`, `"running"` (a sampler already ran: nothing changed) or `"unavailable"`
-/// (this host does not export V8's API: use the inspector).
-#[napi]
-pub fn heap_sampler_start(env: Env, interval: u32) -> Result<&'static str> {
-  thread_local! {
-    /// Whether this thread's environment has the hook that stops the sampler at teardown.
-    static HOOKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-  }
-  let (started, teardown) = capture::heap_sampler::start(u64::from(interval));
-  if let Some(teardown) = teardown {
-    if !HOOKED.get() {
-      if let Err(e) = env.add_env_cleanup_hook(teardown, |t| t.stop_at_teardown()) {
-        capture::heap_sampler::stop();
-        return Err(e);
-      }
-      HOOKED.set(true);
-    }
-  }
-  Ok(match started {
-    capture::heap_sampler::Started::Started => "started",
-    capture::heap_sampler::Started::Running => "running",
-    capture::heap_sampler::Started::Unavailable => "unavailable",
-  })
-}
-
-/// Stops this thread's isolate's sampling heap profiler; false if V8's API is unavailable.
-#[napi]
-pub fn heap_sampler_stop() -> bool {
-  capture::heap_sampler::stop()
 }
 
 /// The parts of one thread's recording (`selfprof record`'s checkpoints, json or json-gzip,
@@ -529,32 +291,4 @@ pub fn build_heap_profile_sync(chunks: Vec<HeapChunk>, options: HeapOptions) -> 
       .map(Buffer::from)
       .collect(),
   )
-}
-
-/// How many threads hold a label cell now (of `signal::MAX_THREADS`): workers past the
-/// cap are not profiled.
-#[napi]
-pub fn registered_threads() -> u32 {
-  signal::THREADS
-    .iter()
-    .filter(|t| t.tid.load(Ordering::Acquire) != 0)
-    .count() as u32
-}
-
-/// Workers profiled at once, process-wide (every copy of the JS shares it).
-static PROFILED_WORKERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-
-/// Claims one of `max` places for the calling worker to be profiled; false past the cap.
-/// The place is given back when the worker's environment is torn down.
-#[napi]
-pub fn claim_profiled_worker(env: Env, max: u32) -> Result<bool> {
-  let claimed = PROFILED_WORKERS
-    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
-    .is_ok();
-  if claimed {
-    env.add_env_cleanup_hook((), |_| {
-      PROFILED_WORKERS.fetch_sub(1, Ordering::AcqRel);
-    })?;
-  }
-  Ok(claimed)
 }

@@ -227,6 +227,65 @@ pub struct FrameLayoutInfo {
   pub fixed_array_header: u32,
 }
 
+impl LabelStats {
+  /// The label store's, the prefetches' and the drained logs' figures now.
+  pub fn now() -> LabelStats {
+    let store = capture::labels::stats();
+    LabelStats {
+      saved: store.sets as u32,
+      bytes: store.bytes as f64,
+      dropped: store.dropped as f64,
+      unbuilt: store.unbuilt as u32,
+      prefetched: capture::prefetch::pending() as u32,
+      prefetch_hits: capture::prefetch::hits() as f64,
+      records: capture::drain::records_held() as f64,
+    }
+  }
+}
+
+impl From<symbolize::CacheStats> for SourceMapCacheStats {
+  fn from(s: symbolize::CacheStats) -> SourceMapCacheStats {
+    SourceMapCacheStats {
+      maps: s.maps as u32,
+      bytes: s.bytes as f64,
+      others: s.others as u32,
+      evicted: s.evicted as f64,
+      parsed: s.parsed as f64,
+    }
+  }
+}
+
+impl CellSlots {
+  /// The slots as `signal::slot` numbers them.
+  pub fn from_signal() -> CellSlots {
+    use capture::signal::{slot, QUEUE_LEN};
+    CellSlots {
+      context: slot::CONTEXT as u32,
+      generation: slot::GENERATION as u32,
+      sampled: slot::SAMPLED as u32,
+      recordings: slot::RECORDINGS as u32,
+      queue_head: slot::QUEUE_HEAD as u32,
+      queue_tail: slot::QUEUE_TAIL as u32,
+      last_pushed: slot::LAST_PUSHED as u32,
+      logging: slot::LOGGING as u32,
+      queue: slot::QUEUE as u32,
+      queue_len: QUEUE_LEN as u32,
+    }
+  }
+}
+
+impl From<&capture::context_frame::Layout> for FrameLayoutInfo {
+  fn from(l: &capture::context_frame::Layout) -> FrameLayoutInfo {
+    FrameLayoutInfo {
+      v8: l.v8.to_string(),
+      cped: l.cped as u32,
+      map_instance_type: l.map_instance_type as u32,
+      js_object_header: l.js_object_header as u32,
+      fixed_array_header: l.fixed_array_header as u32,
+    }
+  }
+}
+
 /// What hides selfprof's own frames, unless `show` (the `profilerFrames` option).
 pub fn profiler_files(show: Option<bool>, roots: Option<Vec<String>>) -> Option<ProfilerFiles> {
   (!show.unwrap_or(false)).then(|| ProfilerFiles::new(roots.unwrap_or_default()))

@@ -1,8 +1,8 @@
 //! The bindings' work on the thread pool (`AsyncTask`s): each runs a module's work in
 //! `compute` and hands its result to JS in `resolve`.
 
+use super::objects::TraceParts;
 use crate::formats::heap::build::HeapBuild;
-use crate::js_objects::TraceParts;
 use crate::trace::build::{Format, TraceBuild};
 use crate::trace::segments::SegmentJoiner;
 use napi::bindgen_prelude::{Buffer, Either3};

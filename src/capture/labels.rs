@@ -603,9 +603,27 @@ pub fn forget_thread(tid: i32) {
   super::prefetch::forget_thread(tid);
 }
 
-/// `(sets kept, bytes kept, sets dropped to the bounds, unbuilt recordings)`.
-pub fn stats() -> (usize, usize, u64, usize) {
-  with_store(|s| (s.sets.len(), s.bytes, s.dropped, s.unbuilt.values().map(Vec::len).sum()))
+/// What the label store holds now (`stats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreStats {
+  /// Label sets kept.
+  pub sets: usize,
+  /// The bytes they hold.
+  pub bytes: usize,
+  /// Sets dropped to the bounds, since the process started.
+  pub dropped: u64,
+  /// Recordings not built yet.
+  pub unbuilt: usize,
+}
+
+/// What the label store holds now, for tests and diagnostics.
+pub fn stats() -> StoreStats {
+  with_store(|s| StoreStats {
+    sets: s.sets.len(),
+    bytes: s.bytes,
+    dropped: s.dropped,
+    unbuilt: s.unbuilt.values().map(Vec::len).sum(),
+  })
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Capture: what runs while a profiler samples. `signal` is the SIGPROF handler and the
 //! static state it writes (the only code that runs in signal context); `ring` reads what
-//! the handler wrote and joins it to V8's samples; `labels` keeps the label sets that
+//! the handler wrote and joins it to V8's samples; `install` puts the handler in the chain
+//! and `threads` manages the table of threads it reads; `labels` keeps the label sets that
 //! samples reference, by id (`id_map`: a map laid out for those ids). Where V8 samples
 //! without a signal (Windows), `switches` logs the label switches with their time instead.
 
@@ -8,11 +9,13 @@ pub mod context_frame;
 pub mod drain;
 pub mod heap_sampler;
 pub mod id_map;
+pub mod install;
 pub mod labels;
 pub mod prefetch;
 pub mod ring;
 pub mod signal;
 pub mod switches;
+pub mod threads;
 
 /// Whether samples are joined to labels by time, through `switches` (Windows: V8 samples
 /// without a signal), rather than by the signal that took them.

@@ -15,7 +15,7 @@ const LOOKUP_BATCH: usize = 1024;
 /// `(thread, recording token, sets)`.
 static PREFETCHED: Mutex<Vec<(i32, u32, Prefetched)>> = Mutex::new(Vec::new());
 
-/// Sets builds found prefetched (for `prefetch_stats`).
+/// Sets builds found prefetched (for `hits`).
 static PREFETCH_HITS: AtomicU64 = AtomicU64::new(0);
 
 /// The sets `prefetch` found for one recording, by id, each for its build to take once.
@@ -78,10 +78,14 @@ pub fn prefetch(tid: i32, token: u32, ids: impl IntoIterator<Item = u32>) {
   }
 }
 
-/// `(recordings whose prefetched sets no build has taken, sets builds found prefetched)`.
-pub fn prefetch_stats() -> (usize, u64) {
-  let pending = PREFETCHED.lock().unwrap_or_else(|e| e.into_inner()).len();
-  (pending, PREFETCH_HITS.load(Ordering::Relaxed))
+/// Recordings whose prefetched sets no build has taken yet.
+pub fn pending() -> usize {
+  PREFETCHED.lock().unwrap_or_else(|e| e.into_inner()).len()
+}
+
+/// Sets builds found prefetched, since the process started.
+pub fn hits() -> u64 {
+  PREFETCH_HITS.load(Ordering::Relaxed)
 }
 
 /// What `prefetch` found for recording `token` (once: the build takes it). A set it did not

@@ -192,7 +192,7 @@ mod tests {
   #[test]
   fn switches_come_out_in_order_with_a_lost_record_for_those_not_kept() {
     std::thread::spawn(|| {
-      let (i, _) = signal::register_thread().expect("a cell");
+      let (i, _) = crate::capture::threads::register_thread().expect("a cell");
       reset(i);
       let tid = signal::gettid();
       for k in 0..3u32 {
@@ -244,7 +244,7 @@ mod tests {
         vec![5],
         "the numbering goes on past the lost ones"
       );
-      signal::unregister_thread(i, tid);
+      crate::capture::threads::unregister_thread(i, tid);
       reset(i);
     })
     .join()
