@@ -102,7 +102,7 @@ pub struct TraceChunk {
   pub time_deltas: Option<Float64Array>,
 }
 
-/// A trace as `trace::Parts`: what JS builds its trace object from in slices (the samples
+/// A trace as `trace::columns::TraceColumns`: what JS builds its trace object from in slices (the samples
 /// and the contexts' label values as columns, the small tables as JSON).
 #[napi(object)]
 pub struct TraceParts {
@@ -120,10 +120,10 @@ pub struct TraceParts {
   pub cpu_time: Float64Array,
 }
 
-impl From<trace::Parts> for TraceParts {
-  fn from(p: trace::Parts) -> TraceParts {
+impl From<trace::columns::TraceColumns> for TraceParts {
+  fn from(p: trace::columns::TraceColumns) -> TraceParts {
     TraceParts {
-      head: p.head,
+      head: p.tables,
       key_sets: p.key_sets,
       context_keys: Uint32Array::new(p.context_keys),
       values: p.values,

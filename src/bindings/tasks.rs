@@ -38,11 +38,11 @@ impl Task for BuildTrace {
 pub struct BuildParts(pub TraceBuild);
 
 impl Task for BuildParts {
-  type Output = crate::trace::Parts;
+  type Output = crate::trace::columns::TraceColumns;
   type JsValue = TraceParts;
 
   fn compute(&mut self) -> Result<Self::Output> {
-    self.0.parts()
+    self.0.columns()
   }
 
   fn resolve(&mut self, _env: Env, parts: Self::Output) -> Result<Self::JsValue> {

@@ -13,7 +13,8 @@
 
 pub use crate::formats::dialect::Dialect;
 use crate::parallel::PARALLEL_CONTEXTS;
-use crate::trace::{Context, KeyValues, Marker, Metadata, Sample as TraceSample, Trace, VALUES_TRIED};
+use crate::trace::columns::{KeyValueKind, VALUES_TRIED};
+use crate::trace::{Context, Marker, Metadata, Sample as TraceSample, Trace};
 use prost::Message;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -131,7 +132,7 @@ pub(crate) struct Strings<'a> {
   table: Vec<Cow<'a, str>>,
   ids: crate::FastMap<Cow<'a, str>, i64>,
   /// Per label key (its string id): whether its values are looked up (see `value_id`).
-  values: crate::FastMap<i64, KeyValues>,
+  values: crate::FastMap<i64, KeyValueKind>,
   /// Label keys seen last, by where their text is, and their ids (see `key_id`).
   recent_keys: Vec<(usize, usize, i64)>,
 }
@@ -207,14 +208,14 @@ impl<'a> Strings<'a> {
   /// misses the cache each time, and was the largest part of a labeled stop's encoding.
   /// A value repeated under such a key is stored twice; the profile means the same.
   pub(crate) fn value_id(&mut self, key: i64, v: impl Into<Cow<'a, str>>) -> i64 {
-    let state = self.values.get(&key).copied().unwrap_or(KeyValues::FIRST);
+    let state = self.values.get(&key).copied().unwrap_or(KeyValueKind::FIRST);
     match state {
-      KeyValues::Repeating => return self.id(v),
-      KeyValues::Unique => {
+      KeyValueKind::Repeating => return self.id(v),
+      KeyValueKind::Unique => {
         self.table.push(v.into());
         return self.table.len() as i64 - 1;
       }
-      KeyValues::Trying { .. } => {}
+      KeyValueKind::Trying { .. } => {}
     }
     let before = self.table.len();
     let id = self.id(v);

@@ -3,7 +3,7 @@
 //! the segments joined while it ran: `trace::segments`), selfprof's frames hidden, frames
 //! source-mapped, other threads merged in, then encoded in each format asked for (JSON,
 //! json-gzip, pprof, a backend's dialect) or as the columns JS makes its trace object from
-//! (`Trace::parts`).
+//! (`Trace::columns`).
 
 use super::join::{Join, LabelSource};
 use super::profiler_frames::{self, ProfilerFiles};
@@ -116,16 +116,16 @@ impl TraceBuild {
 
   /// The trace as the columns JS makes its trace object from: its samples and labels as
   /// arrays, its frames, stacks and the rest as one JSON string.
-  pub fn parts(&mut self) -> Result<super::Parts> {
+  pub fn columns(&mut self) -> Result<super::columns::TraceColumns> {
     self.build_into(|build, trace| {
-      let parts = trace.parts();
-      if parts.head.len() > build.json_limit {
+      let columns = trace.columns();
+      if columns.tables.len() > build.json_limit {
         return Err(json_too_long(
           "the trace's frames, stacks and line ticks",
-          parts.head.len(),
+          columns.tables.len(),
         ));
       }
-      Ok(parts)
+      Ok(columns)
     })?
   }
 

@@ -1,4 +1,5 @@
 //! Line ticks: V8's per-node `positionTicks` in the trace (the `lineTicks` extension).
+use super::v8_profile::CpuProfile;
 use super::*;
 use serde_json::json;
 

@@ -1,5 +1,8 @@
+use super::columns::CONTEXTS_PER_PIECE;
+use super::v8_profile::{CpuProfile, ProfileError};
 use super::*;
 use crate::capture::ring::Entry;
+use crate::parallel::PARALLEL_CONTEXTS;
 use serde_json::json;
 use std::io::Read;
 
@@ -617,7 +620,7 @@ fn check_parts(n: usize, key_set_count: usize) {
     contexts: contexts.clone(),
     ..Trace::default()
   };
-  let p = trace.parts();
+  let p = trace.columns();
   let key_sets: Vec<Vec<String>> = serde_json::from_str(&p.key_sets).unwrap();
   assert_eq!(key_sets.len(), key_set_count, "{key_sets:?}");
   assert_eq!(p.context_keys.len(), n);
