@@ -16,6 +16,7 @@ pub mod ring;
 pub mod signal;
 pub mod switches;
 pub mod threads;
+pub mod v8_symbols;
 
 /// Whether samples are joined to labels by time, through `switches` (Windows: V8 samples
 /// without a signal), rather than by the signal that took them.
