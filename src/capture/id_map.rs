@@ -4,7 +4,7 @@
 //! Ids are handed out in order, saved in about that order, and a trace build looks ~100k of
 //! them up in the order its samples were taken: about that order again. A general hasher
 //! scatters consecutive ids over the whole table, so each lookup of a long recording's
-//! build was a cache miss (~75% of the label store's lookup time, by `perf annotate`).
+//! build was a cache miss (most of the label store's lookup time: benchmark/README.md).
 //! Here ids of one block of `BLOCK` go to consecutive buckets from a place that depends
 //! on the block: one lookup after another reads memory in order.
 //!

@@ -19,7 +19,7 @@ static PREFETCHED: Mutex<Vec<(i32, u32, Prefetched)>> = Mutex::new(Vec::new());
 static PREFETCH_HITS: AtomicU64 = AtomicU64::new(0);
 
 /// The sets `prefetch` found for one recording, by id, each for its build to take once.
-/// Ascending ids in a vector (~40 bytes a set; a hash map of them was ~2.5× that): a build
+/// Ascending ids in a vector (smaller than a hash map of them): a build
 /// asks for them in about that order, so the next one asked is mostly the next one here.
 #[derive(Default)]
 pub struct Prefetched {
@@ -50,9 +50,9 @@ impl Drop for Prefetched {
 }
 
 /// Looks up, ahead of the build of recording `token` of thread `tid`, the sets of `ids`
-/// (its brackets' contexts), for `take_prefetched`. A long labeled recording's ~100k
-/// lookups are ~8 ms of a build; done while V8's own stop holds the main thread (~26 ms
-/// at ~128k samples) and the thread pool waits, they are off the build's path. Kept only
+/// (its brackets' contexts), for `take_prefetched`. A long labeled recording's lookups are
+/// a large part of its build; done while V8's own stop holds the main thread and the
+/// thread pool waits, they are off the build's path. Kept only
 /// while the recording is unbuilt: one built (or given up) before this ends keeps nothing.
 pub fn prefetch(tid: i32, token: u32, ids: impl IntoIterator<Item = u32>) {
   let mut wanted: Vec<u32> = ids.into_iter().filter(|id| *id != 0).collect();

@@ -1,6 +1,6 @@
 //! Gzip of an output that is encoded as it is compressed: the encoder fills 64 KiB
 //! buffers and a second thread deflates them, so a stop's pprof (or trace) is ready in
-//! about the longer of the two instead of their sum (~20 ms each for ~100k samples).
+//! about the longer of the two instead of their sum.
 //!
 //! The second thread starts only when a first buffer fills (a small output is compressed
 //! where it was encoded), and only while the build runs; if it cannot start, the buffers

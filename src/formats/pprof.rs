@@ -239,11 +239,11 @@ impl<'a> Strings<'a> {
 }
 
 /// Each context's labels as the dialect names them, interned in `strings`: one array, and
-/// each context's range in it. Many contexts (a span id per request: ~90k at ~100k
-/// samples, ~10 ms on one thread, most of it a cache miss per label set) are split in two:
+/// each context's range in it. Many contexts (a span id per request: nearly one per
+/// sample, most of their cost a cache miss per label set) are split in two:
 /// the second half is interned on a second thread into a table of its own, appended to
-/// `strings` after, its ids moved past the first's (~7.5 ms in all; the event loop's
-/// thread waits for the build meanwhile, so the core is otherwise idle). A string both
+/// `strings` after, its ids moved past the first's (the event loop's thread waits for the
+/// build meanwhile, so the core is otherwise idle). A string both
 /// halves use is then in the table twice (a request's endpoint, say); the profile means
 /// the same. `count`: how many labels the contexts hold (the room to make: counting
 /// them again would read every label set once more).
@@ -610,7 +610,7 @@ struct Reuse {
 
 /// Writes samples as `Profile.sample` (field 2) entries, byte for byte as prost encodes
 /// them, but each stack's packed location ids and each context's labels encoded once and
-/// copied after: ~127k samples of a labeled recording share ~300 stacks, and a request's
+/// copied after: a labeled recording's samples share few stacks, and a request's
 /// samples share its labels, so most of a sample is a copy.
 struct SampleWriter {
   /// Per stack id, where its encoded `location_id` field is in `stack_bytes` (`UNSET`).

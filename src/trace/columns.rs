@@ -15,8 +15,8 @@ use std::collections::HashMap;
 /// trace's key order) with, in turn, the values of `value_ends`: a value of its piece
 /// ends at the next of them, counted in UTF-16 code units (what JS's `slice` counts)
 /// from the piece's start; a negative one `-1 - i` is `shared[i]` instead. JS slices the
-/// values out of one string per piece rather than parsing JSON: ~5× less event-loop time
-/// for ~60k label sets.
+/// values out of one string per piece rather than parsing JSON, which costs the event
+/// loop far less (benchmark/README.md, "Figures behind comments in src/").
 pub struct TraceColumns {
   /// `{ resources, frames, stacks, metadata?, lineTicks?, sourceMaps?, sourceText? }`.
   pub tables: String,
@@ -141,9 +141,9 @@ impl<'a> ContextColumns<'a> {
 
 /// Which label values go to JS once, in `TraceColumns::shared`, rather than once per context. A
 /// value that repeats (a request's endpoint, method or tenant) is then one JS string for
-/// all its contexts but the first, not a string each: at ~80k contexts with 4 endpoints
-/// that is ~80k fewer objects for V8's scavenges to copy as the trace object is made
-/// (made and collected in ~52 ms rather than ~74 ms, in a JS model of it). A key whose
+/// all its contexts but the first, not a string each: fewer objects for V8's scavenges to
+/// copy as the trace object is made (benchmark/README.md, "Figures behind comments in
+/// src/"). A key whose
 /// values are nearly all new (a span id per request) has its values sliced from the
 /// piece, as before, and no longer looked up.
 #[derive(Default)]
@@ -267,9 +267,8 @@ struct Tables<'a> {
 }
 
 impl Trace {
-  /// The trace as `TraceColumns`. With many contexts, half of them have their columns made on a
-  /// thread of their own (reading ~80k label sets stored seconds earlier, out of the cache,
-  /// took ~7.5 ms on one thread).
+  /// The trace as `TraceColumns`. With many contexts, half of them have their columns made
+  /// on a thread of their own: reading label sets stored seconds earlier misses the cache.
   pub fn columns(&self) -> TraceColumns {
     let tables = Tables {
       resources: &self.resources,
