@@ -22,7 +22,7 @@ pub mod trace;
 use bindings::objects::{
   self, HeapChunk, HeapOptions, LabelStats, SourceMapCacheStats, ThreadInput, TraceChunk, TraceOptions,
 };
-use bindings::tasks::{BuildHeap, BuildParts, BuildTrace, JoinSegments, Prefetch};
+use bindings::tasks::{BuildHeap, BuildTrace, BuildTraceColumns, JoinSegments, Prefetch};
 use capture::signal;
 use napi::bindgen_prelude::{AsyncTask, Buffer, ClassInstance, Either};
 use napi::{Error, Result, Status};
@@ -89,9 +89,9 @@ pub fn build_trace_parts(
   chunks: Vec<TraceChunk>,
   options: TraceOptions,
   join: Option<ClassInstance<TraceJoin>>,
-) -> Result<AsyncTask<BuildParts>> {
+) -> Result<AsyncTask<BuildTraceColumns>> {
   let build = options.build(chunks, join.as_deref().map(|j| &j.segments))?;
-  Ok(AsyncTask::new(BuildParts(build)))
+  Ok(AsyncTask::new(BuildTraceColumns(build)))
 }
 
 /// `build_trace` on the calling thread, for process exit (`'exit'` handlers cannot

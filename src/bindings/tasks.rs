@@ -34,10 +34,10 @@ impl Task for BuildTrace {
   }
 }
 
-/// A recording's trace as the parts of a trace object (`buildTraceParts`).
-pub struct BuildParts(pub TraceBuild);
+/// A recording's trace as the columns JS makes its trace object from (`buildTraceParts`).
+pub struct BuildTraceColumns(pub TraceBuild);
 
-impl Task for BuildParts {
+impl Task for BuildTraceColumns {
   type Output = crate::trace::columns::TraceColumns;
   type JsValue = TraceParts;
 
