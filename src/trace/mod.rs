@@ -369,6 +369,3 @@ impl Trace {
 
 #[cfg(test)]
 mod tests;
-
-#[cfg(test)]
-mod lines_tests;

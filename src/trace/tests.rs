@@ -6,6 +6,9 @@ use crate::parallel::PARALLEL_CONTEXTS;
 use serde_json::json;
 use std::io::Read;
 
+/// Line ticks (`lineTicks`), in a file of their own.
+mod lines;
+
 /// A call frame as the inspector reports it (0-based positions).
 fn cf(name: &str, url: &str, line: i64, col: i64) -> serde_json::Value {
   let script = if url.is_empty() { "0" } else { "42" };
