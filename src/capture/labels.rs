@@ -19,6 +19,8 @@
 //!   only once routing ran, after its first samples). Amendments are logged, and a build
 //!   looks the sets amended since its recording started up again when it finishes
 //!   (`amended_since`), so segments joined earlier get the completed labels too.
+//!
+//! Just over 600 lines: the store, its encoding and its recordings share one mutex-guarded state, kept together (prefetching is `capture::prefetch`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};

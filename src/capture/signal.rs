@@ -28,6 +28,8 @@
 //! frame: `frame_context`). Because V8's stop
 //! puts back the handler that preceded V8's, ours drops out of the chain with V8's, and
 //! the handler we chain to is re-read at every install, never kept from an older chain.
+//!
+//! Over 600 lines on purpose: every line that runs in signal context is in this one file, so a review of signal safety reads one file.
 
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};

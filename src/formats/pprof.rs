@@ -10,6 +10,8 @@
 //!
 //! One trace is encoded once per backend: a [`Dialect`] says how that backend names the
 //! count sample type and which label keys and values it joins on (see `dialect.rs`).
+//!
+//! Over 600 lines: one encoder whose parts (string table, labels, samples, locations) share its tables; split, they would pass those tables around.
 
 pub use crate::formats::dialect::Dialect;
 use crate::parallel::PARALLEL_CONTEXTS;

@@ -1,3 +1,5 @@
+//! Tests of source-map lookup, parsing, the cache and mapping a trace. Over 600 lines: test cases, each short.
+
 use super::cache::{Cache, Key, Outcome, Slot};
 use super::locate::{self, Base, Scan};
 use super::map::{byte_of_utf16, identifier_before, utf16_len, Loaded, Text};

@@ -1,3 +1,5 @@
+//! Tests of the trace model, its builder and its columns. Over 600 lines: test cases, each short.
+
 use super::columns::CONTEXTS_PER_PIECE;
 use super::v8_profile::{CpuProfile, ProfileError};
 use super::*;
