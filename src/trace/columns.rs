@@ -325,3 +325,6 @@ impl Trace {
     p
   }
 }
+
+#[cfg(test)]
+mod tests;
