@@ -1,5 +1,6 @@
 use super::*;
-use crate::trace::{Context, Frame, Labels, Sample as TraceSample, Stack, Trace};
+use crate::parallel::PARALLEL_CONTEXTS;
+use crate::trace::{Context, Frame, Labels, Metadata, Sample as TraceSample, Stack, Trace};
 use std::io::Read;
 
 fn trace() -> Trace {
