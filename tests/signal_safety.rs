@@ -108,7 +108,7 @@ fn the_handler_allocates_nothing_and_survives_malloc_and_lock_pressure() {
   // A thread with a published label context, so the handler walks the thread cells too.
   let (slot, fresh) = capture::threads::register_thread().unwrap();
   assert!(fresh);
-  signal::THREADS[slot].cell[0].store(7, Ordering::Relaxed);
+  signal::THREADS[slot].cell[signal::slot::CONTEXT].store(7, Ordering::Relaxed);
 
   // 1. Synchronous signals on this thread: nothing allocated, errno kept.
   let signals_before = signal::SIGNALS.load(Ordering::Relaxed);
@@ -133,7 +133,7 @@ fn the_handler_allocates_nothing_and_survives_malloc_and_lock_pressure() {
     .iter()
     .all(|e| e.context == 7 && e.after_ns >= e.before_ns && e.cpu_ns > 0));
   assert_eq!(
-    signal::THREADS[slot].cell[2].load(Ordering::Relaxed),
+    signal::THREADS[slot].cell[signal::slot::SAMPLED].load(Ordering::Relaxed),
     7,
     "the sampled id is published"
   );
@@ -290,7 +290,7 @@ fn reading_the_context_frame_allocates_nothing_and_reads_the_store_id() {
   layout.js_map_type.store(u32::from(JS_MAP_TYPE), Ordering::Relaxed);
   let (slot, _) = capture::threads::register_thread().unwrap();
   let t = &signal::THREADS[slot];
-  t.cell[0].store(0, Ordering::Relaxed);
+  t.cell[signal::slot::CONTEXT].store(0, Ordering::Relaxed);
   let frame = fake_frame(4242);
   t.frame.cped.store(frame.cped_slot, Ordering::Relaxed);
   t.frame.key.store(frame.key_slot, Ordering::Relaxed);

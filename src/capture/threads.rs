@@ -67,6 +67,7 @@ impl FrameReader {
 
 /// Pointer to a thread slot's `CELL_LEN`-element cell, for the JS typed-array view.
 pub fn context_cell(index: usize) -> Option<*mut u32> {
+  // The cell's first element: the view covers all `CELL_LEN` from there.
   THREADS.get(index).map(|t| t.cell[0].as_ptr())
 }
 
