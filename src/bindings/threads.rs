@@ -5,7 +5,8 @@
 //! `capture`; the rest of the bindings are in `src/lib.rs`.
 
 use super::objects::{CellSlots, FrameLayoutInfo};
-use crate::capture::{self, signal, signal::slot};
+use crate::capture::install::{self, Install};
+use crate::capture::{self, signal, signal::slot, threads};
 use napi::bindgen_prelude::{JsValue, Object, Uint32Array};
 use napi::{Env, Error, Result};
 use napi_derive::napi;
@@ -16,19 +17,19 @@ use std::sync::atomic::Ordering;
 /// `"no-signals"` where V8 samples without a signal (Windows).
 #[napi]
 pub fn install_signal_handler() -> Result<&'static str> {
-  match capture::install::install() {
-    Ok(capture::install::Install::Chained) => Ok("chained"),
-    Ok(capture::install::Install::AlreadyInstalled) => Ok("already-installed"),
-    Ok(capture::install::Install::BehindAnother) => Ok("behind-another"),
-    Ok(capture::install::Install::NoSampler) => Ok("no-sampler"),
-    Ok(capture::install::Install::NoSignals) => Ok("no-signals"),
+  match install::install() {
+    Ok(Install::Chained) => Ok("chained"),
+    Ok(Install::AlreadyInstalled) => Ok("already-installed"),
+    Ok(Install::BehindAnother) => Ok("behind-another"),
+    Ok(Install::NoSampler) => Ok("no-sampler"),
+    Ok(Install::NoSignals) => Ok("no-signals"),
     Err(e) => Err(Error::from_reason(format!("sigaction(SIGPROF) failed: {e}"))),
   }
 }
 
 #[napi]
 pub fn signal_handler_installed() -> bool {
-  capture::install::installed()
+  install::installed()
 }
 
 /// Times our handler was re-entered on one thread (a chain that looped; should be 0).
@@ -56,19 +57,19 @@ pub fn signal_count() -> f64 {
 /// is torn down (a worker's end), so workers that come and go never run out of cells.
 #[napi]
 pub fn register_thread(env: Env) -> Result<Uint32Array> {
-  let (index, fresh) = capture::threads::register_thread()
+  let (index, fresh) = threads::register_thread()
     .ok_or_else(|| Error::from_reason(format!("more than {} threads are profiled", signal::MAX_THREADS)))?;
   if fresh {
     let tid = signal::gettid();
     capture::switches::reset(index);
     env.add_env_cleanup_hook((index, tid), |(index, tid)| {
-      capture::threads::unregister_thread(index, tid);
+      threads::unregister_thread(index, tid);
       capture::switches::reset(index);
       capture::labels::forget_thread(tid);
       capture::drain::forget_thread(tid);
     })?;
   }
-  let cell = capture::threads::context_cell(index).ok_or_else(|| Error::from_reason("thread slot out of range"))?;
+  let cell = threads::context_cell(index).ok_or_else(|| Error::from_reason("thread slot out of range"))?;
   // SAFETY: the cell is in static memory, so it outlives every view; the notify is a no-op.
   Ok(unsafe { Uint32Array::with_external_data(cell, signal::CELL_LEN, |_, _| {}) })
 }
@@ -76,13 +77,13 @@ pub fn register_thread(env: Env) -> Result<Uint32Array> {
 /// The calling thread's published context id.
 #[napi]
 pub fn read_thread_context() -> u32 {
-  capture::threads::this_thread().map_or(0, |t| t.context())
+  threads::this_thread().map_or(0, |t| t.context())
 }
 
 /// Publishes the calling thread's context id with a call (fallback for the view).
 #[napi]
 pub fn set_thread_context(id: u32) {
-  if let Some(t) = capture::threads::this_thread() {
+  if let Some(t) = threads::this_thread() {
     t.cell[slot::CONTEXT].store(id, Ordering::Relaxed);
     t.cell[slot::GENERATION].fetch_add(1, Ordering::Relaxed);
   }
@@ -92,7 +93,7 @@ pub fn set_thread_context(id: u32) {
 /// cell's `sampled` element where JS has no view of the cell).
 #[napi]
 pub fn take_sampled_context() -> u32 {
-  capture::threads::this_thread().map_or(0, |t| t.cell[slot::SAMPLED].swap(0, Ordering::Relaxed))
+  threads::this_thread().map_or(0, |t| t.cell[slot::SAMPLED].swap(0, Ordering::Relaxed))
 }
 
 /// Where JS finds what in a thread's cell (see `signal::slot`).
@@ -107,8 +108,7 @@ pub fn cell_slots() -> CellSlots {
 /// why it cannot (an unknown V8 version, a missing symbol).
 #[napi]
 pub fn frame_set_up(env: Env, v8_version: String, store_key: Object, map: Object) -> Result<()> {
-  let t = capture::threads::this_thread()
-    .ok_or_else(|| Error::from_reason("this thread has no cell (registerThread first)"))?;
+  let t = threads::this_thread().ok_or_else(|| Error::from_reason("this thread has no cell (registerThread first)"))?;
   // SAFETY: both are this call's arguments, live in its handle scope.
   let installed = unsafe {
     capture::context_frame::set_up(
@@ -121,7 +121,7 @@ pub fn frame_set_up(env: Env, v8_version: String, store_key: Object, map: Object
   .map_err(Error::from_reason)?;
   let tid = signal::gettid();
   env.add_env_cleanup_hook((installed, tid), |(installed, tid)| {
-    if let Some(t) = signal::THREADS.iter().find(|t| t.tid.load(Ordering::Acquire) == tid) {
+    if let Some(t) = threads::of_thread(tid) {
       capture::context_frame::tear_down(t, installed);
     }
   })?;
@@ -132,7 +132,7 @@ pub fn frame_set_up(env: Env, v8_version: String, store_key: Object, map: Object
 /// code (`signal::frame_context`): -1 if the frame cannot be read.
 #[napi]
 pub fn frame_read() -> i64 {
-  capture::threads::this_thread()
+  threads::this_thread()
     .and_then(|t| signal::frame_context(&t.frame))
     .map_or(-1, i64::from)
 }
@@ -156,7 +156,7 @@ pub fn frame_queue_full() -> f64 {
 /// Makes the handler read (or stop reading) the calling thread's frame.
 #[napi]
 pub fn frame_enable(on: bool) {
-  if let Some(t) = capture::threads::this_thread() {
+  if let Some(t) = threads::this_thread() {
     t.frame.enabled.store(on, Ordering::Release);
   }
 }
@@ -210,26 +210,16 @@ pub fn heap_sampler_stop() -> bool {
 /// cap are not profiled.
 #[napi]
 pub fn registered_threads() -> u32 {
-  signal::THREADS
-    .iter()
-    .filter(|t| t.tid.load(Ordering::Acquire) != 0)
-    .count() as u32
+  threads::registered() as u32
 }
-
-/// Workers profiled at once, process-wide (every copy of the JS shares it).
-static PROFILED_WORKERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Claims one of `max` places for the calling worker to be profiled; false past the cap.
 /// The place is given back when the worker's environment is torn down.
 #[napi]
 pub fn claim_profiled_worker(env: Env, max: u32) -> Result<bool> {
-  let claimed = PROFILED_WORKERS
-    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
-    .is_ok();
+  let claimed = threads::claim_worker(max);
   if claimed {
-    env.add_env_cleanup_hook((), |_| {
-      PROFILED_WORKERS.fetch_sub(1, Ordering::AcqRel);
-    })?;
+    env.add_env_cleanup_hook((), |_| threads::release_worker())?;
   }
   Ok(claimed)
 }

@@ -1,17 +1,43 @@
 //! The table of profiled threads (`signal::THREADS`) as JS threads manage it: a thread
-//! claims its cell, finds it, and frees it when its environment goes. Never in signal
+//! claims its cell, finds it, and frees it when its environment goes; and the cap on
+//! profiled workers. Never in signal
 //! context; the handler only reads the table (`signal::context_of`).
 
 use super::signal::{gettid, FrameReader, ThreadContext, THREADS};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The calling thread's cell, if it registered (`register_thread`).
 pub fn this_thread() -> Option<&'static ThreadContext> {
-  let tid = gettid();
+  of_thread(gettid())
+}
+
+/// Thread `tid`'s cell, if it holds one.
+pub fn of_thread(tid: i32) -> Option<&'static ThreadContext> {
   THREADS
     .iter()
     .find(|t| t.tid.load(Ordering::Acquire) == tid)
     .map(|t| &**t)
+}
+
+/// How many threads hold a cell now (of `MAX_THREADS`).
+pub fn registered() -> usize {
+  THREADS.iter().filter(|t| t.tid.load(Ordering::Acquire) != 0).count()
+}
+
+/// Workers profiled at once, process-wide (every copy of the JS module shares it).
+static PROFILED_WORKERS: AtomicU32 = AtomicU32::new(0);
+
+/// Claims one of `max` places for a worker to be profiled; false past the cap. The
+/// caller gives it back with `release_worker` when the worker goes.
+pub fn claim_worker(max: u32) -> bool {
+  PROFILED_WORKERS
+    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+    .is_ok()
+}
+
+/// Gives back a place `claim_worker` gave.
+pub fn release_worker() {
+  PROFILED_WORKERS.fetch_sub(1, Ordering::AcqRel);
 }
 
 /// Claims the thread-context slot for the calling thread (or finds the one it has).
