@@ -2,8 +2,11 @@
 //! static state it writes (the only code that runs in signal context); `ring` reads what
 //! the handler wrote and joins it to V8's samples; `install` puts the handler in the chain
 //! and `threads` manages the table of threads it reads; `labels` keeps the label sets that
-//! samples reference, by id (`id_map`: a map laid out for those ids). Where V8 samples
-//! without a signal (Windows), `switches` logs the label switches with their time instead.
+//! samples reference, by id (`id_map`: a map laid out for those ids), and `prefetch` looks
+//! a recording's up while V8 stops; `drain` copies the ring into per-thread logs. Where V8
+//! samples without a signal (Windows), `switches` logs the label switches with their time
+//! instead. `context_frame` sets the handler up to read the async context frame and
+//! `heap_sampler` runs V8's heap sampler, both through V8's C++ functions (`v8_symbols`).
 
 pub mod context_frame;
 pub mod drain;
