@@ -5,7 +5,7 @@
 // each), made in two forms side by side:
 //  - sliced: every label value sliced out of its piece's string (before `e0f7576`);
 //  - shared: a value that repeats across contexts (the endpoint) handed over once, in
-//    `shared`, and reused (what src/trace/mod.rs `Repeats` makes).
+//    `shared`, and reused (what src/trace/columns.rs `SharedValues` makes).
 //
 //   node benchmark/trace-object-costs.js [--samples 95000] [--contexts 78000] [--rounds 6] [--node PATH]
 //
@@ -20,7 +20,7 @@ const path = require('node:path');
 
 const FORMS = ['sliced', 'shared'];
 const ENDPOINTS = ['GET /users/:id', 'POST /orders', 'GET /search', 'GET /health'];
-const CONTEXTS_PER_PIECE = 2048; // src/trace/mod.rs
+const CONTEXTS_PER_PIECE = 2048; // src/trace/columns.rs
 
 function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);

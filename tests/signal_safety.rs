@@ -18,7 +18,7 @@
 // No signal handler exists on Windows (V8 samples without a signal there).
 #![cfg(unix)]
 
-use selfprof::capture::signal;
+use selfprof::capture::{self, signal};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -56,7 +56,7 @@ static GLOBAL: Tripwire = Tripwire;
 
 /// Calls to the inner ("V8's") handler.
 static INNER_CALLS: AtomicU64 = AtomicU64::new(0);
-/// Our handler, read back from sigaction after `signal::install`.
+/// Our handler, read back from sigaction after `capture::install::install`.
 static OURS: AtomicUsize = AtomicUsize::new(0);
 
 extern "C" fn inner(_sig: libc::c_int, _info: *mut libc::siginfo_t, _uctx: *mut libc::c_void) {
@@ -95,17 +95,20 @@ fn current_handler() -> usize {
 fn the_handler_allocates_nothing_and_survives_malloc_and_lock_pressure() {
   // The chain: outer -> ours -> inner, as with V8 and a second profiler in front of us.
   set_handler(inner as *const () as usize);
-  assert_eq!(signal::install().unwrap(), signal::Install::Chained);
+  assert_eq!(capture::install::install().unwrap(), capture::install::Install::Chained);
   OURS.store(current_handler(), Ordering::Relaxed);
   set_handler(outer as *const () as usize);
   // Reinstalling with `outer` in front (which calls ours) must not chain again.
-  assert_eq!(signal::install().unwrap(), signal::Install::BehindAnother);
+  assert_eq!(
+    capture::install::install().unwrap(),
+    capture::install::Install::BehindAnother
+  );
   assert_eq!(current_handler(), outer as *const () as usize);
 
   // A thread with a published label context, so the handler walks the thread cells too.
-  let (slot, fresh) = signal::register_thread().unwrap();
+  let (slot, fresh) = capture::threads::register_thread().unwrap();
   assert!(fresh);
-  signal::THREADS[slot].cell[0].store(7, Ordering::Relaxed);
+  signal::THREADS[slot].cell[signal::slot::CONTEXT].store(7, Ordering::Relaxed);
 
   // 1. Synchronous signals on this thread: nothing allocated, errno kept.
   let signals_before = signal::SIGNALS.load(Ordering::Relaxed);
@@ -130,7 +133,7 @@ fn the_handler_allocates_nothing_and_survives_malloc_and_lock_pressure() {
     .iter()
     .all(|e| e.context == 7 && e.after_ns >= e.before_ns && e.cpu_ns > 0));
   assert_eq!(
-    signal::THREADS[slot].cell[2].load(Ordering::Relaxed),
+    signal::THREADS[slot].cell[signal::slot::SAMPLED].load(Ordering::Relaxed),
     7,
     "the sampled id is published"
   );
@@ -194,10 +197,10 @@ fn the_handler_allocates_nothing_and_survives_malloc_and_lock_pressure() {
     let rc = unsafe { libc::pthread_kill(thread, libc::SIGPROF) };
     assert_eq!(rc, 0);
     sent += 1;
-    if sent % 4 == 0 {
+    if sent.is_multiple_of(4) {
       std::thread::sleep(Duration::from_micros(20));
     }
-    if sent % 2_000 == 0 {
+    if sent.is_multiple_of(2_000) {
       keeps_going("while signaled");
     }
   }
@@ -285,9 +288,9 @@ fn reading_the_context_frame_allocates_nothing_and_reads_the_store_id() {
   layout.js_object_header.store(24, Ordering::Relaxed);
   layout.fixed_array_header.store(16, Ordering::Relaxed);
   layout.js_map_type.store(u32::from(JS_MAP_TYPE), Ordering::Relaxed);
-  let (slot, _) = signal::register_thread().unwrap();
+  let (slot, _) = capture::threads::register_thread().unwrap();
   let t = &signal::THREADS[slot];
-  t.cell[0].store(0, Ordering::Relaxed);
+  t.cell[signal::slot::CONTEXT].store(0, Ordering::Relaxed);
   let frame = fake_frame(4242);
   t.frame.cped.store(frame.cped_slot, Ordering::Relaxed);
   t.frame.key.store(frame.key_slot, Ordering::Relaxed);

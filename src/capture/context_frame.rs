@@ -12,12 +12,13 @@
 //! - GC prologue and epilogue callbacks: while objects move, the handler uses the id read
 //!   when the collection began.
 //!
-//! The V8 functions are the node executable's own exports, found with `dlsym`, so one
+//! The V8 functions are the node executable's own exports, found with `dlsym` (`capture::v8_symbols`), so one
 //! Node-API build serves every Node version; where a symbol or the version's layout is
 //! missing, set-up fails and JS keeps its hooks. JS then proves the reader on the running
 //! Node before it is enabled (lib/capture/labels.js: `frameCheck`).
 
 use super::signal::{self, FrameReader, ThreadContext, FRAME_LAYOUT};
+use super::v8_symbols::{function, GetCurrent, GET_CURRENT};
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
@@ -73,7 +74,7 @@ type GcCallback = extern "C" fn(isolate: *mut c_void, gc_type: i32, flags: i32, 
 
 /// The V8 functions used, from the node executable.
 struct V8 {
-  get_current: extern "C" fn() -> *mut c_void,
+  get_current: GetCurrent,
   identity_hash: extern "C" fn(object: *const c_void) -> i32,
   globalize: extern "C" fn(isolate: *mut c_void, value: usize) -> *mut usize,
   dispose_global: extern "C" fn(slot: *mut usize),
@@ -86,34 +87,11 @@ struct V8 {
 /// Every kind of collection (kGCTypeAll).
 const GC_TYPE_ALL: i32 = 0x1f;
 
-/// No handler reads a frame on Windows (V8 samples without a signal there).
-#[cfg(windows)]
-fn symbol(_name: &str) -> Result<*mut c_void, String> {
-  Err("no signal handler reads the context frame on Windows".into())
-}
-
-#[cfg(unix)]
-fn symbol(name: &str) -> Result<*mut c_void, String> {
-  let c = std::ffi::CString::new(name).map_err(|e| e.to_string())?;
-  // SAFETY: dlsym with RTLD_DEFAULT looks a name up in the loaded objects.
-  let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) };
-  if f.is_null() {
-    Err(format!("the node executable does not export {name}"))
-  } else {
-    Ok(f)
-  }
-}
-
-/// The function `name` as type `F` (an `extern "C" fn` of the symbol's real signature).
-///
-/// # Safety
-/// `F` must be the function's type.
-unsafe fn function<F: Copy>(name: &str) -> Result<F, String> {
-  let f = symbol(name)?;
-  Ok(std::mem::transmute_copy::<*mut c_void, F>(&f))
-}
-
 fn v8() -> Result<&'static V8, String> {
+  if cfg!(windows) {
+    // V8 samples without a signal there: no handler reads a frame.
+    return Err("no signal handler reads the context frame on Windows".into());
+  }
   static V8_FNS: OnceLock<Result<V8, String>> = OnceLock::new();
   V8_FNS
     .get_or_init(|| {
@@ -121,22 +99,22 @@ fn v8() -> Result<&'static V8, String> {
       // function taking `this` first (Itanium ABI, non-virtual members); enums are ints.
       unsafe {
         Ok(V8 {
-          get_current: function("_ZN2v87Isolate10GetCurrentEv")?,
-          identity_hash: function("_ZN2v86Object15GetIdentityHashEv")?,
-          globalize: function("_ZN2v812api_internal18GlobalizeReferenceEPNS_8internal7IsolateEm")?,
-          dispose_global: function("_ZN2v812api_internal13DisposeGlobalEPm")?,
-          add_prologue: function(
-            "_ZN2v87Isolate21AddGCPrologueCallbackEPFvPS0_NS_6GCTypeENS_15GCCallbackFlagsEPvES4_S2_",
-          )?,
-          add_epilogue: function(
-            "_ZN2v87Isolate21AddGCEpilogueCallbackEPFvPS0_NS_6GCTypeENS_15GCCallbackFlagsEPvES4_S2_",
-          )?,
-          remove_prologue: function(
-            "_ZN2v87Isolate24RemoveGCPrologueCallbackEPFvPS0_NS_6GCTypeENS_15GCCallbackFlagsEPvES4_",
-          )?,
-          remove_epilogue: function(
-            "_ZN2v87Isolate24RemoveGCEpilogueCallbackEPFvPS0_NS_6GCTypeENS_15GCCallbackFlagsEPvES4_",
-          )?,
+          get_current: function(&[GET_CURRENT])?,
+          identity_hash: function(&[c"_ZN2v86Object15GetIdentityHashEv"])?,
+          globalize: function(&[c"_ZN2v812api_internal18GlobalizeReferenceEPNS_8internal7IsolateEm"])?,
+          dispose_global: function(&[c"_ZN2v812api_internal13DisposeGlobalEPm"])?,
+          add_prologue: function(&[
+            c"_ZN2v87Isolate21AddGCPrologueCallbackEPFvPS0_NS_6GCTypeENS_15GCCallbackFlagsEPvES4_S2_",
+          ])?,
+          add_epilogue: function(&[
+            c"_ZN2v87Isolate21AddGCEpilogueCallbackEPFvPS0_NS_6GCTypeENS_15GCCallbackFlagsEPvES4_S2_",
+          ])?,
+          remove_prologue: function(&[
+            c"_ZN2v87Isolate24RemoveGCPrologueCallbackEPFvPS0_NS_6GCTypeENS_15GCCallbackFlagsEPvES4_",
+          ])?,
+          remove_epilogue: function(&[
+            c"_ZN2v87Isolate24RemoveGCEpilogueCallbackEPFvPS0_NS_6GCTypeENS_15GCCallbackFlagsEPvES4_",
+          ])?,
         })
       }
     })
@@ -248,14 +226,4 @@ pub fn tear_down(t: &ThreadContext, installed: Installed) {
 }
 
 #[cfg(test)]
-mod tests {
-  use super::*;
-
-  #[test]
-  fn layouts_are_found_by_major_and_minor() {
-    assert_eq!(layout_for("13.6.233.17-node.53").map(|l| l.cped), Some(632));
-    assert_eq!(layout_for("14.6.202.34-node.34").map(|l| l.cped), Some(680));
-    assert!(layout_for("11.3.244.8-node.25").is_none(), "Node 20 keeps its hooks");
-    assert!(layout_for("garbage").is_none());
-  }
-}
+mod tests;

@@ -6,13 +6,14 @@
 //! that flag, the inspector's `getSamplingProfile` (which reads whichever sampler runs)
 //! returns the sampled objects V8 has not collected yet, with no collection.
 //!
-//! The functions are found at run time (`dlsym`), never linked: a host that does not
+//! The functions are found at run time (`dlsym`: `capture::v8_symbols`), never linked: a host that does not
 //! export them (another runtime, a Node built otherwise) gets `Unavailable`, and the
 //! caller uses the inspector. Only functions whose arguments and results are pointers,
 //! integers and a bool are called (no V8 structs, strings or virtual calls), so their
 //! ABI is the platform's C one with `this` first.
 
-use std::ffi::{c_int, c_void, CStr};
+use super::v8_symbols::{function, GetCurrent, GET_CURRENT};
+use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 
 /// `v8::HeapProfiler::SamplingFlags::kSamplingNoFlags`.
@@ -20,7 +21,6 @@ const SAMPLING_NO_FLAGS: c_int = 0;
 /// The stack depth the inspector's `startSampling` records.
 const STACK_DEPTH: c_int = 128;
 
-type GetCurrent = unsafe extern "C" fn() -> *mut c_void;
 type GetHeapProfiler = unsafe extern "C" fn(isolate: *mut c_void) -> *mut c_void;
 type Start = unsafe extern "C" fn(profiler: *mut c_void, interval: u64, depth: c_int, flags: c_int) -> bool;
 type Stop = unsafe extern "C" fn(profiler: *mut c_void);
@@ -32,44 +32,23 @@ struct Api {
   stop: Stop,
 }
 
-/// On Windows the executable exports V8's API with MSVC's mangling, not looked up here:
-/// the inspector samples instead.
-#[cfg(windows)]
-fn symbol(_names: &[&CStr]) -> Option<*mut c_void> {
-  None
-}
-
-/// The first of `names` this process exports, as a pointer.
-#[cfg(unix)]
-fn symbol(names: &[&CStr]) -> Option<*mut c_void> {
-  names.iter().find_map(|name| {
-    // SAFETY: dlsym only looks the name up among the loaded objects' exports.
-    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-    (!p.is_null()).then_some(p)
-  })
-}
-
 fn api() -> Option<&'static Api> {
   static API: OnceLock<Option<Api>> = OnceLock::new();
   API
     .get_or_init(|| {
-      // Itanium C++ mangling. uint64_t is `unsigned long` (m) on Linux and `unsigned long
-      // long` (y) on macOS; the one the executable exports is its own.
-      let get_current = symbol(&[c"_ZN2v87Isolate10GetCurrentEv"])?;
-      let get_heap_profiler = symbol(&[c"_ZN2v87Isolate15GetHeapProfilerEv"])?;
-      let start = symbol(&[
-        c"_ZN2v812HeapProfiler25StartSamplingHeapProfilerEmiNS0_13SamplingFlagsE",
-        c"_ZN2v812HeapProfiler25StartSamplingHeapProfilerEyiNS0_13SamplingFlagsE",
-      ])?;
-      let stop = symbol(&[c"_ZN2v812HeapProfiler24StopSamplingHeapProfilerEv"])?;
-      // SAFETY: each pointer is the exported function of that mangled name, whose C++
-      // signature the type alias spells in the C ABI.
+      // SAFETY: each type alias spells its function's C++ signature in the C ABI.
+      // uint64_t is `unsigned long` (m) on Linux and `unsigned long long` (y) on macOS;
+      // the one the executable exports is its own.
       unsafe {
         Some(Api {
-          get_current: std::mem::transmute::<*mut c_void, GetCurrent>(get_current),
-          get_heap_profiler: std::mem::transmute::<*mut c_void, GetHeapProfiler>(get_heap_profiler),
-          start: std::mem::transmute::<*mut c_void, Start>(start),
-          stop: std::mem::transmute::<*mut c_void, Stop>(stop),
+          get_current: function(&[GET_CURRENT]).ok()?,
+          get_heap_profiler: function(&[c"_ZN2v87Isolate15GetHeapProfilerEv"]).ok()?,
+          start: function(&[
+            c"_ZN2v812HeapProfiler25StartSamplingHeapProfilerEmiNS0_13SamplingFlagsE",
+            c"_ZN2v812HeapProfiler25StartSamplingHeapProfilerEyiNS0_13SamplingFlagsE",
+          ])
+          .ok()?,
+          stop: function(&[c"_ZN2v812HeapProfiler24StopSamplingHeapProfilerEv"]).ok()?,
         })
       }
     })
@@ -141,15 +120,4 @@ impl Teardown {
 }
 
 #[cfg(test)]
-mod tests {
-  use super::*;
-
-  #[test]
-  fn a_host_without_v8s_api_gets_unavailable_not_a_crash() {
-    // The test binary exports no V8: the caller is told to use the inspector.
-    let (started, teardown) = start(512 * 1024);
-    assert_eq!(started, Started::Unavailable);
-    assert!(teardown.is_none());
-    assert!(!stop());
-  }
-}
+mod tests;

@@ -19,9 +19,11 @@
 //!   only once routing ran, after its first samples). Amendments are logged, and a build
 //!   looks the sets amended since its recording started up again when it finishes
 //!   (`amended_since`), so segments joined earlier get the completed labels too.
+//!
+//! Just over 600 lines: the store, its encoding and its recordings share one mutex-guarded state, kept together (prefetching is `capture::prefetch`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A label set: `(key, value)` pairs, sorted by key.
@@ -66,8 +68,8 @@ pub fn reserve_ids(count: u32) -> u32 {
   }
 }
 
-/// A kept set: where its labels are encoded (`Keys::encode`), ~87 bytes in all for a
-/// typical `{ endpoint, span_id }` where a vector of strings took ~330.
+/// A kept set: where its labels are encoded (`Keys::encode`), a few times smaller than a
+/// vector of strings (docs/performance.md gives a typical set's size).
 #[derive(Clone, Copy)]
 struct Saved {
   chunk: u32,
@@ -396,7 +398,7 @@ fn with_store<T>(f: impl FnOnce(&mut Store) -> T) -> T {
 /// A label set from `[key, value, key, value, ...]`, sorted by key (the last of a
 /// repeated key wins); `None` for an odd-length list.
 pub fn label_set(flat: Vec<String>) -> Option<LabelSet> {
-  if flat.len() % 2 != 0 {
+  if !flat.len().is_multiple_of(2) {
     return None;
   }
   let mut set: LabelSet = Vec::with_capacity(flat.len() / 2);
@@ -457,89 +459,14 @@ pub fn lookup(id: u32) -> Option<Packed> {
   with_store(|s| s.lookup(id))
 }
 
-/// Ids looked up per hold of the store's mutex in `prefetch`: the main thread's label saves
-/// wait for at most one batch (tens of µs), not for all of a recording's lookups.
-const LOOKUP_BATCH: usize = 1024;
-
-/// Label sets looked up ahead of recordings' builds (`prefetch`), as
-/// `(thread, recording token, sets)`.
-static PREFETCHED: Mutex<Vec<(i32, u32, Prefetched)>> = Mutex::new(Vec::new());
-
-/// Sets builds found prefetched (for `prefetch_stats`).
-static PREFETCH_HITS: AtomicU64 = AtomicU64::new(0);
-
-/// The sets `prefetch` found for one recording, by id, each for its build to take once.
-/// Ascending ids in a vector (~40 bytes a set; a hash map of them was ~2.5× that): a build
-/// asks for them in about that order, so the next one asked is mostly the next one here.
-#[derive(Default)]
-pub struct Prefetched {
-  sets: Vec<(u32, Option<Packed>)>,
-  /// Where the next id asked for most likely is.
-  next: usize,
-  taken: u64,
+/// The sets of `ids` that are kept (`prefetch`: one hold of the store's mutex per batch).
+pub(super) fn lookup_each(ids: &[u32], out: &mut Vec<(u32, Option<Packed>)>) {
+  with_store(|s| out.extend(ids.iter().filter_map(|&id| Some((id, Some(s.lookup(id)?))))));
 }
 
-impl Prefetched {
-  /// Set `id`'s labels, if found and not taken yet.
-  pub fn take(&mut self, id: u32) -> Option<Packed> {
-    let at = match self.sets.get(self.next) {
-      Some((next, _)) if *next == id => self.next,
-      _ => self.sets.binary_search_by_key(&id, |(id, _)| *id).ok()?,
-    };
-    self.next = at + 1;
-    let found = self.sets[at].1.take();
-    self.taken += u64::from(found.is_some());
-    found
-  }
-}
-
-impl Drop for Prefetched {
-  fn drop(&mut self) {
-    PREFETCH_HITS.fetch_add(self.taken, Ordering::Relaxed);
-  }
-}
-
-/// Looks up, ahead of the build of recording `token` of thread `tid`, the sets of `ids`
-/// (its brackets' contexts), for `take_prefetched`. A long labeled recording's ~100k
-/// lookups are ~8 ms of a build; done while V8's own stop holds the main thread (~26 ms
-/// at ~128k samples) and the thread pool waits, they are off the build's path. Kept only
-/// while the recording is unbuilt: one built (or given up) before this ends keeps nothing.
-pub fn prefetch(tid: i32, token: u32, ids: impl IntoIterator<Item = u32>) {
-  let mut wanted: Vec<u32> = ids.into_iter().filter(|id| *id != 0).collect();
-  // Nearly sorted already (ids are handed out in order): cheap, and the store's map keeps
-  // ascending ids together.
-  wanted.sort_unstable();
-  wanted.dedup();
-  let mut sets = Vec::with_capacity(wanted.len());
-  for batch in wanted.chunks(LOOKUP_BATCH) {
-    with_store(|s| sets.extend(batch.iter().filter_map(|&id| Some((id, Some(s.lookup(id)?))))));
-  }
-  let found = Prefetched {
-    sets,
-    ..Default::default()
-  };
-  // PREFETCHED, then the store: `recording_built` lets go of the token in the store first,
-  // then of what is here, so either it sees this or this sees the token gone.
-  let mut pre = PREFETCHED.lock().unwrap_or_else(|e| e.into_inner());
-  let unbuilt = with_store(|s| s.unbuilt.get(&tid).is_some_and(|l| l.iter().any(|u| u.token == token)));
-  pre.retain(|(_, t, _)| *t != token);
-  if unbuilt {
-    pre.push((tid, token, found));
-  }
-}
-
-/// `(recordings whose prefetched sets no build has taken, sets builds found prefetched)`.
-pub fn prefetch_stats() -> (usize, u64) {
-  let pending = PREFETCHED.lock().unwrap_or_else(|e| e.into_inner()).len();
-  (pending, PREFETCH_HITS.load(Ordering::Relaxed))
-}
-
-/// What `prefetch` found for recording `token` (once: the build takes it). A set it did not
-/// find (saved after it ran) is for `lookup`.
-pub fn take_prefetched(token: u32) -> Option<Prefetched> {
-  let mut pre = PREFETCHED.lock().unwrap_or_else(|e| e.into_inner());
-  let at = pre.iter().position(|(_, t, _)| *t == token)?;
-  Some(pre.swap_remove(at).2)
+/// Whether recording `token` of thread `tid` is not built yet.
+pub(super) fn unbuilt(tid: i32, token: u32) -> bool {
+  with_store(|s| s.unbuilt.get(&tid).is_some_and(|l| l.iter().any(|u| u.token == token)))
 }
 
 /// A kept label set as the store encodes it, read in place: its `(key, value)` pairs in
@@ -666,7 +593,7 @@ pub fn recording_built(tid: i32, token: u32) {
     s.prune(tid);
     s.trim_amended();
   });
-  drop(take_prefetched(token));
+  super::prefetch::forget_recording(token);
 }
 
 /// Thread `tid` is gone (a worker ended): everything it kept goes.
@@ -675,345 +602,31 @@ pub fn forget_thread(tid: i32) {
     s.unbuilt.remove(&tid);
     s.prune(tid);
   });
-  PREFETCHED
-    .lock()
-    .unwrap_or_else(|e| e.into_inner())
-    .retain(|(t, _, _)| *t != tid);
+  super::prefetch::forget_thread(tid);
 }
 
-/// `(sets kept, bytes kept, sets dropped to the bounds, unbuilt recordings)`.
-pub fn stats() -> (usize, usize, u64, usize) {
-  with_store(|s| (s.sets.len(), s.bytes, s.dropped, s.unbuilt.values().map(Vec::len).sum()))
+/// What the label store holds now (`stats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreStats {
+  /// Label sets kept.
+  pub sets: usize,
+  /// The bytes they hold.
+  pub bytes: usize,
+  /// Sets dropped to the bounds, since the process started.
+  pub dropped: u64,
+  /// Recordings not built yet.
+  pub unbuilt: usize,
+}
+
+/// What the label store holds now, for tests and diagnostics.
+pub fn stats() -> StoreStats {
+  with_store(|s| StoreStats {
+    sets: s.sets.len(),
+    bytes: s.bytes,
+    dropped: s.dropped,
+    unbuilt: s.unbuilt.values().map(Vec::len).sum(),
+  })
 }
 
 #[cfg(test)]
-mod tests {
-  use super::*;
-
-  fn set(k: &str, v: &str) -> LabelSet {
-    vec![(k.to_owned(), v.to_owned())]
-  }
-
-  impl Store {
-    /// `labels` encoded on their own.
-    fn encode(&mut self, labels: &LabelSet) -> Arc<[u8]> {
-      let mut out = Vec::new();
-      self.keys.encode(labels, &mut out);
-      out.into()
-    }
-
-    /// The labels of an encoding `encode` wrote.
-    fn decode(&self, data: &Arc<[u8]>) -> LabelSet {
-      Packed {
-        data: Arc::clone(data),
-        at: 0,
-        len: data.len() as u32,
-        keys: Arc::clone(&self.keys.table),
-      }
-      .to_set()
-    }
-  }
-
-  #[test]
-  fn sets_round_trip_through_their_encoding() {
-    let mut s = Store::default();
-    let sets = [
-      vec![
-        ("endpoint".to_string(), "GET /users/:id".to_string()),
-        ("span_id".to_string(), "00f067aa0ba902b7".to_string()),
-      ],
-      vec![
-        ("é🎉".to_string(), "\u{fffd} ünïcode".to_string()),
-        ("k".to_string(), "v".repeat(4096)),
-      ],
-      Vec::new(),
-    ];
-    for set in &sets {
-      let data = s.encode(set);
-      assert_eq!(&s.decode(&data), set);
-    }
-    // Past the key table's bound, keys are stored inline and still come back.
-    for i in 0..MAX_KEYS + 10 {
-      let set = vec![(format!("key{i}"), format!("{i}"))];
-      let data = s.encode(&set);
-      assert_eq!(s.decode(&data), set);
-    }
-    let typical = s.encode(&sets[0]);
-    assert!(
-      typical.len() + OVERHEAD <= 90,
-      "a typical set costs {} bytes",
-      typical.len() + OVERHEAD
-    );
-  }
-
-  #[test]
-  fn a_kept_set_is_read_in_place_and_keeps_its_keys_when_more_are_added() {
-    let mut s = Store::default();
-    s.save(1, 1, &set("endpoint", "GET /a"), 10);
-    s.save(1, 2, &set("endpoint", "GET /b"), 11);
-    let held = s.lookup(1).unwrap(); // as a trace build holds it
-    let next = s.lookup(2).unwrap();
-    // A key added while a trace holds the key table: the trace's copy still reads.
-    s.save(1, 3, &set("tenant", "acme"), 12);
-    assert_eq!(held.iter().collect::<Vec<_>>(), vec![("endpoint", "GET /a")]);
-    assert_eq!(s.lookup(3).unwrap().to_set(), set("tenant", "acme"));
-    assert_eq!(held.len(), 1);
-    // Sets saved together share their chunk: held once, not copied per set.
-    assert!(Arc::ptr_eq(&held.data, &next.data));
-    assert_eq!(next.to_set(), set("endpoint", "GET /b"));
-    // The chunk a build read from is sealed: the thread's next set went to another.
-    assert!(!Arc::ptr_eq(&held.data, &s.lookup(3).unwrap().data));
-  }
-
-  #[test]
-  fn chunks_go_with_their_last_set_and_traces_keep_what_they_hold() {
-    let mut s = Store::default();
-    // Two threads' sets, interleaved, over several chunks each; some read mid-way.
-    let mut held = Vec::new();
-    for id in 1..=20_000u32 {
-      let tid = 1 + (id % 2) as i32;
-      s.save(
-        tid,
-        id,
-        &vec![
-          ("endpoint".into(), format!("GET /{}", id % 4)),
-          ("span_id".into(), format!("{id:016x}")),
-        ],
-        u64::from(id),
-      );
-      if id % 3_001 == 0 {
-        held.push((id, s.lookup(id).unwrap()));
-      }
-    }
-    let of = |s: &Store, tid: i32| s.chunks.values().filter(|c| c.tid == tid).count();
-    assert!(
-      of(&s, 1) >= 3 && of(&s, 2) >= 3,
-      "{} and {} chunks",
-      of(&s, 1),
-      of(&s, 2)
-    );
-    for id in [1u32, 2, 9_999, 20_000] {
-      assert_eq!(s.lookup(id).unwrap().to_set()[1].1, format!("{id:016x}"));
-    }
-    // Refreshing a set moves it to its thread's newest chunk.
-    s.save(1, 4, &set("endpoint", "again"), 30_000);
-    assert_eq!(s.lookup(4).unwrap().to_set(), set("endpoint", "again"));
-    // Thread 2 gone (no unbuilt recording): its sets and chunks go, thread 1's stay.
-    s.prune(2);
-    assert_eq!(of(&s, 2), 0);
-    assert!(s.lookup(3).is_none() && s.lookup(6).is_some());
-    assert_eq!(s.lookup(4).unwrap().to_set(), set("endpoint", "again"));
-    s.prune(1);
-    assert!(s.sets.is_empty() && s.chunks.is_empty() && s.open.is_empty());
-    assert_eq!(s.bytes, 0, "every byte counted in is counted out");
-    // What traces held still reads.
-    for (id, p) in &held {
-      assert_eq!(p.to_set()[1].1, format!("{id:016x}"));
-    }
-  }
-
-  #[test]
-  fn a_set_larger_than_a_chunk_is_kept_whole() {
-    let mut s = Store::default();
-    let big: LabelSet = (0..40).map(|i| (format!("k{i:02}"), "x".repeat(4096))).collect();
-    s.save(1, 1, &set("a", "1"), 1);
-    s.save(1, 2, &big, 2);
-    s.save(1, 3, &set("c", "3"), 3);
-    assert_eq!(s.lookup(2).unwrap().to_set(), big);
-    assert_eq!(s.lookup(1).unwrap().to_set(), set("a", "1"));
-    assert_eq!(s.lookup(3).unwrap().to_set(), set("c", "3"));
-    assert!(s.bytes >= 40 * 4096);
-  }
-
-  #[test]
-  fn a_malformed_encoding_ends_the_pairs_instead_of_reading_past_it() {
-    let keys = Arc::new(vec![Arc::<str>::from("k")]);
-    for data in [
-      &[3u8, 0, 0, 1, 0, b'v'][..],       // claims 3 pairs, holds 1
-      &[1, 0, 0, 9, 0, b'v'],             // value longer than the bytes
-      &[1, 7, 0, 1, 0, b'v'],             // key id not in the table
-      &[1, 0xff, 0xff, 2, 0, 0xc3, 0x28], // inline key that is not UTF-8
-      &[2, 0, 0, 1, 0, 0xff, 0, 0, 0, 0], // value that is not UTF-8
-      &[],
-    ] {
-      let p = Packed {
-        data: Arc::from(data),
-        at: 0,
-        len: data.len() as u32,
-        keys: Arc::clone(&keys),
-      };
-      let pairs: Vec<_> = p.iter().collect();
-      assert!(pairs.len() <= 1, "{data:?}: {pairs:?}");
-      assert!(pairs.iter().all(|(k, v)| *k == "k" && *v == "v"), "{data:?}: {pairs:?}");
-    }
-    // A place outside its chunk reads as no labels.
-    let p = Packed {
-      data: Arc::from(&[1u8, 0, 0, 1, 0, b'v'][..]),
-      at: 4,
-      len: 9,
-      keys,
-    };
-    assert!(p.is_empty() && p.iter().next().is_none());
-  }
-
-  #[test]
-  fn strings_past_the_encodings_bound_are_cut_at_a_character() {
-    let mut s = Store::default();
-    let long = "é".repeat(40_000); // 80,000 bytes
-    let data = s.encode(&vec![("k".to_string(), long.clone())]);
-    let set = s.decode(&data);
-    assert_eq!(set.len(), 1);
-    let v = &set[0].1;
-    assert!(
-      v.len() <= u16::MAX as usize && v.len() > u16::MAX as usize - 2,
-      "{}",
-      v.len()
-    );
-    assert!(long.starts_with(v.as_str()));
-  }
-
-  #[test]
-  fn past_a_bound_the_oldest_sets_go_first() {
-    let mut s = Store {
-      max_sets: 80,
-      ..Store::default()
-    };
-    for id in 1..=100u32 {
-      s.save(1, id, &set("span_id", &id.to_string()), u64::from(id));
-      s.evict();
-    }
-    assert!(s.sets.len() <= 80 && s.dropped >= 20);
-    assert!(
-      s.sets.contains_key(&100) && !s.sets.contains_key(&1),
-      "the newest stay, the oldest went"
-    );
-    let min_kept = s.sets.values().map(|x| x.saved_ns).min().unwrap();
-    assert!(s.sets.values().all(|x| x.saved_ns >= min_kept) && min_kept > 10);
-  }
-
-  #[test]
-  fn ids_are_unique_and_never_zero() {
-    let a = reserve_ids(10);
-    let b = reserve_ids(10);
-    assert!(a != 0 && b != 0);
-    assert!(b >= a + 10 || b < a, "blocks do not overlap");
-    // Near the limit the counter wraps before an id could leave the Smi range.
-    NEXT_ID.store(ID_LIMIT - 5, Ordering::Relaxed);
-    let c = reserve_ids(10);
-    assert!(c >= 1 && c + 10 <= ID_LIMIT, "{c}");
-  }
-
-  #[test]
-  fn flat_lists_become_sorted_sets() {
-    let flat = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    assert_eq!(
-      label_set(flat(&["b", "2", "a", "1", "b", "3"])),
-      Some(vec![("a".into(), "1".into()), ("b".into(), "3".into())])
-    );
-    assert_eq!(label_set(flat(&["a"])), None);
-  }
-
-  #[test]
-  fn sets_live_while_an_unbuilt_recording_can_reference_them() {
-    let tid = -7; // not a real thread: this test's own slice of the store
-    let id = reserve_ids(3);
-    let early = recording_started(tid, 50);
-    save(tid, id, set("endpoint", "GET /a"), 100);
-    let token = recording_started(tid, 150);
-    save(tid, id + 1, set("endpoint", "GET /b"), 200);
-    recording_built(tid, early);
-    assert!(lookup(id).is_none(), "saved before every unbuilt recording started");
-    assert!(lookup(id + 1).is_some(), "saved while a recording runs");
-    // Once per token: the build let go, then JS says so again; an unknown token likewise.
-    recording_built(tid, early);
-    recording_built(tid, 0);
-    assert!(lookup(id + 1).is_some(), "a repeated call lets go of nothing more");
-    let later = recording_started(tid, 300);
-    recording_built(tid, token);
-    assert!(lookup(id + 1).is_none(), "saved before the remaining recording started");
-    save(tid, id + 2, set("endpoint", "GET /c"), 400);
-    assert_eq!(lookup(id + 2).unwrap().to_set()[0].1, "GET /c");
-    recording_built(tid, later);
-    assert!(lookup(id + 2).is_none(), "no recording left to reference it");
-  }
-
-  #[test]
-  fn an_amended_set_is_replaced_and_logged_for_the_builds_under_way() {
-    let mut s = Store::default();
-    let token = 1;
-    s.unbuilt.entry(1).or_default().push(Unbuilt {
-      token,
-      start_ns: 0,
-      amend_mark: s.amend_seq,
-    });
-    s.save(1, 10, &set("endpoint", "GET"), 10);
-    s.save(1, 11, &set("endpoint", "POST"), 11);
-    let held = s.lookup(10).unwrap(); // a segment joined before the route was known
-    assert!(s.amend(1, 10, &set("endpoint", "GET /users/:id"), 20));
-    assert!(
-      !s.amend(1, 12, &set("endpoint", "GET /x"), 21),
-      "a set not kept stays gone"
-    );
-    assert_eq!(s.lookup(10).unwrap().to_set(), set("endpoint", "GET /users/:id"));
-    assert_eq!(held.to_set(), set("endpoint", "GET"), "what a build holds is unchanged");
-    assert_eq!(s.amended_since(0), vec![10]);
-    let mark = s.amend_seq;
-    assert!(s.amend(1, 11, &set("endpoint", "POST /orders"), 22));
-    assert_eq!(s.amended_since(mark), vec![11], "only those since a later mark");
-    // The log goes with the last recording that could need it.
-    s.unbuilt.clear();
-    s.trim_amended();
-    assert!(s.amended.is_empty());
-  }
-
-  #[test]
-  fn prefetched_sets_go_to_their_build_once_and_never_outlive_their_recording() {
-    let tid = -8; // this test's own slice of the store
-    let n = LOOKUP_BATCH as u32 * 2 + 5;
-    let first = reserve_ids(n + 1);
-    let token = recording_started(tid, 0);
-    for i in 0..n {
-      save(tid, first + i, set("span_id", &format!("{i:016x}")), 10 + i as u64);
-    }
-    // As a recording's brackets give them: runs of one context, a context seen again
-    // later, "no context" (0) and an id never saved; past a batch.
-    let mut ids = vec![0, first + n];
-    for i in 0..n {
-      ids.extend([first + i, first + i, first + i]);
-    }
-    ids.extend([first, 0, first + 7]);
-    prefetch(tid, token, ids);
-    let mut found = take_prefetched(token).expect("prefetched for an unbuilt recording");
-    assert_eq!(
-      found.sets.len(),
-      n as usize,
-      "each kept set once; 0 and the unsaved id not at all"
-    );
-    // In about the order a build asks, then out of it.
-    for i in [0, 1, 2, 5, 4, LOOKUP_BATCH as u32 - 1, LOOKUP_BATCH as u32, n - 1, 3] {
-      assert_eq!(
-        found.take(first + i).unwrap().to_set(),
-        set("span_id", &format!("{i:016x}"))
-      );
-    }
-    assert!(found.take(first + 1).is_none(), "each set taken once");
-    assert!(found.take(first + n).is_none() && found.take(0).is_none() && found.take(u32::MAX).is_none());
-    let hits = prefetch_stats().1;
-    drop(found);
-    assert!(prefetch_stats().1 >= hits + 9, "the sets taken are counted");
-    assert!(take_prefetched(token).is_none(), "taken once");
-
-    // Not taken: the recording's end lets go of it.
-    prefetch(tid, token, [first]);
-    recording_built(tid, token);
-    assert!(take_prefetched(token).is_none(), "let go with its recording");
-    // A prefetch that ends after its recording was built keeps nothing.
-    prefetch(tid, token, [first]);
-    assert!(take_prefetched(token).is_none(), "kept for a recording already built");
-    // Nor does one of a thread that is gone.
-    let other = recording_started(tid, 0);
-    prefetch(tid, other, [first]);
-    forget_thread(tid);
-    assert!(take_prefetched(other).is_none(), "kept for a thread that is gone");
-  }
-}
+mod tests;

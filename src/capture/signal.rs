@@ -8,7 +8,9 @@
 //! statically allocated memory, and call the handler V8 installed. They never allocate,
 //! lock, panic (no indexing that can fail, no unwrap, no formatting), touch thread-locals
 //! (glibc may allocate them lazily), or call napi; errno is saved and restored. Keep it
-//! that way: anything else belongs in another file.
+//! that way: anything else belongs in another file (installing the handler is
+//! `capture::install`, claiming and freeing threads' cells `capture::threads`; the statics
+//! the handler reads stay here).
 //!
 //! Platforms: Linux (glibc and musl) and macOS. V8's sampler signals the JS thread with
 //! SIGPROF on both, so the chain is the same; only the clock V8 stamps samples with, the
@@ -19,13 +21,15 @@
 //!
 //! The chain: V8 installs its SIGPROF handler when its sampler starts and puts its
 //! predecessor back when its last sampler stops. After every profiler start we install
-//! `handle_sigprof` in front of V8's handler (`install`); it reads the clock, calls
+//! `handle_sigprof` in front of V8's handler (`capture::install`); it reads the clock, calls
 //! V8's handler (which takes the sample and stamps it with V8's clock), reads the clock
 //! again, and writes `{ before, after, context, generation, cpu }` into the ring (the
 //! context: the label-set id JS published, or the one read from the thread's async context
 //! frame: `frame_context`). Because V8's stop
 //! puts back the handler that preceded V8's, ours drops out of the chain with V8's, and
 //! the handler we chain to is re-read at every install, never kept from an older chain.
+//!
+//! Over 600 lines on purpose: every line that runs in signal context is in this one file, so a review of signal safety reads one file.
 
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -323,17 +327,17 @@ pub static THREADS: [CachePadded<ThreadContext>; MAX_THREADS] = [EMPTY_THREAD; M
 
 /// The handler we chain to (V8's), as `sa_sigaction`, and its `sa_flags`.
 #[cfg(unix)]
-static NEXT_ACTION: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
+pub(super) static NEXT_ACTION: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
 #[cfg(unix)]
-static NEXT_FLAGS: AtomicI32 = AtomicI32::new(0);
+pub(super) static NEXT_FLAGS: AtomicI32 = AtomicI32::new(0);
 /// SIGPROFs handled, for tests and stats.
 pub static SIGNALS: AtomicU64 = AtomicU64::new(0);
 /// While `install` probes whether our handler is still in the chain: the probing
 /// thread's tid (0 otherwise), and whether the probe signal reached us.
 #[cfg(unix)]
-static PROBE_TID: AtomicI32 = AtomicI32::new(0);
+pub(super) static PROBE_TID: AtomicI32 = AtomicI32::new(0);
 #[cfg(unix)]
-static PROBE_HIT: AtomicBool = AtomicBool::new(false);
+pub(super) static PROBE_HIT: AtomicBool = AtomicBool::new(false);
 /// Re-entry guard, by tid: a thread's tid while it runs our handler. Slots are shared by
 /// tids equal modulo `GUARDS` (then that thread runs unguarded, as before).
 #[cfg(unix)]
@@ -381,6 +385,7 @@ pub fn thread_cpu_ns() -> u64 {
 #[cfg(unix)]
 pub use os::errno_location;
 pub use os::gettid;
+pub(super) use os::init_clock;
 #[cfg(windows)]
 pub use os::v8_clock_is_qpc;
 
@@ -612,7 +617,7 @@ mod os {
 /// was sampled.
 #[cfg(any(unix, test))]
 #[inline(always)]
-fn context_of(tid: i32) -> (u32, u32) {
+pub(super) fn context_of(tid: i32) -> (u32, u32) {
   for t in THREADS.iter() {
     if t.tid.load(Ordering::Relaxed) == tid {
       if t.frame.enabled.load(Ordering::Acquire) {
@@ -736,299 +741,12 @@ fn sample(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void,
   SIGNALS.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Our handler, as `sa_sigaction`.
 #[cfg(unix)]
 #[inline(always)]
-fn our_action() -> usize {
+pub(super) fn our_action() -> usize {
   handle_sigprof as *const () as usize
 }
 
-/// What `install` found and did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Install {
-  /// Installed in front of the handler that was there.
-  Chained,
-  /// Ours was already the installed handler; nothing changed.
-  AlreadyInstalled,
-  /// Another handler is installed in front of ours and chains to it (a second SIGPROF
-  /// user that started after us): ours stays where it is, so the chain cannot loop.
-  BehindAnother,
-  /// No SIGPROF handler is installed (V8's sampler is not running): nothing to chain.
-  NoSampler,
-  /// V8 samples without a signal here (Windows): nothing to install.
-  NoSignals,
-}
-
-#[cfg(unix)]
-fn current_action() -> std::io::Result<libc::sigaction> {
-  // SAFETY: a zeroed sigaction is a valid out-parameter; a null new action only reads.
-  unsafe {
-    let mut cur: libc::sigaction = std::mem::zeroed();
-    if libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut cur) != 0 {
-      return Err(std::io::Error::last_os_error());
-    }
-    Ok(cur)
-  }
-}
-
-/// Whether a SIGPROF raised on this thread may reach our handler through the installed
-/// chain. `raise` returns after the handlers ran. Handlers in front of ours see one extra
-/// signal; ours takes no sample for it and does not pass it on, so V8 records nothing.
-/// Where SIGPROF is blocked on this thread the chain cannot be asked, and the answer is
-/// yes: staying out of the chain is safe, chaining into a loop is not.
-#[cfg(unix)]
-fn reaches_us() -> std::io::Result<bool> {
-  // SAFETY: reads this thread's signal mask into a zeroed set.
-  let blocked = unsafe {
-    let mut set: libc::sigset_t = std::mem::zeroed();
-    if libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut set) != 0 {
-      return Err(std::io::Error::last_os_error());
-    }
-    libc::sigismember(&set, libc::SIGPROF) == 1
-  };
-  if blocked {
-    return Ok(true);
-  }
-  PROBE_HIT.store(false, Ordering::Release);
-  PROBE_TID.store(gettid(), Ordering::Release);
-  // SAFETY: a handler (not SIG_DFL/SIG_IGN: the caller checked) is installed.
-  let rc = unsafe { libc::raise(libc::SIGPROF) };
-  PROBE_TID.store(0, Ordering::Release);
-  if rc != 0 {
-    return Err(std::io::Error::last_os_error());
-  }
-  Ok(PROBE_HIT.load(Ordering::Acquire))
-}
-
-/// Serializes installs (workers start profilers on their own threads).
-#[cfg(unix)]
-static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// Puts our handler in front of the installed SIGPROF handler. Call right after V8's
-/// profiler starts (V8 installs its handler as its sampler starts).
-///
-/// The rules, with other SIGPROF users about (a second copy of selfprof,
-/// @datadog/pprof, a native profiler): ours is installed at most once per chain. If the
-/// installed handler is not ours but the chain still reaches ours (someone chained in
-/// front of us), nothing changes: chaining again would make a loop. Otherwise (first
-/// install, or our handler left with V8's when V8 stopped) ours goes in front of
-/// whatever is there and calls it, so no handler is dropped.
-#[cfg(unix)]
-pub fn install() -> std::io::Result<Install> {
-  let _serial = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
-  os::init_clock();
-  let cur = current_action()?;
-  if cur.sa_sigaction == our_action() {
-    return Ok(Install::AlreadyInstalled);
-  }
-  if cur.sa_sigaction == libc::SIG_DFL || cur.sa_sigaction == libc::SIG_IGN {
-    return Ok(Install::NoSampler);
-  }
-  let ever_installed = NEXT_ACTION.load(Ordering::Acquire) != libc::SIG_DFL;
-  if ever_installed && reaches_us()? {
-    return Ok(Install::BehindAnother);
-  }
-  // Publish the next handler before ours can run.
-  NEXT_FLAGS.store(cur.sa_flags, Ordering::Relaxed);
-  NEXT_ACTION.store(cur.sa_sigaction, Ordering::Release);
-  // SAFETY: installs a handler with a valid function pointer and V8's signal mask.
-  unsafe {
-    let mut ours: libc::sigaction = std::mem::zeroed();
-    ours.sa_sigaction = our_action();
-    ours.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
-    ours.sa_mask = cur.sa_mask;
-    if libc::sigaction(libc::SIGPROF, &ours, std::ptr::null_mut()) != 0 {
-      return Err(std::io::Error::last_os_error());
-    }
-  }
-  Ok(Install::Chained)
-}
-
-/// V8 samples without a signal on Windows: nothing to install (the clock is set up for
-/// the switch log).
-#[cfg(windows)]
-pub fn install() -> std::io::Result<Install> {
-  os::init_clock();
-  Ok(Install::NoSignals)
-}
-
-/// Whether our handler is the installed one.
-#[cfg(windows)]
-pub fn installed() -> bool {
-  false
-}
-
-/// Whether our handler is the installed one.
-#[cfg(unix)]
-pub fn installed() -> bool {
-  current_action()
-    .map(|a| a.sa_sigaction == our_action())
-    .unwrap_or(false)
-}
-
-/// Claims the thread-context slot for the calling thread (or finds the one it has).
-/// Returns its index and whether it was newly claimed, or None when all `MAX_THREADS`
-/// are taken.
-pub fn register_thread() -> Option<(usize, bool)> {
-  let tid = gettid();
-  if let Some(i) = THREADS.iter().position(|t| t.tid.load(Ordering::Acquire) == tid) {
-    return Some((i, false));
-  }
-  for (i, t) in THREADS.iter().enumerate() {
-    if t
-      .tid
-      .compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed)
-      .is_ok()
-    {
-      for c in t.cell.iter() {
-        c.store(0, Ordering::Relaxed);
-      }
-      t.frame.clear();
-      return Some((i, true));
-    }
-  }
-  None
-}
-
-/// Frees slot `index` if thread `tid` still holds it (its isolate is going away: a
-/// worker that ended). A signal racing with this reads either the old tid's context or
-/// none; both are about a thread that runs no more JS.
-pub fn unregister_thread(index: usize, tid: i32) {
-  // Only the holder's own cleanup frees a slot, so nobody else changes it meanwhile.
-  if let Some(t) = THREADS.get(index).filter(|t| t.tid.load(Ordering::Acquire) == tid) {
-    // Cleared before release: the next holder never sees this thread's context.
-    t.frame.clear();
-    for c in t.cell.iter() {
-      c.store(0, Ordering::Relaxed);
-    }
-    t.tid.store(0, Ordering::Release);
-  }
-}
-
-impl FrameReader {
-  /// Off, and nothing left to read (a thread that goes, or one that starts over).
-  pub fn clear(&self) {
-    self.enabled.store(false, Ordering::Release);
-    self.cped.store(0, Ordering::Relaxed);
-    self.key.store(0, Ordering::Relaxed);
-    self.hash.store(0, Ordering::Relaxed);
-    self.gc_depth.store(0, Ordering::Relaxed);
-    self.gc_context.store(0, Ordering::Relaxed);
-  }
-}
-
-/// Pointer to a thread slot's `CELL_LEN`-element cell, for the JS typed-array view.
-pub fn context_cell(index: usize) -> Option<*mut u32> {
-  THREADS.get(index).map(|t| t.cell[0].as_ptr())
-}
-
 #[cfg(test)]
-mod tests {
-  use super::*;
-
-  /// A frame laid out as V8 lays one out (see tests/signal_safety.rs): the reader, the
-  /// table's words (for a test to corrupt), and the buffers they point into, owned here (the
-  /// Vecs' heap buffers stay where they are as the struct moves; nothing is leaked).
-  struct FakeFrame {
-    reader: FrameReader,
-    table: Vec<usize>,
-    _buffers: Vec<Vec<usize>>,
-  }
-
-  fn fake_frame(id: u32) -> FakeFrame {
-    let smi = |v: i64| (v << 32) as usize;
-    let tag = |a: &[usize]| a.as_ptr() as usize + 1;
-    FRAME_LAYOUT.map_instance_type.store(12, Ordering::Relaxed);
-    FRAME_LAYOUT.js_object_header.store(24, Ordering::Relaxed);
-    FRAME_LAYOUT.fixed_array_header.store(16, Ordering::Relaxed);
-    FRAME_LAYOUT.js_map_type.store(0x4321, Ordering::Relaxed);
-    let hidden = vec![0, 0x4321usize << 32, 0, 0];
-    let key = vec![tag(&hidden), 0, 0, 0];
-    let store = vec![tag(&hidden), 0, 0, smi(i64::from(id))];
-    let mut table = vec![0usize; 2 + 3 + 2 + 3 * 4];
-    table[1] = smi(17);
-    table[2] = smi(1);
-    table[3] = smi(0);
-    table[4] = smi(2);
-    table[5] = smi(0);
-    table[6] = smi(-1);
-    table[7] = tag(&key);
-    table[8] = tag(&store);
-    table[9] = smi(-1);
-    let map = vec![tag(&hidden), 0, 0, tag(&table)];
-    let cped = vec![tag(&map)];
-    let key_slot = vec![tag(&key)];
-    let reader = FrameReader {
-      enabled: AtomicBool::new(true),
-      cped: AtomicUsize::new(cped.as_ptr() as usize),
-      key: AtomicUsize::new(key_slot.as_ptr() as usize),
-      hash: AtomicU32::new(0x10),
-      gc_depth: AtomicU32::new(0),
-      gc_context: AtomicU32::new(0),
-    };
-    FakeFrame {
-      reader,
-      table,
-      _buffers: vec![hidden, key, store, map, cped, key_slot],
-    }
-  }
-
-  fn smi_word(v: i64) -> usize {
-    (v << 32) as usize
-  }
-
-  #[test]
-  fn a_frame_reads_its_store_id_and_a_broken_one_reads_none_or_nothing() {
-    let f = fake_frame(77);
-    assert_eq!(frame_context(&f.reader), Some(77));
-    // Each corruption: the read ends, with no labels, in bounded time.
-    type Corruption = (&'static str, fn(&mut [usize]));
-    let broken: [Corruption; 7] = [
-      ("length not a Smi", |t| t[1] = 0x11),
-      ("too short for its buckets", |t| t[1] = smi_word(6)),
-      ("buckets not a power of two", |t| t[4] = smi_word(3)),
-      ("more entries than capacity", |t| t[2] = smi_word(9)),
-      ("a chain that loops without the key", |t| {
-        t[7] = 0x1001;
-        t[9] = smi_word(0);
-      }),
-      ("an entry out of range", |t| t[5] = smi_word(5)),
-      ("a negative count", |t| t[3] = smi_word(-1)),
-    ];
-    for (what, corrupt) in broken {
-      let mut f = fake_frame(77);
-      corrupt(&mut f.table);
-      let got = frame_context(&f.reader);
-      assert!(got.is_none() || got == Some(0), "{what}: {got:?}");
-    }
-    // Another key in the frame: not ours, no labels.
-    let mut f = fake_frame(77);
-    f.table[7] = 0x1001; // a tagged address that is not the key's
-    assert_eq!(frame_context(&f.reader), Some(0));
-    // A store id that is not a Smi: nothing.
-    let f = fake_frame(77);
-    f.reader.key.store(0, Ordering::Relaxed);
-    assert_eq!(frame_context(&f.reader), None, "not set up");
-  }
-
-  #[test]
-  fn a_thread_slot_is_freed_and_cleared_only_for_its_holder() {
-    std::thread::spawn(|| {
-      let tid = gettid();
-      let (i, fresh) = register_thread().expect("a free slot");
-      assert!(fresh);
-      THREADS[i].cell[0].store(7, Ordering::Relaxed);
-      unregister_thread(i, tid + 1);
-      assert_eq!(register_thread(), Some((i, false)), "another tid cannot free it");
-      assert_eq!(context_of(tid).0, 7, "nor clear its context");
-      unregister_thread(i, tid);
-      assert_eq!(context_of(tid), (0, 0));
-      assert_eq!(
-        THREADS[i].cell[0].load(Ordering::Relaxed),
-        0,
-        "cleared for the next holder"
-      );
-    })
-    .join()
-    .unwrap();
-  }
-}
+mod tests;

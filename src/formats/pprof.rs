@@ -10,103 +10,27 @@
 //!
 //! One trace is encoded once per backend: a [`Dialect`] says how that backend names the
 //! count sample type and which label keys and values it joins on (see `dialect.rs`).
+//!
+//! The messages are in `proto`, the string table in `strings`, the comments selfprof
+//! writes and reads back in `comments`, samples' source lines in `lines`.
 
 pub use crate::formats::dialect::Dialect;
-use crate::parallel::PARALLEL_CONTEXTS;
-use crate::trace::{Context, KeyValues, Marker, Metadata, Sample as TraceSample, Trace, VALUES_TRIED};
+use crate::trace::columns::VALUES_TRIED;
+use crate::trace::{Marker, Sample as TraceSample, Trace};
 use prost::Message;
-use std::borrow::Cow;
 use std::collections::HashMap;
 
-#[derive(Clone, PartialEq, Message)]
-pub struct Profile {
-  #[prost(message, repeated, tag = "1")]
-  pub sample_type: Vec<ValueType>,
-  #[prost(message, repeated, tag = "2")]
-  pub sample: Vec<Sample>,
-  #[prost(message, repeated, tag = "4")]
-  pub location: Vec<Location>,
-  #[prost(message, repeated, tag = "5")]
-  pub function: Vec<Function>,
-  #[prost(string, repeated, tag = "6")]
-  pub string_table: Vec<String>,
-  #[prost(int64, tag = "9")]
-  pub time_nanos: i64,
-  #[prost(int64, tag = "10")]
-  pub duration_nanos: i64,
-  #[prost(message, optional, tag = "11")]
-  pub period_type: Option<ValueType>,
-  #[prost(int64, tag = "12")]
-  pub period: i64,
-  /// String ids of free-form comments (`go tool pprof -comments`).
-  #[prost(int64, repeated, tag = "13")]
-  pub comment: Vec<i64>,
-  #[prost(int64, tag = "14")]
-  pub default_sample_type: i64,
-}
+mod comments;
+mod lines;
+mod proto;
+mod strings;
 
-#[derive(Clone, PartialEq, Message)]
-pub struct ValueType {
-  #[prost(int64, tag = "1")]
-  pub r#type: i64,
-  #[prost(int64, tag = "2")]
-  pub unit: i64,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub struct Sample {
-  #[prost(uint64, repeated, tag = "1")]
-  pub location_id: Vec<u64>,
-  #[prost(int64, repeated, tag = "2")]
-  pub value: Vec<i64>,
-  #[prost(message, repeated, tag = "3")]
-  pub label: Vec<Label>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub struct Label {
-  #[prost(int64, tag = "1")]
-  pub key: i64,
-  #[prost(int64, tag = "2")]
-  pub str: i64,
-  /// Numeric labels (Datadog's span ids and sample end times).
-  #[prost(int64, tag = "3")]
-  pub num: i64,
-  #[prost(int64, tag = "4")]
-  pub num_unit: i64,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub struct Location {
-  #[prost(uint64, tag = "1")]
-  pub id: u64,
-  #[prost(message, repeated, tag = "4")]
-  pub line: Vec<Line>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub struct Line {
-  #[prost(uint64, tag = "1")]
-  pub function_id: u64,
-  #[prost(int64, tag = "2")]
-  pub line: i64,
-  #[prost(int64, tag = "3")]
-  pub column: i64,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub struct Function {
-  #[prost(uint64, tag = "1")]
-  pub id: u64,
-  #[prost(int64, tag = "2")]
-  pub name: i64,
-  #[prost(int64, tag = "3")]
-  pub system_name: i64,
-  #[prost(int64, tag = "4")]
-  pub filename: i64,
-  #[prost(int64, tag = "5")]
-  pub start_line: i64,
-}
+use comments::{metadata_comment, LINES_COMMENT};
+pub use comments::{parse_lines_comment, parse_metadata_comment};
+pub use lines::LinePieces;
+pub use proto::{Function, Label, Line, Location, Profile, Sample, ValueType};
+use strings::intern_labels;
+pub(crate) use strings::Strings;
 
 /// Where the trace sits in time and how it was sampled.
 #[derive(Debug, Clone, Copy)]
@@ -123,183 +47,6 @@ pub struct Timing {
   /// Whether to put samples at line-level locations from the trace's line ticks (per-line
   /// totals are V8's; the line of one sample is an apportionment, so it is asked for).
   pub lines: bool,
-}
-
-/// The string table being built. Strings the trace holds are borrowed, not copied (a
-/// recording with a span id per request has as many distinct strings as label sets).
-pub(crate) struct Strings<'a> {
-  table: Vec<Cow<'a, str>>,
-  ids: crate::FastMap<Cow<'a, str>, i64>,
-  /// Per label key (its string id): whether its values are looked up (see `value_id`).
-  values: crate::FastMap<i64, KeyValues>,
-  /// Label keys seen last, by where their text is, and their ids (see `key_id`).
-  recent_keys: Vec<(usize, usize, i64)>,
-}
-
-/// Label keys `key_id` remembers by address.
-const RECENT_KEYS: usize = 16;
-
-impl<'a> Strings<'a> {
-  /// Room for `n` strings, `looked_up` of them in the lookup map (values appended
-  /// without a lookup need none).
-  pub(crate) fn with_capacities(n: usize, looked_up: usize) -> Self {
-    let mut s = Strings {
-      table: Vec::with_capacity(n),
-      ids: crate::FastMap::with_capacity_and_hasher(looked_up.min(n), Default::default()),
-      values: Default::default(),
-      recent_keys: Vec::new(),
-    };
-    s.id("");
-    s
-  }
-
-  pub(crate) fn new() -> Self {
-    Self::with_capacities(16, 16)
-  }
-
-  /// Appends `other`'s strings but its first (`""`, id 0, which both tables have) to this
-  /// table; returns what an id of `other` is in this one. They are not looked up here
-  /// again: one asked for after may be added a second time.
-  fn append(&mut self, other: Strings<'a>) -> impl Fn(i64) -> i64 {
-    let past = self.table.len() as i64 - 1;
-    self.table.extend(other.table.into_iter().skip(1));
-    move |id| if id == 0 { 0 } else { id + past }
-  }
-
-  /// The table, owned (for a prost message).
-  pub(crate) fn into_table(self) -> Vec<String> {
-    self.owned()
-  }
-
-  pub(crate) fn id(&mut self, s: impl Into<Cow<'a, str>>) -> i64 {
-    let s = s.into();
-    if let Some(id) = self.ids.get(s.as_ref()) {
-      return *id;
-    }
-    let id = self.table.len() as i64;
-    self.ids.insert(s.clone(), id);
-    self.table.push(s);
-    id
-  }
-
-  /// The id of a label key. A kept label set's keys are the label store's interned ones,
-  /// so ~100k contexts name the same few keys at the same addresses: those are
-  /// recognized by address (the same bytes, borrowed for as long as the table), not
-  /// hashed again.
-  pub(crate) fn key_id(&mut self, k: Cow<'a, str>) -> i64 {
-    let Cow::Borrowed(text) = k else {
-      return self.id(k);
-    };
-    let at = (text.as_ptr() as usize, text.len());
-    if let Some(&(_, _, id)) = self.recent_keys.iter().find(|r| (r.0, r.1) == at) {
-      return id;
-    }
-    let id = self.id(text);
-    if self.recent_keys.len() < RECENT_KEYS {
-      self.recent_keys.push((at.0, at.1, id));
-    }
-    id
-  }
-
-  /// The id of a label's value under key `key` (a string id). A key whose values are
-  /// nearly all distinct, such as a span id per request, gets its values appended to the
-  /// table without a lookup: the lookup of ~100k distinct values in a table of that size
-  /// misses the cache each time, and was the largest part of a labeled stop's encoding.
-  /// A value repeated under such a key is stored twice; the profile means the same.
-  pub(crate) fn value_id(&mut self, key: i64, v: impl Into<Cow<'a, str>>) -> i64 {
-    let state = self.values.get(&key).copied().unwrap_or(KeyValues::FIRST);
-    match state {
-      KeyValues::Repeating => return self.id(v),
-      KeyValues::Unique => {
-        self.table.push(v.into());
-        return self.table.len() as i64 - 1;
-      }
-      KeyValues::Trying { .. } => {}
-    }
-    let before = self.table.len();
-    let id = self.id(v);
-    self.values.insert(key, state.after(self.table.len() > before));
-    id
-  }
-
-  /// The table as prost's field holds it.
-  fn owned(&self) -> Vec<String> {
-    self.table.iter().map(|s| s.to_string()).collect()
-  }
-
-  /// Writes the table as `Profile.string_table` (field 6) entries.
-  fn encode(&self, buf: &mut Vec<u8>) {
-    for s in &self.table {
-      prost::encoding::encode_key(6, prost::encoding::WireType::LengthDelimited, buf);
-      prost::encoding::encode_varint(s.len() as u64, buf);
-      buf.extend_from_slice(s.as_bytes());
-    }
-  }
-}
-
-/// Each context's labels as the dialect names them, interned in `strings`: one array, and
-/// each context's range in it. Many contexts (a span id per request: ~90k at ~100k
-/// samples, ~10 ms on one thread, most of it a cache miss per label set) are split in two:
-/// the second half is interned on a second thread into a table of its own, appended to
-/// `strings` after, its ids moved past the first's (~7.5 ms in all; the event loop's
-/// thread waits for the build meanwhile, so the core is otherwise idle). A string both
-/// halves use is then in the table twice (a request's endpoint, say); the profile means
-/// the same. `count`: how many labels the contexts hold (the room to make: counting
-/// them again would read every label set once more).
-fn intern_labels<'a>(
-  contexts: &'a [Context],
-  count: usize,
-  dialect: &Dialect,
-  strings: &mut Strings<'a>,
-) -> (Vec<Label>, Vec<(u32, u32)>) {
-  // Room for all of them (a second half's are appended): no copy as they grow.
-  let mut labels = Vec::with_capacity(count);
-  let mut ranges = Vec::with_capacity(contexts.len());
-  if contexts.len() < PARALLEL_CONTEXTS {
-    intern_labels_into(contexts, dialect, strings, &mut labels, &mut ranges);
-    return (labels, ranges);
-  }
-  let (first, second) = contexts.split_at(contexts.len() / 2);
-  // The second half's labels, ranges and strings (a table of its own, ~a value per set).
-  let second_half = || {
-    let mut own = Strings::with_capacities(second.len() + 16, 16 + VALUES_TRIED as usize);
-    let (mut labels, mut ranges) = (Vec::with_capacity(count / 2 + 16), Vec::with_capacity(second.len()));
-    intern_labels_into(second, dialect, &mut own, &mut labels, &mut ranges);
-    (labels, ranges, own)
-  };
-  let ((), later) = crate::parallel::both(
-    || intern_labels_into(first, dialect, strings, &mut labels, &mut ranges),
-    "selfprof-labels",
-    second_half,
-  );
-  let (later_labels, later_ranges, later_strings) = later;
-  let moved = strings.append(later_strings);
-  let at = labels.len() as u32;
-  labels.extend(later_labels.into_iter().map(|l| Label {
-    key: moved(l.key),
-    str: moved(l.str),
-    num: l.num,
-    num_unit: moved(l.num_unit),
-  }));
-  ranges.extend(later_ranges.into_iter().map(|(a, b)| (a + at, b + at)));
-  (labels, ranges)
-}
-
-/// Appends each context's labels to `labels`, and its range in them to `ranges`.
-fn intern_labels_into<'a>(
-  contexts: &'a [Context],
-  dialect: &Dialect,
-  strings: &mut Strings<'a>,
-  labels: &mut Vec<Label>,
-  ranges: &mut Vec<(u32, u32)>,
-) {
-  let mut out_labels = Vec::new();
-  for c in contexts {
-    let start = labels.len() as u32;
-    dialect.labels_into(&c.labels, &mut out_labels);
-    labels.extend(out_labels.drain(..).map(|l| l.encode(strings)));
-    ranges.push((start, labels.len() as u32));
-  }
 }
 
 fn ms_to_ns(ms: f64) -> i64 {
@@ -609,7 +356,7 @@ struct Reuse {
 
 /// Writes samples as `Profile.sample` (field 2) entries, byte for byte as prost encodes
 /// them, but each stack's packed location ids and each context's labels encoded once and
-/// copied after: ~127k samples of a labeled recording share ~300 stacks, and a request's
+/// copied after: a labeled recording's samples share few stacks, and a request's
 /// samples share its labels, so most of a sample is a copy.
 struct SampleWriter {
   /// Per stack id, where its encoded `location_id` field is in `stack_bytes` (`UNSET`).
@@ -716,175 +463,6 @@ pub fn profile_for(trace: &Trace, timing: &Timing, dialect: &Dialect) -> Profile
     sample,
     string_table: encoder.strings.owned(),
     ..encoder.header
-  }
-}
-
-const METADATA_COMMENT: &str = "selfprof:";
-
-/// `selfprof: matchedSamples=… betweenSignalsSamples=… unmatchedSamples=…[ labelsLostSamples=…][ labelPath=…]`.
-fn metadata_comment(m: &Metadata) -> String {
-  let mut s = format!(
-    "{METADATA_COMMENT} matchedSamples={} betweenSignalsSamples={} unmatchedSamples={}",
-    m.matched_samples, m.between_signals_samples, m.unmatched_samples
-  );
-  if m.labels_lost_samples > 0 {
-    s.push_str(&format!(" labelsLostSamples={}", m.labels_lost_samples));
-  }
-  match m.label_path {
-    Some(crate::trace::LabelPath::AsyncHooks) => s.push_str(" labelPath=async-hooks"),
-    Some(crate::trace::LabelPath::ContextFrame) => s.push_str(" labelPath=context-frame"),
-    Some(crate::trace::LabelPath::SwitchLog) => s.push_str(" labelPath=switch-log"),
-    None => {}
-  }
-  s
-}
-
-/// The join counts of a comment `metadata_comment` wrote, if `comment` is one.
-pub fn parse_metadata_comment(comment: &str) -> Option<Metadata> {
-  let rest = comment.strip_prefix(METADATA_COMMENT)?;
-  let mut m = Metadata::default();
-  for pair in rest.split_whitespace() {
-    let (key, value) = pair.split_once('=')?;
-    let count = || value.parse::<usize>().ok();
-    match key {
-      "matchedSamples" => m.matched_samples = count()?,
-      "betweenSignalsSamples" => m.between_signals_samples = count()?,
-      "unmatchedSamples" => m.unmatched_samples = count()?,
-      "labelsLostSamples" => m.labels_lost_samples = count()?,
-      "labelPath" => {
-        m.label_path = match value {
-          "async-hooks" => Some(crate::trace::LabelPath::AsyncHooks),
-          "context-frame" => Some(crate::trace::LabelPath::ContextFrame),
-          "switch-log" => Some(crate::trace::LabelPath::SwitchLog),
-          _ => None,
-        }
-      }
-      _ => {}
-    }
-  }
-  Some(m)
-}
-
-/// Says from which location id on locations are lines within their function (selfprof's
-/// line-level locations), so that a reader can tell them from the function's own location.
-const LINES_COMMENT: &str = "selfprof-lines: locations from id ";
-
-/// The first line-level location id of a comment the encoder wrote, if `comment` is one.
-pub fn parse_lines_comment(comment: &str) -> Option<u64> {
-  comment.strip_prefix(LINES_COMMENT)?.parse().ok()
-}
-
-/// The source lines each sample's count is put at in pprof, from the trace's line ticks:
-/// per sample, `(line, count)` pieces (`None`: no line, the frame's own location), empty
-/// for samples on stacks without line ticks.
-///
-/// V8 counts lines per stack, not per sample, so the line of one sample is not known. The
-/// counts of each stack's samples (in time order) are dealt to its lines, and to "no line"
-/// for what V8 gave none, so that the per-line counts equal the trace's line ticks exactly.
-/// A sample of count 1 (every trace from V8) goes to the line furthest behind its share so
-/// far, which spreads each line's samples evenly; a larger count (a decoded pprof's) is
-/// split in proportion to what each line has left. So per-line totals are V8's, while the
-/// line of a single sample (and the lines per label) are an apportionment.
-pub struct LinePieces {
-  /// Pieces of sample i: `pieces[offsets[i]..offsets[i + 1]]`.
-  offsets: Vec<u32>,
-  pieces: Vec<(Option<u32>, i64)>,
-}
-
-impl LinePieces {
-  pub fn of(&self, sample: usize) -> &[(Option<u32>, i64)] {
-    match (self.offsets.get(sample), self.offsets.get(sample + 1)) {
-      (Some(&a), Some(&b)) => &self.pieces[a as usize..b as usize],
-      _ => &[],
-    }
-  }
-
-  pub fn deal(trace: &Trace, weights: Option<&[Weight]>) -> Option<LinePieces> {
-    if trace.line_ticks.is_empty() {
-      return None;
-    }
-    let count = |i: usize| weights.and_then(|w| w.get(i)).map_or(1, |w| w.count.max(0) as u64);
-    let mut by_stack: HashMap<u32, Vec<usize>> = HashMap::new();
-    for (i, s) in trace.samples.iter().enumerate() {
-      if let (Some(stack), None) = (s.stack_id, s.marker) {
-        by_stack.entry(stack).or_default().push(i);
-      }
-    }
-    let mut ticks: HashMap<u32, Vec<(u32, u64)>> = HashMap::new();
-    for l in &trace.line_ticks {
-      ticks.entry(l.stack_id).or_default().push((l.line, l.ticks));
-    }
-    // (sample, line, count), for the samples on stacks with line ticks.
-    let mut dealt: Vec<(usize, Option<u32>, i64)> = Vec::new();
-    for (stack, lines) in ticks {
-      let Some(samples) = by_stack.get(&stack) else {
-        continue;
-      };
-      let n: u64 = samples.iter().map(|&i| count(i)).sum();
-      let sum: u64 = lines.iter().map(|t| t.1).sum();
-      let lines = if sum > n {
-        crate::trace::scale_ticks(&lines, n, sum)
-      } else {
-        lines
-      };
-      let mut quota: Vec<(Option<u32>, u64)> = lines.iter().map(|&(l, t)| (Some(l), t)).collect();
-      let with_line: u64 = quota.iter().map(|q| q.1).sum();
-      quota.push((None, n - with_line));
-      let mut given = vec![0u64; quota.len()];
-      let mut units: u64 = 0;
-      for &i in samples {
-        let w = count(i);
-        let mut got = vec![0u64; quota.len()];
-        if w <= 64 {
-          for _ in 0..w {
-            // How far behind its share each bucket is, times n.
-            let behind =
-              |b: usize| i128::from(quota[b].1) * i128::from(units + 1) - i128::from(given[b]) * i128::from(n);
-            let b = (0..quota.len())
-              .max_by(|&a, &b| behind(a).cmp(&behind(b)).then(b.cmp(&a)))
-              .unwrap_or(0);
-            given[b] += 1;
-            got[b] += 1;
-            units += 1;
-          }
-        } else {
-          let left = u128::from(n - units);
-          let rem: Vec<u128> = (0..quota.len()).map(|b| u128::from(quota[b].1 - given[b])).collect();
-          let mut order: Vec<(usize, u128)> = Vec::with_capacity(quota.len());
-          let mut spare = w;
-          for b in 0..quota.len() {
-            let q = u128::from(w) * rem[b];
-            got[b] = (q / left) as u64;
-            spare -= got[b];
-            order.push((b, q % left));
-          }
-          order.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-          for (b, _) in order.into_iter().take(spare as usize) {
-            got[b] += 1;
-          }
-          for b in 0..quota.len() {
-            given[b] += got[b];
-          }
-          units += w;
-        }
-        dealt.extend(
-          (0..quota.len())
-            .filter(|&b| got[b] > 0)
-            .map(|b| (i, quota[b].0, got[b] as i64)),
-        );
-      }
-    }
-    dealt.sort_by_key(|d| d.0);
-    let mut offsets = Vec::with_capacity(trace.samples.len() + 1);
-    let mut at = 0;
-    for i in 0..=trace.samples.len() {
-      while at < dealt.len() && dealt[at].0 < i {
-        at += 1;
-      }
-      offsets.push(at as u32);
-    }
-    let pieces = dealt.into_iter().map(|(_, line, count)| (line, count)).collect();
-    Some(LinePieces { offsets, pieces })
   }
 }
 

@@ -273,7 +273,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
   let mut now_ns: f64 = 0.0;
   // Samples with the same locations (one stack under other labels or values) share the
   // stack built for the first of them: only new stacks cost frame walks.
-  let mut built: HashMap<&[u64], (Option<u32>, Option<Marker>)> = HashMap::new();
+  let mut stacks_by_locations: HashMap<&[u64], (Option<u32>, Option<Marker>)> = HashMap::new();
   for (n, s) in p.sample.iter().enumerate() {
     let value = |i: Option<usize>| i.and_then(|i| s.value.get(i)).copied();
     let count = match (value(count_at), p.period) {
@@ -285,7 +285,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
     if count <= 0 {
       continue;
     }
-    let (stack_id, marker) = match built.get(s.location_id.as_slice()) {
+    let (stack_id, marker) = match stacks_by_locations.get(s.location_id.as_slice()) {
       Some(known) => *known,
       None => {
         let frames_of = |id: &u64| {
@@ -301,7 +301,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
           },
           _ => None,
         };
-        let made = match marker {
+        let stack_and_marker = match marker {
           Some(m) => (None, m),
           None => {
             // Root first: locations in reverse, each location's lines in reverse (pprof
@@ -354,8 +354,8 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
             (parent, None)
           }
         };
-        built.insert(s.location_id.as_slice(), made);
-        made
+        stacks_by_locations.insert(s.location_id.as_slice(), stack_and_marker);
+        stack_and_marker
       }
     };
     let leaf_line = s.location_id.first().and_then(|id| line_of_location.get(id));

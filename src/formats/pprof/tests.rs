@@ -1,5 +1,6 @@
 use super::*;
-use crate::trace::{Context, Frame, Labels, Sample as TraceSample, Stack, Trace};
+use crate::parallel::PARALLEL_CONTEXTS;
+use crate::trace::{Context, Frame, Labels, Metadata, Sample as TraceSample, Stack, Trace};
 use std::io::Read;
 
 fn trace() -> Trace {
@@ -332,7 +333,7 @@ fn labels_interned_on_two_threads_read_back_as_their_contexts() {
   // the last context without labels.
   let n = PARALLEL_CONTEXTS * 2 + 1;
   let span = |i: usize| {
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
       String::new()
     } else {
       format!("{:016x}", 0xcd00_0000 + i)

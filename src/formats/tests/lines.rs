@@ -1,8 +1,8 @@
 //! Line ticks through the formats, and `.cpuprofile` files as input.
-use super::cpuprofile::to_cpuprofile;
-use super::folded::to_folded;
-use super::pprof::{profile, LinePieces, Profile as PprofProfile, Timing, Weight};
-use super::*;
+use crate::formats::cpuprofile::to_cpuprofile;
+use crate::formats::folded::to_folded;
+use crate::formats::pprof::{profile, LinePieces, Profile as PprofProfile, Timing, Weight};
+use crate::formats::*;
 use prost::Message;
 
 /// A V8 CPU profile as `node --cpu-prof` writes it: (root) → main → hot, with position

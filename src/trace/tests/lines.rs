@@ -1,5 +1,6 @@
 //! Line ticks: V8's per-node `positionTicks` in the trace (the `lineTicks` extension).
-use super::*;
+use crate::trace::v8_profile::CpuProfile;
+use crate::trace::*;
 use serde_json::json;
 
 /// (root) → main → hot, where hot's node has position ticks on lines 7 and 9, and main's on
