@@ -93,7 +93,7 @@ function repeatWork(ms) {
 
 test("each context's labels are its own, whether its values repeat across contexts or not", async () => {
   // A repeating value (an endpoint, a method) reaches the trace object as one string for
-  // all its contexts (src/trace/mod.rs, Repeats), a unique one (a span id) as a slice:
+  // all its contexts (src/trace/columns.rs, SharedValues), a unique one (a span id) as a slice:
   // past the 1,024 values tried per key, each context must still get its own pairs.
   const endpoints = ['GET /a', 'POST /orders', 'GET /日本', 'GET /😀'];
   const methods = ['GET', 'POST', ''];

@@ -1,5 +1,5 @@
 'use strict';
-// The trace object from the parts Rust built (src/trace/mod.rs, `Parts`), in slices.
+// The trace object from the parts Rust built (src/trace/columns.rs, `TraceColumns`), in slices.
 //
 // Parsing a whole trace's JSON is one block of the event loop that grows with the trace
 // (110-130 ms at 100k labeled samples). The parts keep it short: the small tables are
@@ -17,7 +17,7 @@ const MARKERS = [undefined, 'gc', 'idle', 'other'];
 
 /**
  * The trace object of `parts` (`{ head, keySets, contextKeys, values, valueEnds, shared,
- * pieceContexts, timestamp, stack, marker, context, cpuTime }`, src/trace/mod.rs `Parts`).
+ * pieceContexts, timestamp, stack, marker, context, cpuTime }`, src/trace/columns.rs `TraceColumns`).
  */
 async function traceObject(parts) {
   const head = JSON.parse(parts.head);
