@@ -2,7 +2,8 @@
 // Service mode against hostile options and receivers: values that pass a naive check but
 // overflow a timer, credentials in URLs, a receiver that never answers or answers without
 // end, and several sessions in one process. The app must keep running, exit on time, and
-// no message may carry a secret.
+// no message may carry a secret. (One file over 600 lines: the cases share its receivers and
+// child-process harness.)
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { warningsIn } = require('./tools');

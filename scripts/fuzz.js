@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 'use strict';
+// (One file over 600 lines: CI runs it as one script, seeds, mutators and checks together.)
 // Mutation fuzzing of everything selfprof reads from outside: trace JSON, json-gzip,
 // pprof, pprof.gz and V8's .cpuprofile, through convert() (every target), readProfile()
 // and fromCpuProfile(); and source maps (`sourcemap`), through a trace build that maps a

@@ -1,6 +1,8 @@
 'use strict';
 // Sample labels: `withLabels({ endpoint, span_id }, fn)` runs fn with those labels merged
 // over the current ones; AsyncLocalStorage carries them through async continuations.
+// (Over 600 lines in one file on purpose: the cell, the hooks, the sampled-id queue and the
+// stores share the state whose order of writes the signal handler relies on.)
 //
 // The signal handler cannot call into V8 to ask for the current store, so each thread
 // publishes the id of its current label set in a cell the handler reads: withLabels and
