@@ -35,6 +35,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const zlib = require('node:zlib');
 const { spawn, spawnSync } = require('node:child_process');
+const { peakRssMiB } = require('../__test__/helpers');
 
 const FORMATS = ['trace', 'json-gzip', 'pprof', 'pprof.gz', 'cpuprofile', 'sourcemap'];
 const TARGETS = ['trace', 'folded', 'pprof', 'cpuprofile'];
@@ -439,16 +440,6 @@ function rssMiB() {
     // no /proc
   }
   return process.memoryUsage().rss / 2 ** 20;
-}
-
-function peakRssMiB() {
-  try {
-    const m = /^VmHWM:\s+(\d+) kB/m.exec(fs.readFileSync('/proc/self/status', 'utf8'));
-    if (m) return Number(m[1]) / 1024;
-  } catch {
-    // no /proc
-  }
-  return process.resourceUsage().maxRSS / 1024;
 }
 
 /**
