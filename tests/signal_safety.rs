@@ -236,12 +236,19 @@ struct FakeFrame {
   cped_slot: usize,
   key_slot: usize,
   hash: u32,
+  /// The objects the addresses point into, freed with the frame (after the test cleared
+  /// the thread's frame), so LeakSanitizer sees no leak.
+  _objects: Vec<Box<[usize]>>,
 }
 
 const JS_MAP_TYPE: u16 = 0x4321;
 
-fn leak(words: Vec<usize>) -> usize {
-  Box::leak(words.into_boxed_slice()).as_ptr() as usize
+/// `words` kept in `objects` (a boxed slice never moves), and its address.
+fn keep(objects: &mut Vec<Box<[usize]>>, words: Vec<usize>) -> usize {
+  let words = words.into_boxed_slice();
+  let addr = words.as_ptr() as usize;
+  objects.push(words);
+  addr
 }
 
 fn smi(v: i64) -> usize {
@@ -249,13 +256,15 @@ fn smi(v: i64) -> usize {
 }
 
 fn fake_frame(id: u32) -> FakeFrame {
+  let mut objects = Vec::new();
+  let mut object = |words: Vec<usize>| keep(&mut objects, words);
   let tag = |addr: usize| addr + 1;
   // A hidden class whose instance type (a u16 at byte 12) is JS_MAP_TYPE's.
   let mut hidden = vec![0usize; 4];
   hidden[1] = (JS_MAP_TYPE as usize) << 32;
-  let hidden = leak(hidden);
-  let key = leak(vec![tag(hidden), 0, 0, 0]);
-  let store = leak(vec![tag(hidden), 0, 0, smi(i64::from(id))]);
+  let hidden = object(hidden);
+  let key = object(vec![tag(hidden), 0, 0, 0]);
+  let store = object(vec![tag(hidden), 0, 0, smi(i64::from(id))]);
   // OrderedHashMap: [map, length, elements, deleted, buckets, heads.., entries (key, value, chain)..]
   let (buckets, capacity) = (2usize, 4usize);
   let hash = 0x2d2f_u32;
@@ -270,12 +279,15 @@ fn fake_frame(id: u32) -> FakeFrame {
   table[7] = tag(key);
   table[8] = tag(store);
   table[9] = smi(-1);
-  let table = leak(table);
-  let map = leak(vec![tag(hidden), 0, 0, tag(table)]);
+  let table = object(table);
+  let map = object(vec![tag(hidden), 0, 0, tag(table)]);
+  let cped_slot = object(vec![tag(map)]);
+  let key_slot = object(vec![tag(key)]);
   FakeFrame {
-    cped_slot: leak(vec![tag(map)]),
-    key_slot: leak(vec![tag(key)]),
+    cped_slot,
+    key_slot,
     hash,
+    _objects: objects,
   }
 }
 
