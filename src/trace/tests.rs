@@ -59,14 +59,9 @@ fn build(p: &CpuProfile, w: &Window) -> Trace {
 
 /// The frames of a sample's stack, innermost first.
 fn stack_names(t: &Trace, s: &Sample) -> Vec<String> {
-  let mut out = vec![];
-  let mut at = s.stack_id;
-  while let Some(id) = at {
-    let st = t.stacks[id as usize];
-    out.push(t.frames[st.frame_id as usize].name.clone());
-    at = st.parent_id;
-  }
-  out
+  t.frames_leaf_first(s.stack_id)
+    .map(|f| t.frames[f as usize].name.clone())
+    .collect()
 }
 
 #[test]

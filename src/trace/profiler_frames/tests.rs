@@ -62,13 +62,10 @@ fn recording(samples: &[u32]) -> Trace {
 
 /// A sample's frames, root first, as `name` (`name@file` for the user's own).
 fn names(t: &Trace, s: &Sample) -> Vec<String> {
-  let mut out = vec![];
-  let mut at = s.stack_id;
-  while let Some(id) = at {
-    let st = t.stacks[id as usize];
-    out.push(t.frames[st.frame_id as usize].name.clone());
-    at = st.parent_id;
-  }
+  let mut out: Vec<String> = t
+    .frames_leaf_first(s.stack_id)
+    .map(|f| t.frames[f as usize].name.clone())
+    .collect();
   out.reverse();
   out
 }
