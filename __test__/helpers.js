@@ -309,7 +309,14 @@ function peakRssMiB() {
   return process.resourceUsage().maxRSS / 1024;
 }
 
+/**
+ * Why tests that start a Node child process skip here, or false: where the suite runs under
+ * an emulator that cannot start one (scripts/qemu-arm64.sh sets it).
+ */
+const noChildProcess = process.env.SELFPROF_TEST_NO_CHILD_PROCESS || false;
+
 module.exports = {
+  noChildProcess,
   peakRssMiB,
   spin,
   untilSignals,

@@ -7,7 +7,7 @@ const { performance } = require('node:perf_hooks');
 const v8 = require('node:v8');
 const vm = require('node:vm');
 const { Profiler, fromCpuProfile, withLabels } = require('..');
-const { spin, definitionOf, assertValidTrace, stackFrames, samplesIn, v8CpuProfile } = require('./helpers');
+const { spin, definitionOf, assertValidTrace, stackFrames, samplesIn, v8CpuProfile, noChildProcess } = require('./helpers');
 // Where V8 samples without a signal (Windows), samples are joined to labels by time and
 // carry no cpuTime.
 const BY_SIGNAL = require('../lib/native').native.labelJoin() === 'signal';
@@ -152,7 +152,7 @@ test("stop({ format: 'json-gzip' }) resolves to gzip'd trace JSON", async () => 
   assert.ok(samplesIn(trace, 'selfprofBusyLoop').length > 0);
 });
 
-test("a trace whose JSON is more than a JS string holds: one error naming json-gzip and pprof, which give it whole", () => {
+test("a trace whose JSON is more than a JS string holds: one error naming json-gzip and pprof, which give it whole", { skip: noChildProcess }, () => {
   // SELFPROF_TEST_JS_STRING_BYTES lowers the bound (V8's ~512 MiB) for this test only, below
   // what the frames and stacks of even a short recording take (selfprof's own frames are hidden).
   const script = `
@@ -289,7 +289,7 @@ test('overlapping profilers each get their own valid trace', async () => {
   assert.ok(tb.samples.every((s) => s.timestamp >= bConstructed));
 });
 
-test("recordings that overlap keep a hot loop's frames in each (V8's code map is kept)", (t) => {
+test("recordings that overlap keep a hot loop's frames in each (V8's code map is kept)", { skip: noChildProcess }, (t) => {
   // In a fresh process: a loop V8 optimizes on the stack in the first recording.
   const script = `
     const { Profiler } = require('.');
