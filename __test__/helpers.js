@@ -151,16 +151,15 @@ function callAt(calls, t) {
  */
 async function v8CpuProfile(work) {
   const inspector = require('node:inspector');
+  const { post } = require('../lib/capture/inspector-post');
   const session = new inspector.Session();
   session.connect();
-  const post = (method, params) => new Promise((resolve, reject) => session.post(method, params, (err, r) => (err ? reject(err) : resolve(r))));
   try {
-    await post('Profiler.enable');
-    await post('Profiler.setSamplingInterval', { interval: 1000 });
-    await post('Profiler.start');
+    post(session, 'Profiler.enable');
+    post(session, 'Profiler.setSamplingInterval', { interval: 1000 });
+    post(session, 'Profiler.start');
     await work();
-    const { profile } = await post('Profiler.stop');
-    return profile;
+    return post(session, 'Profiler.stop').profile;
   } finally {
     session.disconnect();
   }
