@@ -13,7 +13,7 @@ const { spawnSync } = require('node:child_process');
 const { Worker } = require('node:worker_threads');
 const { Profiler, withLabels } = require('..');
 const { labelState } = require('../lib/capture/labels');
-const { spin, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
+const { spin, WorkLog, traceWork, assertRequestLabels, noChildProcess } = require('./helpers');
 
 const major = Number(process.versions.node.split('.')[0]);
 const expected = major >= 24 ? 'context-frame' : 'async-hooks';
@@ -71,7 +71,7 @@ function checkStress(t, { trace, calls, requests, workers, state }, what) {
   t.diagnostic(`${what}: ${requests} requests, ${workers} workers, ${counts}; ${JSON.stringify(trace.metadata)}; ${JSON.stringify(state)}`);
 }
 
-test('under GC stress (compaction at every collection, a collection every few allocations), with other stores in the frame, setLabels and workers: no crash, no sample with another request’s labels', (t) => {
+test('under GC stress (compaction at every collection, a collection every few allocations), with other stores in the frame, setLabels and workers: no crash, no sample with another request’s labels', { skip: noChildProcess }, (t) => {
   const seconds = process.env.SELFPROF_FRAME_STRESS_SECONDS ?? '3';
   const run = child(t, path.join(__dirname, 'fixtures', 'frame-stress.js'), {
     args: [seconds],
@@ -83,7 +83,7 @@ test('under GC stress (compaction at every collection, a collection every few al
   checkStress(t, run, 'GC stress');
 });
 
-test('SELFPROF_CONTEXT_FRAME=0 keeps the hooks, and the labels are as right', (t) => {
+test('SELFPROF_CONTEXT_FRAME=0 keeps the hooks, and the labels are as right', { skip: noChildProcess }, (t) => {
   const run = child(t, path.join(__dirname, 'fixtures', 'frame-stress.js'), { args: ['1.5'], env: { SELFPROF_CONTEXT_FRAME: '0' } });
   assert.equal(run.trace.metadata.labelPath, 'async-hooks');
   if (major >= 24) assert.equal(run.state.reason, 'SELFPROF_CONTEXT_FRAME=0');
