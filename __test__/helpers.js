@@ -22,15 +22,15 @@ function spin(ms) {
 }
 
 /**
- * Calls `fn()` until `n` more SIGPROF signals reached selfprof's handler (or 30 s went by):
- * work a running profiler samples about `n` times however loaded the machine is, where a
- * fixed time would give it fewer samples the busier the machine.
+ * Calls `fn()` until `n` more SIGPROF signals reached selfprof's handler (or `timeoutMs` went
+ * by): work a running profiler samples about `n` times however loaded the machine is, where
+ * a fixed time would give it fewer samples the busier the machine.
  */
-function untilSignals(n, fn) {
+function untilSignals(n, fn, timeoutMs = 30_000) {
   // The sampler's ticks: the handler's signals, or its intervals where no signal comes.
   const { group } = require('../lib/capture/group');
   const until = group.ticks() + n;
-  const deadline = performance.now() + 30_000;
+  const deadline = performance.now() + timeoutMs;
   while (group.ticks() < until && performance.now() < deadline) fn();
 }
 
