@@ -30,7 +30,8 @@ mod map;
 mod parse;
 pub mod text;
 
-use crate::trace::{element_id, Frame, LineTicks, Stack, Trace};
+use crate::trace::rebuild::{self, Rebuild};
+use crate::trace::{Frame, Trace};
 use cache::{Key, Outcome, Slot};
 use locate::{Base, Lookup, Stamp};
 use map::{Loaded, Original};
@@ -427,61 +428,39 @@ fn apply(trace: &mut Trace, plan: Plan) {
     trace.source_maps = Some(info);
     return;
   }
-  // Rebuilt deduplicated, in the same order: resources by first use, frames, then stacks
-  // (parents still before children).
-  let old_resources = std::mem::take(&mut trace.resources);
-  let old_frames = std::mem::take(&mut trace.frames);
-  let old_stacks = std::mem::take(&mut trace.stacks);
-  let mut resource_ids: HashMap<String, u32> = HashMap::new();
-  let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
-  let mut stack_ids: HashMap<Stack, u32> = HashMap::new();
-
-  let mut new_frame = Vec::with_capacity(old_frames.len());
-  for (i, f) in old_frames.iter().enumerate() {
-    let frame = match &mapped[i] {
-      Some((o, _)) => Frame {
-        name: o.name.clone().unwrap_or_else(|| f.name.clone()),
-        resource_id: Some(element_id(
-          &mut resource_ids,
-          &mut trace.resources,
-          o.url.to_string(),
-          |u| u,
-        )),
-        line: Some(o.line + 1),
-        column: Some(o.column + 1),
-      },
-      None => Frame {
-        resource_id: f.resource_id.map(|r| {
-          element_id(
-            &mut resource_ids,
-            &mut trace.resources,
-            old_resources[r as usize].clone(),
-            |u| u,
-          )
-        }),
-        ..f.clone()
-      },
+  // Rebuilt deduplicated, in the same order: resources by first use, frames, then stacks.
+  let (old, mut rb) = Rebuild::take(trace);
+  let mut new_frame = Vec::with_capacity(old.frames.len());
+  for (i, f) in old.frames.iter().enumerate() {
+    let id = match &mapped[i] {
+      Some((o, _)) => {
+        let frame = Frame {
+          name: o.name.clone().unwrap_or_else(|| f.name.clone()),
+          resource_id: Some(rb.resource(trace, o.url.to_string())),
+          line: Some(o.line + 1),
+          column: Some(o.column + 1),
+        };
+        let renamed = (frame.name != f.name).then(|| f.name.clone());
+        let id = rb.frame(trace, frame);
+        if let (Some(r), Some(line), Some(column)) = (f.resource_id, f.line, f.column) {
+          info.generated.push(Generated {
+            frame_id: id,
+            script: script_of[r as usize].unwrap_or(0),
+            line,
+            column,
+            name: renamed,
+          });
+        }
+        id
+      }
+      None => rb.old_frame(trace, &old, i),
     };
-    let renamed = (frame.name != f.name).then(|| f.name.clone());
-    let id = element_id(&mut frame_ids, &mut trace.frames, frame, |f| f);
     new_frame.push(id);
-    if let (Some(_), Some(r), Some(line), Some(column)) = (&mapped[i], f.resource_id, f.line, f.column) {
-      info.generated.push(Generated {
-        frame_id: id,
-        script: script_of[r as usize].unwrap_or(0),
-        line,
-        column,
-        name: renamed,
-      });
-    }
   }
-  let mut new_stack = Vec::with_capacity(old_stacks.len());
-  for s in &old_stacks {
-    let stack = Stack {
-      frame_id: new_frame[s.frame_id as usize],
-      parent_id: s.parent_id.map(|p| new_stack[p as usize]),
-    };
-    new_stack.push(element_id(&mut stack_ids, &mut trace.stacks, stack, |s| s));
+  let mut new_stack: Vec<u32> = Vec::with_capacity(old.stacks.len());
+  for s in &old.stacks {
+    let parent = s.parent_id.map(|p| new_stack[p as usize]);
+    new_stack.push(rb.stack(trace, new_frame[s.frame_id as usize], parent));
   }
   for s in &mut trace.samples {
     s.stack_id = s.stack_id.map(|id| new_stack[id as usize]);
@@ -489,11 +468,11 @@ fn apply(trace: &mut Trace, plan: Plan) {
   // Line ticks: a mapped frame's generated lines become original lines (of its source).
   let mut ticks: HashMap<(u32, u32), u64> = HashMap::new();
   for t in &trace.line_ticks {
-    let old_frame = old_stacks[t.stack_id as usize].frame_id as usize;
+    let old_frame = old.stacks[t.stack_id as usize].frame_id as usize;
     let line = match &mapped[old_frame] {
       None => Some(t.line),
       Some((o, m)) => {
-        let f = &old_frames[old_frame];
+        let f = &old.frames[old_frame];
         // On the function's own first line (minified code), from where it starts.
         let from = if f.line == Some(t.line) {
           f.column.unwrap_or(1).saturating_sub(1)
@@ -508,12 +487,7 @@ fn apply(trace: &mut Trace, plan: Plan) {
       None => info.dropped_line_ticks += t.ticks,
     }
   }
-  let mut line_ticks: Vec<LineTicks> = ticks
-    .into_iter()
-    .map(|((stack_id, line), ticks)| LineTicks { stack_id, line, ticks })
-    .collect();
-  line_ticks.sort_by_key(|l| (l.stack_id, l.line));
-  trace.line_ticks = line_ticks;
+  trace.line_ticks = rebuild::line_ticks(ticks);
   trace.source_maps = Some(info);
 }
 

@@ -9,6 +9,7 @@ pub mod builder;
 pub mod columns;
 pub mod join;
 pub mod profiler_frames;
+pub mod rebuild;
 pub mod segments;
 pub mod v8_profile;
 

@@ -20,7 +20,8 @@
 //! rotation). A frame without a script but with a line is `eval`/`new Function` code: the
 //! user's.
 
-use super::{element_id, Frame, LineTicks, Stack, Trace};
+use super::rebuild::{self, Rebuild};
+use super::{Frame, Trace};
 use std::collections::HashMap;
 
 /// The frame that stands for selfprof's own work at the leaf of a sample.
@@ -140,17 +141,12 @@ pub fn hide(trace: &mut Trace, files: &ProfilerFiles) -> HideCounts {
     })
     .collect();
 
-  let old_resources = std::mem::take(&mut trace.resources);
-  let old_frames = std::mem::take(&mut trace.frames);
-  let old_stacks = std::mem::take(&mut trace.stacks);
-  let mut resource_ids: HashMap<String, u32> = HashMap::new();
-  let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
-  let mut stack_ids: HashMap<Stack, u32> = HashMap::new();
-  let mut new_frame: Vec<Option<u32>> = vec![None; old_frames.len()];
+  let (old, mut rb) = Rebuild::take(trace);
+  let mut new_frame: Vec<Option<u32>> = vec![None; old.frames.len()];
 
   // Stacks come parents first.
-  let mut hidden: Vec<Hidden> = Vec::with_capacity(old_stacks.len());
-  for s in &old_stacks {
+  let mut hidden: Vec<Hidden> = Vec::with_capacity(old.stacks.len());
+  for s in &old.stacks {
     let parent = s.parent_id.map_or(
       Hidden {
         kept: None,
@@ -166,28 +162,9 @@ pub fn hide(trace: &mut Trace, files: &ProfilerFiles) -> HideCounts {
       },
       Kind::Runtime if parent.in_run => parent,
       _ => {
-        let frame_id = match new_frame[f] {
-          Some(id) => id,
-          None => {
-            let old = &old_frames[f];
-            let frame = Frame {
-              resource_id: old.resource_id.map(|r| {
-                let url = old_resources[r as usize].clone();
-                element_id(&mut resource_ids, &mut trace.resources, url, |u| u)
-              }),
-              ..old.clone()
-            };
-            let id = element_id(&mut frame_ids, &mut trace.frames, frame, |f| f);
-            new_frame[f] = Some(id);
-            id
-          }
-        };
-        let stack = Stack {
-          frame_id,
-          parent_id: parent.kept,
-        };
+        let frame_id = *new_frame[f].get_or_insert_with(|| rb.old_frame(trace, &old, f));
         Hidden {
-          kept: Some(element_id(&mut stack_ids, &mut trace.stacks, stack, |s| s)),
+          kept: Some(rb.stack(trace, frame_id, parent.kept)),
           in_run: false,
         }
       }
@@ -202,11 +179,11 @@ pub fn hide(trace: &mut Trace, files: &ProfilerFiles) -> HideCounts {
   };
   let mut profiler_stack: HashMap<Option<u32>, u32> = HashMap::new();
   let mut profiler_frame: Option<u32> = None;
-  for sample in &mut trace.samples {
-    let Some(old) = sample.stack_id else { continue };
+  for i in 0..trace.samples.len() {
+    let Some(old) = trace.samples[i].stack_id else { continue };
     let h = hidden[old as usize];
     if !h.in_run {
-      sample.stack_id = h.kept;
+      trace.samples[i].stack_id = h.kept;
       continue;
     }
     counts.profiler_samples += 1;
@@ -217,16 +194,12 @@ pub fn hide(trace: &mut Trace, files: &ProfilerFiles) -> HideCounts {
         line: None,
         column: None,
       };
-      element_id(&mut frame_ids, &mut trace.frames, frame, |f| f)
+      rb.frame(trace, frame)
     });
-    let id = *profiler_stack.entry(h.kept).or_insert_with(|| {
-      let stack = Stack {
-        frame_id,
-        parent_id: h.kept,
-      };
-      element_id(&mut stack_ids, &mut trace.stacks, stack, |s| s)
-    });
-    sample.stack_id = Some(id);
+    let id = *profiler_stack
+      .entry(h.kept)
+      .or_insert_with(|| rb.stack(trace, frame_id, h.kept));
+    trace.samples[i].stack_id = Some(id);
   }
 
   // Line ticks are of a stack's leaf frame: they follow it, or go with it into a run.
@@ -240,12 +213,7 @@ pub fn hide(trace: &mut Trace, files: &ProfilerFiles) -> HideCounts {
       *ticks.entry((stack, t.line)).or_default() += t.ticks;
     }
   }
-  let mut line_ticks: Vec<LineTicks> = ticks
-    .into_iter()
-    .map(|((stack_id, line), ticks)| LineTicks { stack_id, line, ticks })
-    .collect();
-  line_ticks.sort_by_key(|l| (l.stack_id, l.line));
-  trace.line_ticks = line_ticks;
+  trace.line_ticks = rebuild::line_ticks(ticks);
 
   if let Some(info) = trace.source_maps.as_mut() {
     let before = info.generated.len();
@@ -261,7 +229,7 @@ pub fn hide(trace: &mut Trace, files: &ProfilerFiles) -> HideCounts {
     info.mapped_frames = info.mapped_frames.saturating_sub(before - info.generated.len());
   }
   if let Some(text) = trace.source_text.as_mut() {
-    text.retain(|url, _| resource_ids.contains_key(url));
+    text.retain(|url, _| rb.has_resource(url));
     if text.is_empty() {
       trace.source_text = None;
     }

@@ -1,6 +1,6 @@
 use super::*;
 use crate::trace::v8_profile::CpuProfile;
-use crate::trace::{Sample, TraceBuilder, Window};
+use crate::trace::{LineTicks, Sample, TraceBuilder, Window};
 use serde_json::json;
 
 const ROOT: &str = "/srv/app/node_modules/selfprof";
