@@ -52,23 +52,10 @@ failed=0
 
 # 1. The suite's Profiler and labels tests, against the arm64 binary. Each file runs
 # directly (not through node --test, which would spawn the arm64 node without qemu).
-tree=$work/tree
-mkdir -p "$tree"
-cp -r package.json index.js binding.js start.js lib __test__ "$tree/"
-ln -s "$root/node_modules" "$tree/node_modules"
-cp "$artifact" "$tree/"
-for t in profiler labels context-frame; do
-  t0=$SECONDS
-  if (cd "$tree" && SELFPROF_TEST_NO_CHILD_PROCESS='qemu-user here cannot start a child process' run --test-reporter=spec "__test__/$t.test.js") >"$work/$t.log" 2>&1; then status=ok; else status=FAIL; fi
-  grep -E '^ℹ (tests|pass|fail) |labeled with their endpoint' "$work/$t.log" | sed 's/^/  /'
-  p=$(sed -n 's/^ℹ pass \([0-9]*\)$/\1/p' "$work/$t.log" | tail -1)
-  f=$(sed -n 's/^ℹ fail \([0-9]*\)$/\1/p' "$work/$t.log" | tail -1)
-  passed=$((passed + ${p:-0}))
-  failed=$((failed + ${f:-0}))
-  if [ "$status" = FAIL ] && [ "${f:-0}" = 0 ]; then failed=$((failed + 1)); cat "$work/$t.log"; fi
-  [ "$status" = FAIL ] && grep -E '^✖|not ok' "$work/$t.log" | head -20 || true
-  echo "  $status __test__/$t.test.js on arm64 ($((SECONDS - t0)) s)"
-done
+source scripts/emulated-tests.sh
+tree=$(emulated_tree "$artifact")
+SELFPROF_TEST_NO_CHILD_PROCESS='qemu-user here cannot start a child process' \
+  emulated_tests "$tree" arm64 'labeled with their endpoint' profiler labels context-frame
 
 # The context frame under GC stress, on arm64: recorded there, checked here.
 t0=$SECONDS

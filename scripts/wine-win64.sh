@@ -81,23 +81,9 @@ failed=0
 
 # 1. The suite's Profiler and labels tests, against the Windows binary. Each file runs
 # directly, its report to a file.
-tree=$work/tree
-mkdir -p "$tree"
-cp -r package.json index.js binding.js start.js lib __test__ "$tree/"
-ln -s "$root/node_modules" "$tree/node_modules"
-cp "$artifact" "$tree/"
-for t in profiler labels; do
-  t0=$SECONDS
-  if (cd "$tree" && run --test-reporter=spec "__test__/$t.test.js" </dev/null >"$work/$t.log" 2>&1); then status=ok; else status=FAIL; fi
-  grep -aE '^ℹ (tests|pass|fail|skipped) |labeled with their endpoint|right labels per continuation|10 ms interval| in selfprofBusyLoop' "$work/$t.log" | sed 's/^/  /'
-  p=$(sed -n 's/^ℹ pass \([0-9]*\)\r\{0,1\}$/\1/p' "$work/$t.log" | tail -1)
-  f=$(sed -n 's/^ℹ fail \([0-9]*\)\r\{0,1\}$/\1/p' "$work/$t.log" | tail -1)
-  passed=$((passed + ${p:-0}))
-  failed=$((failed + ${f:-0}))
-  if [ "$status" = FAIL ] && [ "${f:-0}" = 0 ]; then failed=$((failed + 1)); cat "$work/$t.log"; fi
-  [ "$status" = FAIL ] && sed -n '/failing tests:/,$p' "$work/$t.log" | head -60 || true
-  echo "  $status __test__/$t.test.js on win32-x64 ($((SECONDS - t0)) s)"
-done
+source scripts/emulated-tests.sh
+tree=$(emulated_tree "$artifact")
+emulated_tests "$tree" win32-x64 'labeled with their endpoint|right labels per continuation|10 ms interval| in selfprofBusyLoop' profiler labels
 
 # 2. As a user on Windows installs it: the tarballs, offline, for os=win32 cpu=x64.
 # (--force: npm checks a direct dependency's os and cpu against this Linux host whatever
