@@ -122,11 +122,24 @@ const LABEL_FLOOR = 0.99;
  */
 class WorkLog {
   calls = [];
+  #signals;
+
+  /**
+   * With `signals`, each call of a busy `fn(ms)` goes on (`fn(1)`, up to 2 s more) until the
+   * sampler has signalled that many times in it: every call gets samples however loaded the
+   * machine is.
+   */
+  constructor({ signals = 0 } = {}) {
+    this.#signals = signals;
+  }
 
   /** Runs `fn(...args)` as work done under `labels`, and records it. */
   run(labels, fn, ...args) {
     const t0 = performance.now();
+    const { group } = require('../lib/capture/group');
+    const before = group.ticks();
     const out = fn(...args);
+    if (this.#signals) untilSignals(this.#signals - (group.ticks() - before), () => fn(1), 2000);
     this.calls.push({ labels, work: fn.name, t0, t1: performance.now() });
     return out;
   }
