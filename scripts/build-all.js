@@ -22,7 +22,7 @@
 // installs them), readelf and llvm-nm/llvm-objdump. Prints a line per target and writes
 // artifacts/summary.json (sizes, times, checks) for docs/development.md and the pack test.
 
-const { execFileSync, spawnSync } = require('node:child_process');
+const { execFileSync, spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { WINDOWS } = require('./pack');
@@ -46,8 +46,12 @@ function platformOf(triple) {
   throw new Error(`build-all: unsupported target ${triple}`);
 }
 
+/** Builds still running (the other lane's), ended with the run. */
+const running = new Set();
+
 function fail(message) {
   console.error(`build-all: ${message}`);
+  for (const child of running) child.kill('SIGTERM');
   process.exit(1);
 }
 
@@ -301,8 +305,29 @@ for (const t of targets) fs.rmSync(path.join(artifacts, `${pkg.napi.binaryName}.
 const windowsOut = path.join(root, 'target', 'selfprof-windows');
 fs.rmSync(windowsOut, { recursive: true, force: true });
 const napi = path.join(root, 'node_modules', '.bin', 'napi');
-const results = [];
-for (const triple of targets) {
+// Two builds at a time: a release build ends in one long single-threaded step (fat LTO, one
+// codegen unit), which the other lane's build overlaps. Each lane has its own cargo target
+// directory (cargo locks one per build); lane 0 keeps the usual target/.
+const LANES = Math.min(2, targets.length);
+const laneDir = (lane) => (lane === 0 ? 'target' : path.join('target', `selfprof-lane-${lane}`));
+
+/** `cmd args` run to its end: its status, its output, the seconds it took. */
+function spawnCollect(cmd, args, options) {
+  const t0 = Date.now();
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
+    running.add(child);
+    child.on('close', () => running.delete(child));
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    child.stderr.on('data', (d) => (output += d));
+    child.on('error', (err) => resolve({ status: null, output: `${output}${err.message}\n`, seconds: (Date.now() - t0) / 1000 }));
+    child.on('close', (status) => resolve({ status, output, seconds: (Date.now() - t0) / 1000 }));
+  });
+}
+
+/** Builds `triple` in `lane`'s target directory, checks the binary, and says how it went. */
+async function buildTarget(triple, lane) {
   const platform = platformOf(triple);
   const windows = Boolean(WINDOWS[triple]);
   // zig takes the glibc version after the triple: the floor the binary is linked against.
@@ -314,18 +339,15 @@ for (const triple of targets) {
     env.LIBNODE_PATH = libnodeStandIn();
     env.CARGO_PROFILE_RELEASE_STRIP = 'symbols';
   }
-  const t0 = Date.now();
+  const outputDir = windows ? path.relative(root, windowsOut) : 'artifacts';
+  // The type definitions go to the lane's directory: two lanes never write one file.
+  const dts = path.relative(path.join(root, outputDir), path.join(root, laneDir(lane), 'binding.d.ts'));
+  const common = ['build', '--platform', '--release', '--target', buildTarget, '--target-dir', laneDir(lane), '--output-dir', outputDir, '--no-js', '--dts', dts];
   // Windows GNU: the napi CLI's own route (`-x` would hand it to cargo-xwin, MSVC only).
-  const build = spawnSync(
-    napi,
-    windows
-      ? ['build', '--platform', '--release', '--target', buildTarget, '--output-dir', path.relative(root, windowsOut), '--no-js', '--dts', 'binding.d.ts']
-      : ['build', '--platform', '--release', '--target', buildTarget, '-x', '--output-dir', 'artifacts', '--no-js', '--dts', 'binding.d.ts'],
-    { cwd: root, encoding: 'utf8', maxBuffer: 1 << 26, env },
-  );
-  const seconds = (Date.now() - t0) / 1000;
+  const build = await spawnCollect(napi, windows ? common : [...common, '-x'], { cwd: root, env });
+  const { seconds } = build;
   if (build.status !== 0) {
-    process.stderr.write(build.stdout + build.stderr);
+    process.stderr.write(build.output);
     fail(`napi build --target ${buildTarget} failed (exit ${build.status}) after ${seconds.toFixed(0)} s`);
   }
   // napi names the Windows GNU build win32-x64-gnu; its package is win32-x64.
@@ -346,46 +368,63 @@ for (const triple of targets) {
     if (!fs.existsSync(path.dirname(dest))) fail(`npm/${platform}/ is missing (its package.json is in the repository)`);
     fs.copyFileSync(file, dest);
   }
-  results.push({ triple, buildTarget, platform, seconds, bytes, ...info });
   console.log(`  ${platform.padEnd(17)} ${seconds.toFixed(0).padStart(4)} s  ${(bytes / 1024).toFixed(0).padStart(5)} KiB  ${info.check}`);
+  return { triple, buildTarget, platform, seconds, bytes, ...info };
 }
 
-// --- into the per-platform packages, with the napi CLI's own commands ---------------------
-// `napi artifacts` also copies every binary into the package root, where the loader would
-// take them before the packages (and npm pack would ship them): the root keeps only the
-// source build it had.
-const rootBinaries = () => fs.readdirSync(root).filter((f) => f.startsWith(`${pkg.napi.binaryName}.`) && f.endsWith('.node'));
-const sourceBuilds = new Map(rootBinaries().map((f) => [f, fs.readFileSync(path.join(root, f))]));
-// (A run for Windows only has none of napi's to move; its binary is in place already.)
-const napiSteps = targets.some((t) => !WINDOWS[t])
-  ? [
-      ['version'], // npm/*/package.json versions = the root's
-      ['artifacts', '--output-dir', 'artifacts', '--npm-dir', 'npm'], // artifacts/*.node -> npm/<platform>/
-    ]
-  : [];
-// (A failure is reported after the source build is back: `napi artifacts` removes the
-// root's copies of the targets it found no artifact for.)
-let napiFailure = null;
-try {
-  for (const args of napiSteps) {
-    const r = spawnSync(napi, args, { cwd: root, encoding: 'utf8' });
-    if (r.status !== 0) {
-      napiFailure = `napi ${args[0]} failed:\n${r.stdout}${r.stderr}`;
-      break;
+/** Every target built, `LANES` at a time (lane i takes targets i, i + LANES, ...), in targets' order. */
+async function buildAll() {
+  const lanes = Array.from({ length: LANES }, async (_, lane) => {
+    const done = [];
+    for (let i = lane; i < targets.length; i += LANES) done.push(await buildTarget(targets[i], lane));
+    return done;
+  });
+  const byLane = await Promise.all(lanes);
+  return targets.map((_, i) => byLane[i % LANES][Math.floor(i / LANES)]);
+}
+
+async function main() {
+  const results = await buildAll();
+
+  // --- into the per-platform packages, with the napi CLI's own commands ---------------------
+  // `napi artifacts` also copies every binary into the package root, where the loader would
+  // take them before the packages (and npm pack would ship them): the root keeps only the
+  // source build it had.
+  const rootBinaries = () => fs.readdirSync(root).filter((f) => f.startsWith(`${pkg.napi.binaryName}.`) && f.endsWith('.node'));
+  const sourceBuilds = new Map(rootBinaries().map((f) => [f, fs.readFileSync(path.join(root, f))]));
+  // (A run for Windows only has none of napi's to move; its binary is in place already.)
+  const napiSteps = targets.some((t) => !WINDOWS[t])
+    ? [
+        ['version'], // npm/*/package.json versions = the root's
+        ['artifacts', '--output-dir', 'artifacts', '--npm-dir', 'npm'], // artifacts/*.node -> npm/<platform>/
+      ]
+    : [];
+  // (A failure is reported after the source build is back: `napi artifacts` removes the
+  // root's copies of the targets it found no artifact for.)
+  let napiFailure = null;
+  try {
+    for (const args of napiSteps) {
+      const r = spawnSync(napi, args, { cwd: root, encoding: 'utf8' });
+      if (r.status !== 0) {
+        napiFailure = `napi ${args[0]} failed:\n${r.stdout}${r.stderr}`;
+        break;
+      }
     }
+  } finally {
+    for (const f of rootBinaries()) if (!sourceBuilds.has(f)) fs.rmSync(path.join(root, f));
+    for (const [f, bytes] of sourceBuilds) fs.writeFileSync(path.join(root, f), bytes, { mode: 0o755 });
   }
-} finally {
-  for (const f of rootBinaries()) if (!sourceBuilds.has(f)) fs.rmSync(path.join(root, f));
-  for (const [f, bytes] of sourceBuilds) fs.writeFileSync(path.join(root, f), bytes, { mode: 0o755 });
-}
-if (napiFailure) fail(napiFailure);
-for (const r of results) {
-  const dest = path.join(root, 'npm', r.platform, `${pkg.napi.binaryName}.${r.platform}.node`);
-  if (!fs.existsSync(dest)) fail(`napi artifacts did not put ${r.platform}'s binary in ${path.relative(root, dest)}`);
-  const version = JSON.parse(fs.readFileSync(path.join(root, 'npm', r.platform, 'package.json'), 'utf8')).version;
-  if (version !== pkg.version) fail(`npm/${r.platform}/package.json is version ${version}, the root ${pkg.version}`);
+  if (napiFailure) fail(napiFailure);
+  for (const r of results) {
+    const dest = path.join(root, 'npm', r.platform, `${pkg.napi.binaryName}.${r.platform}.node`);
+    if (!fs.existsSync(dest)) fail(`napi artifacts did not put ${r.platform}'s binary in ${path.relative(root, dest)}`);
+    const version = JSON.parse(fs.readFileSync(path.join(root, 'npm', r.platform, 'package.json'), 'utf8')).version;
+    if (version !== pkg.version) fail(`npm/${r.platform}/package.json is version ${version}, the root ${pkg.version}`);
+  }
+
+  const total = (Date.now() - started) / 1000;
+  fs.writeFileSync(path.join(artifacts, 'summary.json'), `${JSON.stringify({ glibcFloor: GLIBC_FLOOR, seconds: total, targets: results }, null, 2)}\n`);
+  console.log(`build-all: ${results.length} targets built and checked in ${total.toFixed(0)} s; binaries in npm/<platform>/`);
 }
 
-const total = (Date.now() - started) / 1000;
-fs.writeFileSync(path.join(artifacts, 'summary.json'), `${JSON.stringify({ glibcFloor: GLIBC_FLOOR, seconds: total, targets: results }, null, 2)}\n`);
-console.log(`build-all: ${results.length} targets built and checked in ${total.toFixed(0)} s; binaries in npm/<platform>/`);
+main();
