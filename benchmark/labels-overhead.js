@@ -30,6 +30,7 @@ const path = require('node:path');
 
 const MODES = {
   none: 'no profiler',
+  als: 'bare AsyncLocalStorage.run()',
   inspector: 'bare inspector profiler',
   selfprof: 'selfprof, no labels',
   'selfprof-labels': 'selfprof with labels',
@@ -56,7 +57,11 @@ async function startMode(mode, intervalMs) {
   const selfprof = mode.startsWith('baseline') ? require(process.env.SELFPROF_BASELINE) : require('..');
   let label = (i, endpoint, fn) => fn();
   let stop = async () => {};
-  if (mode === 'inspector') {
+  if (mode === 'als') {
+    // What any labeling that rides AsyncLocalStorage pays per request, with no profiler.
+    const als = new AsyncLocalStorage();
+    label = (i, endpoint, fn) => als.run({ endpoint, span_id: spanId(i) }, fn);
+  } else if (mode === 'inspector') {
     const inspector = require('node:inspector');
     const session = new inspector.Session();
     session.connect();
