@@ -35,6 +35,28 @@ function untilSignals(n, fn, timeoutMs = 30_000) {
 }
 
 /**
+ * Calls `fn(...args)` (a busy `fn(ms)`), then `fn(1)` until the handler has had `signals`
+ * signals since the first call began (or `timeoutMs` more went by): a call that gets samples
+ * however loaded the machine is. Returns what the first call returned.
+ */
+function sampledCall(signals, timeoutMs, fn, ...args) {
+  const { group } = require('../lib/capture/group');
+  const before = group.ticks();
+  const out = fn(...args);
+  if (signals > 0) untilSignals(signals - (group.ticks() - before), () => fn(1), timeoutMs);
+  return out;
+}
+
+/**
+ * How many checkpoints `selfprof record` has written of thread `threadId` of process `pid`
+ * into its recording directory `dir` (lib/cli/record-hook.js names them).
+ */
+function recordCheckpoints(dir, pid, threadId) {
+  const prefix = `selfprof-${pid}-${threadId}.part-`;
+  return fs.readdirSync(dir).filter((f) => f.startsWith(prefix) && f.endsWith('.trace.json.gz')).length;
+}
+
+/**
  * Where V8 places a function's definition, 1-based: the line of its name and the
  * column of the `(` that opens its parameter list, read from the source text.
  */
@@ -136,10 +158,7 @@ class WorkLog {
   /** Runs `fn(...args)` as work done under `labels`, and records it. */
   run(labels, fn, ...args) {
     const t0 = performance.now();
-    const { group } = require('../lib/capture/group');
-    const before = group.ticks();
-    const out = fn(...args);
-    if (this.#signals) untilSignals(this.#signals - (group.ticks() - before), () => fn(1), 2000);
+    const out = sampledCall(this.#signals, 2000, fn, ...args);
     this.calls.push({ labels, work: fn.name, t0, t1: performance.now() });
     return out;
   }
@@ -332,6 +351,8 @@ module.exports = {
   peakRssMiB,
   spin,
   untilSignals,
+  sampledCall,
+  recordCheckpoints,
   definitionOf,
   assertValidTrace,
   stackFrames,

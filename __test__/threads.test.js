@@ -73,12 +73,12 @@ test('selfprof record: a worker ended by terminate() keeps what it recorded unti
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-threads-terminated-'));
   fs.writeFileSync(
     path.join(dir, 'app.js'),
-    `const fs = require('node:fs');
+    `const { recordCheckpoints } = require(${JSON.stringify(path.join(__dirname, 'helpers.js'))});
 const { Worker } = require('node:worker_threads');
 const w = new Worker('function terminatedWork() { const end = Date.now() + 5; while (Date.now() < end); setImmediate(terminatedWork); } terminatedWork();', { eval: true });
 // Ended after 0.8 s once the recorder has six checkpoints of it (a loaded machine gives it
 // less CPU in that time), or after 10 s.
-const parts = () => fs.readdirSync(process.env.SELFPROF_RECORD_DIR).filter((f) => f.startsWith('selfprof-' + process.pid + '-' + w.threadId + '.part-')).length;
+const parts = () => recordCheckpoints(process.env.SELFPROF_RECORD_DIR, process.pid, w.threadId);
 const t0 = Date.now();
 const wait = setInterval(() => {
   if ((Date.now() - t0 < 800 || parts() < 6) && Date.now() - t0 < 10000) return;
