@@ -127,9 +127,11 @@ const out = {};
   fs.writeFileSync('cli-out.json', JSON.stringify(out));
 })();
 EOF
-if (cd "$app" && run app.js 2 </dev/null >"$work/app.out" 2>"$work/app.err"); then status=ok; else status=FAIL; fi
+if (cd "$app" && run app.js 2 </dev/null >"$work/app.out" 2>"$work/app.err"); then status=ok; else status=FAIL rc=$?; fi
 out=$(tail -1 "$work/app.out" | tr -d '\r')
 echo "  $status installed packages on win32-x64: $out"
+# A run that wrote nothing says how it ended (124: the time-out).
+[ "$status" = FAIL ] && echo "  app.js ended with status $rc"
 [ -s "$work/app.err" ] && sed 's/^/  app stderr: /' "$work/app.err"
 if [ "$status" = ok ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 if (cd "$app" && run cli.js </dev/null >"$work/cli.log" 2>&1) && grep -q '"ok":true' "$app/cli-out.json"; then
