@@ -50,6 +50,49 @@ test(`labels come from the ${expected} here (Node ${major}), and the trace says 
   t.diagnostic(assertRequestLabels(traceWork(trace, ['frameWork']), log.calls, { what: 'frameWork', min: 40, exact: true }));
 });
 
+/** Busy work that allocates as it goes: collections run while it is being sampled. */
+function allocatingWork(ms) {
+  const end = performance.now() + ms;
+  let kept = [];
+  while (performance.now() < end) {
+    kept.push({ at: performance.now(), pad: new Array(16).fill(kept.length) });
+    if (kept.length > 4096) kept = [];
+  }
+  return kept.length;
+}
+
+test('a long request keeps its labels after 50,000 newer label sets and collections, while its samples wait to be saved', async (t) => {
+  await labeledRecording(); // the frame's check, where there is one, is done
+  const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  // Warm, while recorded (code optimized before a recording starts can be missing from it):
+  // fresh code's deoptimizations take samples no signal vouches for (docs/labels.md).
+  const warm = new WorkLog();
+  withLabels({ span_id: 'warm' }, () => {
+    for (let i = 0; i < 20; i++) warm.run({ span_id: 'warm' }, allocatingWork, 5);
+  });
+  const log = new WorkLog({ signals: 40 });
+  let release;
+  const released = new Promise((r) => (release = r));
+  const long = withLabels({ span_id: 'long', endpoint: 'GET /report' }, async () => {
+    await released;
+    log.run({ span_id: 'long', endpoint: 'GET /report' }, allocatingWork, 40);
+    await new Promise((r) => setTimeout(r, 5));
+    log.run({ span_id: 'long', endpoint: 'GET /report' }, allocatingWork, 40);
+  });
+  // Many short requests start and end while the long one waits (each a label set of its own).
+  for (let i = 0; i < 50_000; i++) withLabels({ span_id: `short-${i}`, endpoint: 'GET /ping' }, () => i);
+  release();
+  await long;
+  const trace = await profiler.stop();
+  const samples = traceWork(trace, ['allocatingWork']);
+  // None wrong; the warm-up's own deoptimizations may leave a few unlabeled.
+  const counts = assertRequestLabels(samples, [...warm.calls, ...log.calls], { what: 'allocatingWork', min: 20, floor: 0.95, exact: true });
+  // Judged on its own too: the long request's calls, by time.
+  const inLong = samples.filter((s) => log.calls.some((c) => s.t >= c.t0 && s.t <= c.t1));
+  assertRequestLabels(inLong, log.calls, { what: 'the long request', min: 40, exact: true });
+  t.diagnostic(`${counts}; long request ${inLong.length} samples; ${JSON.stringify(trace.metadata)}`);
+});
+
 /** Runs `script` in a child Node with `args` and `env`; returns what it wrote to `out`. */
 function child(t, script, { args = [], env = {}, execArgv = [], timeout = 120_000 } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-frame-'));
@@ -68,6 +111,8 @@ function child(t, script, { args = [], env = {}, execArgv = [], timeout = 120_00
 function checkStress(t, { trace, calls, requests, workers, state }, what) {
   const judged = calls.map((c) => ({ labels: { span_id: `s${c.i}`, endpoint: `e${c.i % 5}` }, work: 'stressWork', t0: c.t0, t1: c.t1 }));
   const counts = assertRequestLabels(traceWork(trace, ['stressWork']), judged, { what, min: 20, floor: 0.98, exact: true });
+  // Every id a sample took, even one read while the collector ran, found its labels.
+  assert.equal(trace.metadata.labelsLostSamples ?? 0, 0, `${what}: ${JSON.stringify(trace.metadata)}`);
   t.diagnostic(`${what}: ${requests} requests, ${workers} workers, ${counts}; ${JSON.stringify(trace.metadata)}; ${JSON.stringify(state)}`);
 }
 

@@ -236,6 +236,8 @@ struct FakeFrame {
   cped_slot: usize,
   key_slot: usize,
   hash: u32,
+  /// The store's tagged address.
+  store: usize,
   /// The objects the addresses point into, freed with the frame (after the test cleared
   /// the thread's frame), so LeakSanitizer sees no leak.
   _objects: Vec<Box<[usize]>>,
@@ -287,13 +289,14 @@ fn fake_frame(id: u32) -> FakeFrame {
     cped_slot,
     key_slot,
     hash,
+    store: tag(store),
     _objects: objects,
   }
 }
 
 /// Part 3, the context-frame path (after 1 and 2, in the same chain): reading the frame
-/// allocates nothing, reads the store's id, pushes it to the queue once, and during a
-/// collection answers the id read when it began.
+/// allocates nothing, reads the store's id, pushes it to the queue once with where the store
+/// is, and during a collection answers the id read when it began.
 fn reading_the_context_frame_allocates_nothing_and_reads_the_store_id() {
   let layout = &signal::FRAME_LAYOUT;
   layout.map_instance_type.store(12, Ordering::Relaxed);
@@ -341,5 +344,9 @@ fn reading_the_context_frame_allocates_nothing_and_reads_the_store_id() {
   assert_eq!(head, 2);
   assert_eq!(t.cell[slot::QUEUE].load(Ordering::Relaxed), 4242);
   assert_eq!(t.cell[slot::QUEUE + 1].load(Ordering::Relaxed), 17);
+  // With where each store is: the address read, and during the collection the marker for
+  // the store held since its start.
+  assert_eq!(t.frame.objects[0].load(Ordering::Relaxed), frame.store);
+  assert_eq!(t.frame.objects[1].load(Ordering::Relaxed), signal::GC_STORE);
   t.frame.clear();
 }

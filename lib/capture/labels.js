@@ -27,8 +27,8 @@
 // once it has proved itself: AsyncLocalStorage keeps its stores in V8's
 // continuation-preserved data, and the handler reads the current store's id there when
 // the signal lands (src/capture/signal.rs: `frame_context`). It pushes the ids it records
-// to a queue in the cell, which JS drains at each new label set and every second, finding
-// each store by id among the recent ones (`recent`) to save its labels.
+// to a queue in the cell with where each store is, which JS drains at each new label set
+// and every second, getting the stores back from the native side to save their labels.
 
 const { AsyncLocalStorage, createHook, executionAsyncResource } = require('node:async_hooks');
 const { native } = require('../native');
@@ -110,32 +110,27 @@ function publish(store) {
 
 // --- reading the context frame (Node >= 24) ------------------------------------------
 
-/** Stores by id, the last RECENT made: where a sampled id's labels are found. Kept from
- * the start where the frame may be read (AsyncLocalStorage without async_hooks), so that
- * stores made before the check are found too. */
-const RECENT = 16384;
-let recent = typeof als.kResourceStore === 'symbol' ? null : new Array(RECENT);
 /** The handler reads this thread's frame (no hooks). */
 let frameRead = false;
 /** Why it does not, once known: undefined until checked. */
 let frameReason;
 let drainTimer = null;
 
-/** Saves the labels of the stores the handler recorded since JS last looked. */
+/** Saves the labels of the stores the handler recorded since JS last looked: the native
+ * side hands back the stores themselves (`[id, store, ...]`), so no set is kept after its
+ * request for an id to be looked up later. */
 function drainQueue() {
-  const head = cell[SLOT.queueHead];
-  let tail = cell[SLOT.queueTail];
-  if (head === tail) return;
-  const mask = SLOT.queueLen - 1;
-  while (tail !== head) {
-    const id = cell[SLOT.queue + (tail & mask)];
-    tail = (tail + 1) >>> 0;
-    const store = recent[id & (RECENT - 1)];
-    if (store !== undefined && store.id === id) save(store);
+  if (cell[SLOT.queueHead] === cell[SLOT.queueTail]) return;
+  const drained = native.frameDrain();
+  for (let i = 0; i < drained.length; i += 2) {
+    const store = drained[i + 1];
+    if (isStore(store) && store.id === drained[i]) save(store);
   }
-  cell[SLOT.queueTail] = tail;
-  // The next sample of the same store is pushed again (it may be a new recording's).
-  cell[SLOT.lastPushed] = 0;
+}
+
+/** One of this module's stores (what selfprof's AsyncLocalStorage holds). */
+function isStore(value) {
+  return typeof value === 'object' && value !== null && typeof value.id === 'number' && typeof value.labels === 'object';
 }
 
 /**
@@ -166,18 +161,21 @@ function checkFrame() {
     return fail(err.message);
   }
   // Probes hold no labels: a sample of this check's own code is saved with none.
-  const probe = () => {
-    const store = { id: newId(), labels: EMPTY.labels, flat: null, savedFor: -1 };
-    recent[store.id & (RECENT - 1)] = store;
-    return store;
-  };
+  const probe = () => ({ id: newId(), labels: EMPTY.labels, flat: null, savedFor: -1 });
   const [a, b, c] = [probe(), probe(), probe()];
   const others = [new AsyncLocalStorage(), new AsyncLocalStorage()];
   const reads = [];
   const expect = (what, want) => reads.push([what, native.frameRead(), want]);
+  // The handler's own read and queue, drained: the store itself must come back.
+  const drained = (what, want) => {
+    native.frameSample();
+    const got = native.frameDrain();
+    reads.push([`${what} (drained)`, got[1] === want ? want.id : got[0] ?? 0, want.id]);
+  };
   als.run(EMPTY, () => expect('no store', 0));
   als.run(a, () => {
     expect('run', a.id);
+    drained('run', a);
     others[0].run({}, () => als.run(b, () => others[1].run(1, () => expect('nested beside others', b.id))));
     expect('back out', a.id);
   });
@@ -188,6 +186,7 @@ function checkFrame() {
     expect('after await', c.id);
     setTimeout(() => {
       expect('in a timer', c.id);
+      drained('in a timer', c);
       if (failed()) return fail(`read ${failed()[1]} for ${failed()[0]}, not ${failed()[2]}`);
       frameReason = null;
       frameRead = true;
@@ -562,10 +561,7 @@ function storeWith(fn, labels, derived) {
   if (count === 0 && derived === undefined) return EMPTY;
   // `id` first: the signal handler reads it as the object's first in-object property.
   const store = { id: newId(), labels: Object.freeze(out), flat: null, savedFor: -1 };
-  if (recent !== null) {
-    recent[store.id & (RECENT - 1)] = store;
-    if (cell[SLOT.queueHead] !== cell[SLOT.queueTail]) drainQueue();
-  }
+  if (frameRead && cell[SLOT.queueHead] !== cell[SLOT.queueTail]) drainQueue();
   if (from !== undefined && keys.length > 0) {
     store.derived = from;
     store.derivedKeys = keys;

@@ -7,7 +7,7 @@
 use super::objects::{CellSlots, FrameLayoutInfo};
 use crate::capture::install::{self, Install};
 use crate::capture::{self, signal, signal::slot, threads};
-use napi::bindgen_prelude::{JsValue, Object, Uint32Array};
+use napi::bindgen_prelude::{Array, JsValue, Object, Uint32Array};
 use napi::{Env, Error, Result};
 use napi_derive::napi;
 use std::sync::atomic::Ordering;
@@ -135,6 +135,53 @@ pub fn frame_read() -> i64 {
   threads::this_thread()
     .and_then(|t| signal::frame_context(&t.frame))
     .map_or(-1, i64::from)
+}
+
+/// The stores of the label sets the handler recorded on the calling thread since the last
+/// drain, as `[id, store, id, store, ...]` (a store is `undefined` where it could not be
+/// kept: JS checks each store's id before trusting it). `capture::context_frame::drain_begin`.
+#[napi]
+pub fn frame_drain<'env>(env: &'env Env) -> Result<Array<'env>> {
+  let Some(t) = threads::this_thread() else {
+    return env.create_array(0);
+  };
+  let drained = capture::context_frame::drain_begin(t);
+  let filled = (|| {
+    let mut out = env.create_array(drained.len() as u32 * 2)?;
+    for (n, &(id, held)) in drained.iter().enumerate() {
+      out.set(n as u32 * 2, id)?;
+      if held != 0 {
+        // A global handle's slot is what a Node-API value is here (a pointer to a slot
+        // holding the tagged address; the self-check proved it), and the collector keeps
+        // it current if setting the element allocates.
+        // SAFETY: `held` is a live global handle of this thread's isolate.
+        check(unsafe {
+          napi::sys::napi_set_element(env.raw(), out.raw(), n as u32 * 2 + 1, held as napi::sys::napi_value)
+        })?;
+      }
+    }
+    Ok(out)
+  })();
+  capture::context_frame::drain_end(t, &drained);
+  filled
+}
+
+/// Runs the handler's read of the calling thread's frame as a signal would, queueing what
+/// it finds (the self-check's probe of `frameDrain`): the id read, 0 if none.
+#[napi]
+pub fn frame_sample() -> u32 {
+  #[cfg(unix)]
+  return threads::this_thread().map_or(0, signal::read_context);
+  #[cfg(not(unix))]
+  0
+}
+
+fn check(status: napi::sys::napi_status) -> Result<()> {
+  if status == napi::sys::Status::napi_ok {
+    Ok(())
+  } else {
+    Err(Error::from_reason(format!("napi_set_element failed ({status})")))
+  }
 }
 
 /// The V8 versions whose layouts this build knows (checked against each Node's headers

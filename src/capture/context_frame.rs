@@ -12,12 +12,18 @@
 //! - GC prologue and epilogue callbacks: while objects move, the handler uses the id read
 //!   when the collection began.
 //!
+//! The handler queues each id it records with where its store object is; JS drains the
+//! queue (`drain`) and gets the stores themselves, to save their labels. A store's address
+//! holds until a collection moves objects, so a collection's start first turns each queued
+//! address into a global handle (which the collector keeps current), and keeps the store
+//! read at its start in one too, for the ids samples take during it.
+//!
 //! The V8 functions are the node executable's own exports, found with `dlsym` (`capture::v8_symbols`), so one
 //! Node-API build serves every Node version; where a symbol or the version's layout is
 //! missing, set-up fails and JS keeps its hooks. JS then proves the reader on the running
 //! Node before it is enabled (lib/capture/labels.js: `frameCheck`).
 
-use super::signal::{self, FrameReader, ThreadContext, FRAME_LAYOUT};
+use super::signal::{self, slot, ThreadContext, FRAME_LAYOUT, GC_STORE, QUEUE_LEN};
 use super::v8_symbols::{function, GetCurrent, GET_CURRENT};
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -122,23 +128,138 @@ fn v8() -> Result<&'static V8, String> {
     .map_err(Clone::clone)
 }
 
-extern "C" fn gc_prologue(_isolate: *mut c_void, _gc_type: i32, _flags: i32, data: *mut c_void) {
-  // SAFETY: `data` is the static FrameReader of the thread the callbacks were added for.
-  let f = unsafe { &*(data as *const FrameReader) };
-  if f.gc_depth.load(Ordering::Relaxed) == 0 {
-    // The heap is whole at a collection's start: read as the handler would.
-    let id = signal::frame_context_now(f).unwrap_or(0);
-    f.gc_context.store(id, Ordering::Relaxed);
+extern "C" fn gc_prologue(isolate: *mut c_void, _gc_type: i32, _flags: i32, data: *mut c_void) {
+  // SAFETY: `data` is the static ThreadContext of the thread the callbacks were added for.
+  let t = unsafe { &*(data as *const ThreadContext) };
+  let f = &t.frame;
+  if f.gc_depth.load(Ordering::Relaxed) > 0 {
+    f.gc_depth.fetch_add(1, Ordering::Release);
+    return;
   }
+  // The heap is whole at a collection's start: read as the handler would.
+  let (id, store) = signal::frame_store_now(f).unwrap_or((0, 0));
+  let Ok(v8) = v8() else {
+    f.gc_context.store(id, Ordering::Relaxed);
+    f.gc_depth.fetch_add(1, Ordering::Release);
+    return;
+  };
+  let held = if id != 0 && f.enabled.load(Ordering::Acquire) {
+    (v8.globalize)(isolate, store) as usize
+  } else {
+    0
+  };
+  // What the handler queued keeps its store in a global handle, which the collector
+  // updates as it moves it: addresses read outside a collection, and ids read during the
+  // last one (whose store `gc_store` holds until now).
+  let old = f.gc_store.load(Ordering::Relaxed);
+  let tail = t.cell[slot::QUEUE_TAIL].load(Ordering::Relaxed);
+  let seen = hold_queued(t, v8, isolate, tail, Some(old));
+  f.gc_context.store(id, Ordering::Relaxed);
+  f.gc_store.store(held, Ordering::Relaxed);
+  // From here the handler queues ids with GC_STORE (this collection's store).
   f.gc_depth.fetch_add(1, Ordering::Release);
+  // Any address a signal queued meanwhile, before the line above (what it queued after
+  // is this collection's).
+  hold_queued(t, v8, isolate, seen, None);
+  if old != 0 {
+    (v8.dispose_global)(old as *mut usize);
+  }
+}
+
+/// Turns thread `t`'s queued stores from `from` to the queue's head into global handles:
+/// addresses, and with `gc_store` (the slot of the last collection's store, 0 if none)
+/// `GC_STORE` entries into handles of their own on what it holds. Returns the head it
+/// went to.
+fn hold_queued(t: &ThreadContext, v8: &V8, isolate: *mut c_void, from: u32, gc_store: Option<usize>) -> u32 {
+  let head = t.cell[slot::QUEUE_HEAD].load(Ordering::Acquire);
+  let mut at = from;
+  while at != head {
+    if let Some(o) = t.frame.objects.get(at as usize & (QUEUE_LEN - 1)) {
+      let queued = o.load(Ordering::Relaxed);
+      if is_address(queued) {
+        o.store((v8.globalize)(isolate, queued) as usize, Ordering::Relaxed);
+      } else if let (GC_STORE, Some(gc)) = (queued, gc_store) {
+        // SAFETY: `gc` is a live global handle's slot (disposed only after this).
+        let held = if gc != 0 {
+          (v8.globalize)(isolate, unsafe { *(gc as *const usize) }) as usize
+        } else {
+          0
+        };
+        o.store(held, Ordering::Relaxed);
+      }
+    }
+    at = at.wrapping_add(1);
+  }
+  head
 }
 
 extern "C" fn gc_epilogue(_isolate: *mut c_void, _gc_type: i32, _flags: i32, data: *mut c_void) {
   // SAFETY: as in gc_prologue.
-  let f = unsafe { &*(data as *const FrameReader) };
-  let _ = f
+  let t = unsafe { &*(data as *const ThreadContext) };
+  let _ = t
+    .frame
     .gc_depth
     .fetch_update(Ordering::Release, Ordering::Relaxed, |d| d.checked_sub(1));
+}
+
+/// A heap object's tagged address (as the handler queues one), not a global's slot.
+fn is_address(v: usize) -> bool {
+  v & 3 == 1
+}
+
+/// The ids queued on thread `t`, each with a global handle's slot holding its store (0
+/// if its store is not known: the collection it was read in has been followed by another).
+/// `drain_end` must follow on the same thread, with no JS run in between that could drain.
+/// Called on the JS thread outside a collection; nothing here allocates on V8's heap, so
+/// no collection can move a queued address before it is held.
+pub fn drain_begin(t: &ThreadContext) -> Vec<(u32, usize)> {
+  let head = t.cell[slot::QUEUE_HEAD].load(Ordering::Acquire);
+  let tail = t.cell[slot::QUEUE_TAIL].load(Ordering::Relaxed);
+  let Ok(v8) = v8() else { return Vec::new() };
+  // SAFETY: called on a JS thread (from a napi call), where V8 has entered its isolate.
+  let isolate = unsafe { (v8.get_current)() };
+  let f = &t.frame;
+  let mut out = Vec::with_capacity(head.wrapping_sub(tail) as usize);
+  let mut at = tail;
+  while at != head {
+    let i = at as usize & (QUEUE_LEN - 1);
+    let id = t.cell[slot::QUEUE + i].load(Ordering::Relaxed);
+    let address = f.objects[i].load(Ordering::Relaxed);
+    let held = if is_address(address) && !isolate.is_null() {
+      (v8.globalize)(isolate, address) as usize
+    } else if address == GC_STORE {
+      // Its own handle: `gc_store` changes at the next collection.
+      let gc = f.gc_store.load(Ordering::Relaxed);
+      // SAFETY: `gc` is a live global handle's slot (disposed only by the next prologue).
+      if gc != 0 && !isolate.is_null() {
+        (v8.globalize)(isolate, unsafe { *(gc as *const usize) }) as usize
+      } else {
+        0
+      }
+    } else {
+      address
+    };
+    f.objects[i].store(held, Ordering::Relaxed);
+    out.push((id, held));
+    at = at.wrapping_add(1);
+  }
+  out
+}
+
+/// Ends a drain: the handles `drain_begin` gave are disposed and their ids taken off the
+/// queue. The next sample of the same store is queued again (it may be a new recording's).
+pub fn drain_end(t: &ThreadContext, drained: &[(u32, usize)]) {
+  let Ok(v8) = v8() else { return };
+  let tail = t.cell[slot::QUEUE_TAIL].load(Ordering::Relaxed);
+  for (n, &(_, held)) in drained.iter().enumerate() {
+    let i = tail.wrapping_add(n as u32) as usize & (QUEUE_LEN - 1);
+    t.frame.objects[i].store(0, Ordering::Relaxed);
+    if held != 0 {
+      (v8.dispose_global)(held as *mut usize);
+    }
+  }
+  t.cell[slot::QUEUE_TAIL].store(tail.wrapping_add(drained.len() as u32), Ordering::Release);
+  t.cell[slot::LAST_PUSHED].store(0, Ordering::Relaxed);
 }
 
 /// What a thread's set-up made, to undo when the thread goes.
@@ -199,10 +320,11 @@ pub unsafe fn set_up(
   let f = &t.frame;
   f.enabled.store(false, Ordering::Release);
   f.gc_depth.store(0, Ordering::Relaxed);
+  f.gc_store.store(0, Ordering::Relaxed);
   f.hash.store(hash as u32, Ordering::Relaxed);
   f.key.store(global as usize, Ordering::Relaxed);
   f.cped.store(isolate as usize + layout.cped, Ordering::Release);
-  let data = f as *const FrameReader as *mut c_void;
+  let data = t as *const ThreadContext as *mut c_void;
   (v8.add_prologue)(isolate, gc_prologue, data, GC_TYPE_ALL);
   (v8.add_epilogue)(isolate, gc_epilogue, data, GC_TYPE_ALL);
   Ok(Installed {
@@ -215,6 +337,18 @@ pub unsafe fn set_up(
 /// Undoes `set_up` on the thread that made it (its isolate still alive): the reader off,
 /// the GC callbacks removed, the global handle disposed.
 pub fn tear_down(t: &ThreadContext, installed: Installed) {
+  t.frame.enabled.store(false, Ordering::Release);
+  if let Ok(v8) = v8() {
+    let queued: Vec<usize> = t.frame.objects.iter().map(|o| o.swap(0, Ordering::Relaxed)).collect();
+    let gc = t.frame.gc_store.swap(0, Ordering::Relaxed);
+    for held in queued
+      .into_iter()
+      .chain([gc])
+      .filter(|&h| h != 0 && !is_address(h) && h != GC_STORE)
+    {
+      (v8.dispose_global)(held as *mut usize);
+    }
+  }
   t.frame.clear();
   if let Ok(v8) = v8() {
     let isolate = installed.isolate as *mut c_void;

@@ -180,7 +180,20 @@ pub struct FrameReader {
   /// collection's start, which samples during it carry.
   pub gc_depth: AtomicU32,
   pub gc_context: AtomicU32,
+  /// Where the store of each queued id is (by queue position): the tagged address the
+  /// handler read (valid until the next collection moves objects; a collection's start
+  /// turns each into a global handle, `capture::context_frame`), a global handle's slot
+  /// once turned, `GC_STORE` for an id read during a collection (its store is the one
+  /// `gc_store` holds, if the id is still its), or 0. JS gets the stores themselves
+  /// (`context_frame::drain`), so no set needs keeping by id for later.
+  pub objects: [AtomicUsize; QUEUE_LEN],
+  /// A global handle's slot holding the store read at the last collection's start (0 if
+  /// none); only the JS thread touches it, outside signal context.
+  pub gc_store: AtomicUsize,
 }
+
+/// `FrameReader::objects`: the id was read during a collection (see `gc_store`).
+pub const GC_STORE: usize = 2;
 
 #[allow(clippy::declare_interior_mutable_const)]
 const EMPTY_THREAD: CachePadded<ThreadContext> = CachePadded::new(ThreadContext {
@@ -193,6 +206,8 @@ const EMPTY_THREAD: CachePadded<ThreadContext> = CachePadded::new(ThreadContext 
     hash: AtomicU32::new(0),
     gc_depth: AtomicU32::new(0),
     gc_context: AtomicU32::new(0),
+    objects: [const { AtomicUsize::new(0) }; QUEUE_LEN],
+    gc_store: AtomicUsize::new(0),
   },
 });
 
@@ -248,15 +263,22 @@ fn smi(v: usize) -> Option<i64> {
 /// it answers the id read when the collection began.
 #[inline(always)]
 pub fn frame_context(f: &FrameReader) -> Option<u32> {
-  if f.gc_depth.load(Ordering::Acquire) > 0 {
-    return Some(f.gc_context.load(Ordering::Relaxed));
-  }
-  frame_context_now(f)
+  frame_store(f).map(|(id, _)| id)
 }
 
-/// `frame_context` outside a collection (also what a collection's start reads).
+/// `frame_context` with where the store is: its tagged address (0 with no store), or
+/// `GC_STORE` during a collection.
 #[inline(always)]
-pub fn frame_context_now(f: &FrameReader) -> Option<u32> {
+pub fn frame_store(f: &FrameReader) -> Option<(u32, usize)> {
+  if f.gc_depth.load(Ordering::Acquire) > 0 {
+    return Some((f.gc_context.load(Ordering::Relaxed), GC_STORE));
+  }
+  frame_store_now(f)
+}
+
+/// `frame_store` outside a collection (also what a collection's start reads).
+#[inline(always)]
+pub fn frame_store_now(f: &FrameReader) -> Option<(u32, usize)> {
   let (cped_slot, key_slot) = (f.cped.load(Ordering::Relaxed), f.key.load(Ordering::Relaxed));
   let map_type_at = FRAME_LAYOUT.map_instance_type.load(Ordering::Relaxed);
   let header = FRAME_LAYOUT.js_object_header.load(Ordering::Relaxed);
@@ -269,7 +291,7 @@ pub fn frame_context_now(f: &FrameReader) -> Option<u32> {
   let (frame, key) = unsafe { (word(cped_slot), word(key_slot)) };
   if !is_heap_object(frame) || !is_heap_object(key) {
     // No frame yet (undefined is a heap object too: its type is not a Map's).
-    return Some(0);
+    return Some((0, 0));
   }
   let frame = frame - HEAP_OBJECT_TAG;
   // SAFETY: `frame` is a tagged heap object: its first word is its Map (hidden class).
@@ -280,7 +302,7 @@ pub fn frame_context_now(f: &FrameReader) -> Option<u32> {
   // SAFETY: a Map's instance type is a u16 at its fixed offset.
   let instance_type = unsafe { std::ptr::read_volatile((hidden - HEAP_OBJECT_TAG + map_type_at) as *const u16) };
   if u32::from(instance_type) != js_map {
-    return Some(0);
+    return Some((0, 0));
   }
   // SAFETY: a JSMap's table (OrderedHashMap) is its first field after the header.
   let table = unsafe { word(frame + header) };
@@ -306,21 +328,21 @@ pub fn frame_context_now(f: &FrameReader) -> Option<u32> {
   // A chain never has more links than entries: a cycle cannot hold the handler.
   for _ in 0..entries {
     if entry < 0 || entry as usize >= entries {
-      return Some(0);
+      return Some((0, 0));
     }
     let index = 3 + buckets + entry as usize * ENTRY_SIZE;
     if at(index) == key {
       let store = at(index + 1);
       if !is_heap_object(store) {
-        return Some(0);
+        return Some((0, 0));
       }
       // SAFETY: selfprof's stores are objects whose first in-object property is the id.
       let id = smi(unsafe { word(store - HEAP_OBJECT_TAG + header) })?;
-      return u32::try_from(id).ok();
+      return u32::try_from(id).ok().map(|id| (id, if id == 0 { 0 } else { store }));
     }
     entry = smi(at(index + 2))?;
   }
-  Some(0)
+  Some((0, 0))
 }
 
 pub static THREADS: [CachePadded<ThreadContext>; MAX_THREADS] = [EMPTY_THREAD; MAX_THREADS];
@@ -647,14 +669,16 @@ pub(super) fn context_of(tid: i32) -> (u32, u32) {
 /// a sample between them (`ring::Match::Between`).
 #[cfg(any(unix, test))]
 #[inline(always)]
-fn read_context(t: &ThreadContext) -> u32 {
-  let id = frame_context(&t.frame).unwrap_or(0);
+pub(crate) fn read_context(t: &ThreadContext) -> u32 {
+  let (id, store) = frame_store(&t.frame).unwrap_or((0, 0));
   if id != 0 && t.cell[slot::LAST_PUSHED].load(Ordering::Relaxed) != id {
     let head = t.cell[slot::QUEUE_HEAD].load(Ordering::Relaxed);
     let tail = t.cell[slot::QUEUE_TAIL].load(Ordering::Relaxed);
     if head.wrapping_sub(tail) < QUEUE_LEN as u32 {
-      if let Some(c) = t.cell.get(slot::QUEUE + (head as usize & (QUEUE_LEN - 1))) {
+      let at = head as usize & (QUEUE_LEN - 1);
+      if let (Some(c), Some(o)) = (t.cell.get(slot::QUEUE + at), t.frame.objects.get(at)) {
         c.store(id, Ordering::Relaxed);
+        o.store(store, Ordering::Relaxed);
       }
       t.cell[slot::QUEUE_HEAD].store(head.wrapping_add(1), Ordering::Release);
       t.cell[slot::LAST_PUSHED].store(id, Ordering::Relaxed);

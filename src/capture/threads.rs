@@ -88,6 +88,12 @@ impl FrameReader {
     self.hash.store(0, Ordering::Relaxed);
     self.gc_depth.store(0, Ordering::Relaxed);
     self.gc_context.store(0, Ordering::Relaxed);
+    // Global handles left here belong to an isolate that is gone (`context_frame::tear_down`
+    // disposes them while it lives).
+    for o in self.objects.iter() {
+      o.store(0, Ordering::Relaxed);
+    }
+    self.gc_store.store(0, Ordering::Relaxed);
   }
 }
 

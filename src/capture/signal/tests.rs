@@ -39,6 +39,8 @@ fn fake_frame(id: u32) -> FakeFrame {
     hash: AtomicU32::new(0x10),
     gc_depth: AtomicU32::new(0),
     gc_context: AtomicU32::new(0),
+    objects: [const { AtomicUsize::new(0) }; QUEUE_LEN],
+    gc_store: AtomicUsize::new(0),
   };
   FakeFrame {
     reader,
@@ -55,6 +57,14 @@ fn smi_word(v: i64) -> usize {
 fn a_frame_reads_its_store_id_and_a_broken_one_reads_none_or_nothing() {
   let f = fake_frame(77);
   assert_eq!(frame_context(&f.reader), Some(77));
+  // Where the store is: its tagged address, or during a collection the marker for the store
+  // held since the collection's start.
+  let store = f._buffers[2].as_ptr() as usize + 1;
+  assert_eq!(frame_store(&f.reader), Some((77, store)));
+  f.reader.gc_context.store(77, Ordering::Relaxed);
+  f.reader.gc_depth.store(1, Ordering::Release);
+  assert_eq!(frame_store(&f.reader), Some((77, GC_STORE)));
+  f.reader.gc_depth.store(0, Ordering::Release);
   // Each corruption: the read ends, with no labels, in bounded time.
   type Corruption = (&'static str, fn(&mut [usize]));
   let broken: [Corruption; 7] = [
