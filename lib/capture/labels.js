@@ -590,9 +590,10 @@ function withLabels(labels, fn, ...args) {
   }
   publish(store);
   try {
-    return als.run(store, fn, ...args);
+    return args.length === 0 ? als.run(store, fn) : als.run(store, fn, ...args);
   } finally {
-    publish(currentStoreOfContext());
+    // Where the handler reads the frame, nothing is published (and the lookup is saved).
+    if (!frameRead) publish(currentStoreOfContext());
   }
 }
 
@@ -615,7 +616,7 @@ function runWithStore(store, fn, thisArg, args) {
   try {
     return als.run(store, () => fn.apply(thisArg, args));
   } finally {
-    publish(currentStoreOfContext());
+    if (!frameRead) publish(currentStoreOfContext());
   }
 }
 

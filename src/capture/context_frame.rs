@@ -218,6 +218,9 @@ pub fn drain_begin(t: &ThreadContext) -> Vec<(u32, usize)> {
   let Ok(v8) = v8() else { return Vec::new() };
   // SAFETY: called on a JS thread (from a napi call), where V8 has entered its isolate.
   let isolate = unsafe { (v8.get_current)() };
+  if isolate.is_null() {
+    return Vec::new();
+  }
   let f = &t.frame;
   let mut out = Vec::with_capacity(head.wrapping_sub(tail) as usize);
   let mut at = tail;
@@ -225,13 +228,13 @@ pub fn drain_begin(t: &ThreadContext) -> Vec<(u32, usize)> {
     let i = at as usize & (QUEUE_LEN - 1);
     let id = t.cell[slot::QUEUE + i].load(Ordering::Relaxed);
     let address = f.objects[i].load(Ordering::Relaxed);
-    let held = if is_address(address) && !isolate.is_null() {
+    let held = if is_address(address) {
       (v8.globalize)(isolate, address) as usize
     } else if address == GC_STORE {
       // Its own handle: `gc_store` changes at the next collection.
       let gc = f.gc_store.load(Ordering::Relaxed);
       // SAFETY: `gc` is a live global handle's slot (disposed only by the next prologue).
-      if gc != 0 && !isolate.is_null() {
+      if gc != 0 {
         (v8.globalize)(isolate, unsafe { *(gc as *const usize) }) as usize
       } else {
         0
