@@ -124,13 +124,9 @@ function drainQueue() {
   const drained = native.frameDrain();
   for (let i = 0; i < drained.length; i += 2) {
     const store = drained[i + 1];
-    if (isStore(store) && store.id === drained[i]) save(store);
+    // Only this module's stores are in its AsyncLocalStorage; ids are never reused.
+    if (store !== undefined && store.id === drained[i]) save(store);
   }
-}
-
-/** One of this module's stores (what selfprof's AsyncLocalStorage holds). */
-function isStore(value) {
-  return typeof value === 'object' && value !== null && typeof value.id === 'number' && typeof value.labels === 'object';
 }
 
 /**

@@ -155,7 +155,7 @@ pub fn frame_drain<'env>(env: &'env Env) -> Result<Array<'env>> {
         // holding the tagged address; the self-check proved it), and the collector keeps
         // it current if setting the element allocates.
         // SAFETY: `held` is a live global handle of this thread's isolate.
-        check(unsafe {
+        napi::check_status!(unsafe {
           napi::sys::napi_set_element(env.raw(), out.raw(), n as u32 * 2 + 1, held as napi::sys::napi_value)
         })?;
       }
@@ -174,14 +174,6 @@ pub fn frame_sample() -> u32 {
   return threads::this_thread().map_or(0, signal::read_context);
   #[cfg(not(unix))]
   0
-}
-
-fn check(status: napi::sys::napi_status) -> Result<()> {
-  if status == napi::sys::Status::napi_ok {
-    Ok(())
-  } else {
-    Err(Error::from_reason(format!("napi_set_element failed ({status})")))
-  }
 }
 
 /// The V8 versions whose layouts this build knows (checked against each Node's headers

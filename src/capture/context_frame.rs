@@ -213,40 +213,26 @@ fn is_address(v: usize) -> bool {
 /// Called on the JS thread outside a collection; nothing here allocates on V8's heap, so
 /// no collection can move a queued address before it is held.
 pub fn drain_begin(t: &ThreadContext) -> Vec<(u32, usize)> {
-  let head = t.cell[slot::QUEUE_HEAD].load(Ordering::Acquire);
-  let tail = t.cell[slot::QUEUE_TAIL].load(Ordering::Relaxed);
   let Ok(v8) = v8() else { return Vec::new() };
   // SAFETY: called on a JS thread (from a napi call), where V8 has entered its isolate.
   let isolate = unsafe { (v8.get_current)() };
   if isolate.is_null() {
     return Vec::new();
   }
-  let f = &t.frame;
-  let mut out = Vec::with_capacity(head.wrapping_sub(tail) as usize);
-  let mut at = tail;
-  while at != head {
-    let i = at as usize & (QUEUE_LEN - 1);
-    let id = t.cell[slot::QUEUE + i].load(Ordering::Relaxed);
-    let address = f.objects[i].load(Ordering::Relaxed);
-    let held = if is_address(address) {
-      (v8.globalize)(isolate, address) as usize
-    } else if address == GC_STORE {
-      // Its own handle: `gc_store` changes at the next collection.
-      let gc = f.gc_store.load(Ordering::Relaxed);
-      // SAFETY: `gc` is a live global handle's slot (disposed only by the next prologue).
-      if gc != 0 {
-        (v8.globalize)(isolate, unsafe { *(gc as *const usize) }) as usize
-      } else {
-        0
-      }
-    } else {
-      address
-    };
-    f.objects[i].store(held, Ordering::Relaxed);
-    out.push((id, held));
-    at = at.wrapping_add(1);
-  }
-  out
+  // As a collection's start does, with the current collection store: every entry is then a
+  // handle of its own (or 0), which the collector keeps current while JS takes them.
+  let tail = t.cell[slot::QUEUE_TAIL].load(Ordering::Relaxed);
+  let gc = t.frame.gc_store.load(Ordering::Relaxed);
+  let head = hold_queued(t, v8, isolate, tail, Some(gc));
+  (0..head.wrapping_sub(tail))
+    .map(|n| {
+      let i = tail.wrapping_add(n) as usize & (QUEUE_LEN - 1);
+      (
+        t.cell[slot::QUEUE + i].load(Ordering::Relaxed),
+        t.frame.objects[i].load(Ordering::Relaxed),
+      )
+    })
+    .collect()
 }
 
 /// Ends a drain: the handles `drain_begin` gave are disposed and their ids taken off the
@@ -341,19 +327,20 @@ pub unsafe fn set_up(
 /// the GC callbacks removed, the global handle disposed.
 pub fn tear_down(t: &ThreadContext, installed: Installed) {
   t.frame.enabled.store(false, Ordering::Release);
-  if let Ok(v8) = v8() {
-    let queued: Vec<usize> = t.frame.objects.iter().map(|o| o.swap(0, Ordering::Relaxed)).collect();
-    let gc = t.frame.gc_store.swap(0, Ordering::Relaxed);
-    for held in queued
-      .into_iter()
-      .chain([gc])
-      .filter(|&h| h != 0 && !is_address(h) && h != GC_STORE)
-    {
-      (v8.dispose_global)(held as *mut usize);
-    }
-  }
+  // The global handles of stores still queued, and of the last collection's store.
+  let held: Vec<usize> = t
+    .frame
+    .objects
+    .iter()
+    .chain([&t.frame.gc_store])
+    .map(|o| o.swap(0, Ordering::Relaxed))
+    .filter(|&h| h != 0 && h != GC_STORE && !is_address(h))
+    .collect();
   t.frame.clear();
   if let Ok(v8) = v8() {
+    for h in held {
+      (v8.dispose_global)(h as *mut usize);
+    }
     let isolate = installed.isolate as *mut c_void;
     let data = installed.frame as *mut c_void;
     (v8.remove_prologue)(isolate, gc_prologue, data);
