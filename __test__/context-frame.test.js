@@ -143,7 +143,8 @@ test('a worker reads its own frame', async () => {
     function workerFrameWork(ms) { return spin(ms); }
     (async () => {
       const p = new Profiler({ sampleInterval: 1, maxBufferSize: 1e5 });
-      const log = new WorkLog();
+      // Each call goes on until signalled 20 times: a loaded machine gives 30 ms fewer samples.
+      const log = new WorkLog({ signals: 20 });
       await withLabels({ where: 'worker' }, async () => {
         log.run({ where: 'worker' }, workerFrameWork, 30);
         await new Promise((r) => setTimeout(r, 30));
