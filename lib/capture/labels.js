@@ -88,6 +88,11 @@ function save(store) {
 /** A signal recorded a context since JS last looked: keep its labels. */
 function noteSampled() {
   if (frameRead) return drainQueue();
+  notePublished();
+}
+
+/** The same where the handler reads the published id (hooks). */
+function notePublished() {
   const id = shared ? Atomics.exchange(cell, SLOT.sampled, 0) : native.takeSampledContext();
   if (id === 0) return;
   if (id === currentStore.id) save(currentStore);
@@ -185,8 +190,11 @@ function checkFrame() {
       drained('in a timer', c);
       if (failed()) return fail(`read ${failed()[1]} for ${failed()[0]}, not ${failed()[2]}`);
       frameReason = null;
-      frameRead = true;
+      // The handler reads the frame from here; what it recorded from the published id
+      // until now (this callback's own probe) is saved first, or its sample would be lost.
       native.frameEnable(true);
+      notePublished();
+      frameRead = true;
       updateHook();
     }, 0).unref();
   });
