@@ -70,7 +70,7 @@ test('a long request keeps its labels after 50,000 newer label sets and collecti
   withLabels({ span_id: 'warm' }, () => {
     for (let i = 0; i < 20; i++) warm.run({ span_id: 'warm' }, allocatingWork, 5);
   });
-  const log = new WorkLog({ signals: 40 });
+  const log = new WorkLog({ signals: 60 });
   let release;
   const released = new Promise((r) => (release = r));
   const long = withLabels({ span_id: 'long', endpoint: 'GET /report' }, async () => {
