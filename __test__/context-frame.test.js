@@ -128,6 +128,16 @@ test('under GC stress (compaction at every collection, a collection every few al
   checkStress(t, run, 'GC stress');
 });
 
+test('samples that land as the handler switches from the hooks to the frame keep their labels', { skip: noChildProcess || (major < 24 && 'the switch is on Node >= 24') }, (t) => {
+  // The fixture holds the switch for 20 ms at 1 ms sampling: the samples there recorded
+  // the hooks' published id (lost before the switch saved it first: 18 of 30 samples).
+  const { metadata } = child(t, path.join(__dirname, 'fixtures', 'frame-switch.js'));
+  t.diagnostic(JSON.stringify(metadata));
+  assert.equal(metadata.labelPath, 'context-frame');
+  assert.ok(metadata.matchedSamples >= 10, `samples landed in the switch: ${JSON.stringify(metadata)}`);
+  assert.equal(metadata.labelsLostSamples ?? 0, 0, JSON.stringify(metadata));
+});
+
 test('SELFPROF_CONTEXT_FRAME=0 keeps the hooks, and the labels are as right', { skip: noChildProcess }, (t) => {
   const run = child(t, path.join(__dirname, 'fixtures', 'frame-stress.js'), { args: ['1.5'], env: { SELFPROF_CONTEXT_FRAME: '0' } });
   assert.equal(run.trace.metadata.labelPath, 'async-hooks');
