@@ -135,7 +135,7 @@ test('under GC stress (compaction at every collection, a collection every few al
 });
 
 test('samples that land as the handler switches from the hooks to the frame keep their labels', { skip: noChildProcess || (expected !== 'context-frame' && 'the handler reads no frame here') }, (t) => {
-  // The fixture holds the switch for 20 ms at 1 ms sampling: the samples there recorded
+  // The fixture holds the switch for 20 signals at 1 ms sampling: the samples there recorded
   // the hooks' published id (lost before the switch saved it first: 18 of 30 samples).
   const { metadata } = child(t, path.join(__dirname, 'fixtures', 'frame-switch.js'));
   t.diagnostic(JSON.stringify(metadata));
