@@ -56,6 +56,45 @@ test(`labels come from the ${expected} here (Node ${major}, V8 ${process.version
   t.diagnostic(assertRequestLabels(traceWork(trace, ['frameWork']), log.calls, { what: 'frameWork', min: 40, exact: true }));
 });
 
+test("withLabels on this path gives fn's value, args and throws, leaves the caller's stores as they were, and ends every async scope it opens", async (t) => {
+  const { AsyncLocalStorage, createHook } = require('node:async_hooks');
+  const { getLabels } = require('..');
+  // Another tool's hooks (cls-hooked keeps a context per async id until its destroy).
+  const open = new Set();
+  let opened = 0;
+  const hook = createHook({
+    init(id, type) {
+      if (type.startsWith('selfprof')) (open.add(id), opened++);
+    },
+    destroy(id) {
+      open.delete(id);
+    },
+  }).enable();
+  t.after(() => hook.disable());
+  const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  const other = new AsyncLocalStorage();
+  await withLabels({ warm: 'up' }, () => new Promise((r) => setTimeout(r, 20)));
+  await other.run('theirs', async () => {
+    assert.equal(withLabels({ a: '1' }, (x, y) => x + y + getLabels().a, 1, 2), '31');
+    assert.throws(() => withLabels({ a: '2' }, () => {
+      throw new Error('boom');
+    }), /boom/);
+    assert.deepEqual({ ...getLabels() }, {}, 'a throw leaves no labels behind');
+    const inner = await withLabels({ a: '3' }, async () => {
+      await new Promise((r) => setTimeout(r, 2));
+      return withLabels({ b: '4' }, () => `${JSON.stringify(getLabels())} ${other.getStore()}`);
+    });
+    assert.equal(inner, '{"a":"3","b":"4"} theirs');
+    assert.deepEqual({ ...getLabels() }, {});
+    assert.equal(other.getStore(), 'theirs');
+  });
+  await profiler.stop();
+  await new Promise((r) => setImmediate(r));
+  t.diagnostic(`${labelState().path}: ${opened} scopes opened`);
+  if (expected === 'context-frame') assert.ok(opened >= 4, 'withLabels enters its store in a scope of its own');
+  assert.equal(open.size, 0, 'every scope withLabels opened is destroyed');
+});
+
 /** Busy work that allocates as it goes: collections run while it is being sampled. */
 function allocatingWork(ms) {
   const end = performance.now() + ms;

@@ -30,7 +30,7 @@
 // to a queue in the cell with where each store is, which JS drains at each new label set
 // and every second, getting the stores back from the native side to save their labels.
 
-const { AsyncLocalStorage, createHook, executionAsyncResource } = require('node:async_hooks');
+const { AsyncLocalStorage, AsyncResource, createHook, executionAsyncResource } = require('node:async_hooks');
 const { native } = require('../native');
 const { warnOnce } = require('../log');
 const { watchRequests, claimRequest } = require('../integrations/http-requests');
@@ -136,8 +136,9 @@ function drainQueue() {
 
 /**
  * Sets up the handler to read this thread's frame and proves it on this Node before it is
- * trusted: stores set by run(), nested, beside other AsyncLocalStorages, across an await
- * and a timer, must read back as themselves, and no store as none. Hooks label samples
+ * trusted: stores entered as withLabels enters them and by run(), nested, beside other
+ * AsyncLocalStorages, across an await and a timer, must read back as themselves, and no
+ * store as none. Hooks label samples
  * until then, and for good if anything differs. `SELFPROF_CONTEXT_FRAME=0` keeps hooks.
  */
 function checkFrame() {
@@ -173,12 +174,16 @@ function checkFrame() {
     const got = native.frameDrain();
     reads.push([`${what} (drained)`, got[1] === want ? want.id : got[0] ?? 0, want.id]);
   };
-  als.run(EMPTY, () => expect('no store', 0));
-  als.run(a, () => {
-    expect('run', a.id);
-    drained('run', a);
-    others[0].run({}, () => als.run(b, () => others[1].run(1, () => expect('nested beside others', b.id))));
-    expect('back out', a.id);
+  als.run(EMPTY, () => {
+    expect('no store', 0);
+    // Entered as withLabels enters it, then by run() inside.
+    runInFrame(a, () => {
+      expect('entered', a.id);
+      drained('entered', a);
+      others[0].run({}, () => als.run(b, () => others[1].run(1, () => expect('nested beside others', b.id))));
+      expect('back out', a.id);
+    }, undefined, []);
+    expect('left', 0);
   });
   const failed = () => reads.find(([, got, want]) => got !== want);
   if (failed()) return fail(`read ${failed()[1]} for ${failed()[0]}, not ${failed()[2]}`);
@@ -592,12 +597,34 @@ function withLabels(labels, fn, ...args) {
     labelsUsed = true;
     updateHook();
   }
+  if (frameRead) return runInFrame(store, fn, undefined, args);
   publish(store);
   try {
     return args.length === 0 ? als.run(store, fn) : als.run(store, fn, ...args);
   } finally {
-    // Where the handler reads the frame, nothing is published (and the lookup is saved).
-    if (!frameRead) publish(currentStoreOfContext());
+    publish(currentStoreOfContext());
+  }
+}
+
+// Where the handler reads the frame, AsyncLocalStorage keeps its stores in a Map per async
+// context frame, and run() copies the current one twice: once with the store, once more to
+// put the prior store back. An AsyncResource's scope puts the caller's frame object itself
+// back when it ends, so entering the store inside one copies the frame once. (Not with
+// selfprof's hooks: their before/after would publish around the resource's scope.)
+const SCOPE_OPTIONS = { requireManualDestroy: true };
+function enterAndCall(store, fn, thisArg, args) {
+  als.enterWith(store);
+  return args.length === 0 ? fn.call(thisArg) : fn.apply(thisArg, args);
+}
+/** Runs `fn` with `store` current, where the handler reads the frame. */
+function runInFrame(store, fn, thisArg, args) {
+  // Created here, it holds the caller's frame, so entering its scope changes nothing.
+  const scope = new AsyncResource('selfprof.labels', SCOPE_OPTIONS);
+  try {
+    return scope.runInAsyncScope(enterAndCall, null, store, fn, thisArg, args);
+  } finally {
+    // Its scope is over: a destroy hook (another tool's) hears of it now, not at a GC.
+    scope.emitDestroy();
   }
 }
 
@@ -616,11 +643,12 @@ function setSpanLabels(labels, derived) {
 
 /** Runs `fn` with `store` current (as `withLabels` does). */
 function runWithStore(store, fn, thisArg, args) {
+  if (frameRead) return runInFrame(store, fn, thisArg, args);
   publish(store);
   try {
     return als.run(store, () => fn.apply(thisArg, args));
   } finally {
-    if (!frameRead) publish(currentStoreOfContext());
+    publish(currentStoreOfContext());
   }
 }
 
