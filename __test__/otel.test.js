@@ -168,7 +168,7 @@ test('a request still running at stop() carries the route known then; a span tha
     for (const name of ['GET', 'undefined']) {
       tracer.startActiveSpan(name, { kind: api.SpanKind.SERVER }, (root) => {
         const { spanId, traceId } = root.spanContext();
-        untilSignals(15, () => log2.run({ span_id: spanId, trace_id: traceId, ...(name === 'GET' && { endpoint: 'GET' }) }, name === 'GET' ? otelRouteWork : unnamedWork, 2));
+        untilSignals(30, () => log2.run({ span_id: spanId, trace_id: traceId, ...(name === 'GET' && { endpoint: 'GET' }) }, name === 'GET' ? otelRouteWork : unnamedWork, 2));
         root.end();
       });
     }

@@ -19,7 +19,8 @@
 // valgrind for --requests N1,N2 (default 2000,6000) requests and the difference divided by
 // N2 - N1 is one request's cost, start-up cancelled. Sampling is every 1000 ms there (a
 // process under valgrind runs ~50x slower, so time-based sampling would fire ~50x more per
-// request): the count isolates the per-request costs, hooks and label sets.
+// request): the count isolates the per-request costs, hooks and label sets. The server
+// runs with V8's --single-threaded there unless --threads is given (see singleThreaded).
 //
 // Each (mode, round) runs in fresh processes; rounds shuffle the mode order, and each
 // mode's requests/s is reported as the median over rounds of its ratio to the
@@ -346,11 +347,16 @@ const median = (xs) => {
   return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
+// V8's collector and compiler on the main thread, in the same order every run: counts of
+// one mode that moved by thousands of instructions a request between runs repeat closely.
+// `--threads` keeps V8's helper threads (the service's real shape; noisier counts).
+const singleThreaded = !process.argv.includes('--threads');
+
 /** The server's instructions for `count` requests, under callgrind. */
 function serverInstructions(node, mode, count) {
   const { spawn } = require('node:child_process');
   return new Promise((resolve, reject) => {
-    const srv = spawn('valgrind', ['--tool=callgrind', '--callgrind-out-file=/dev/null', node, __filename, '--server', mode, '--interval', '1000', '--exit-after', String(count)], {
+    const srv = spawn('valgrind', ['--tool=callgrind', '--callgrind-out-file=/dev/null', node, ...(singleThreaded ? ['--single-threaded'] : []), __filename, '--server', mode, '--interval', '1000', '--exit-after', String(count)], {
       cwd: path.join(__dirname, '..'),
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
