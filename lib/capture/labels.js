@@ -138,8 +138,7 @@ function drainQueue() {
  * Sets up the handler to read this thread's frame and proves it on this Node before it is
  * trusted: stores entered as withLabels enters them and by run(), nested, beside other
  * AsyncLocalStorages, across an await and a timer, must read back as themselves, and no
- * store as none. Hooks label samples
- * until then, and for good if anything differs. `SELFPROF_CONTEXT_FRAME=0` keeps hooks.
+ * store as none. Hooks label samples until then, and for good if anything differs. `SELFPROF_CONTEXT_FRAME=0` keeps hooks.
  */
 function checkFrame() {
   if (frameReason !== undefined) return;
@@ -597,13 +596,7 @@ function withLabels(labels, fn, ...args) {
     labelsUsed = true;
     updateHook();
   }
-  if (frameRead) return runInFrame(store, fn, undefined, args);
-  publish(store);
-  try {
-    return args.length === 0 ? als.run(store, fn) : als.run(store, fn, ...args);
-  } finally {
-    publish(currentStoreOfContext());
-  }
+  return runWithStore(store, fn, undefined, args);
 }
 
 // Where the handler reads the frame, AsyncLocalStorage keeps its stores in a Map per async
@@ -641,12 +634,12 @@ function setSpanLabels(labels, derived) {
   enterLabels('setSpanLabels', labels, derived);
 }
 
-/** Runs `fn` with `store` current (as `withLabels` does). */
+/** Runs `fn` with `store` current: withLabels, and the integrations' request events. */
 function runWithStore(store, fn, thisArg, args) {
   if (frameRead) return runInFrame(store, fn, thisArg, args);
   publish(store);
   try {
-    return als.run(store, () => fn.apply(thisArg, args));
+    return thisArg === undefined ? als.run(store, fn, ...args) : als.run(store, () => fn.apply(thisArg, args));
   } finally {
     publish(currentStoreOfContext());
   }
