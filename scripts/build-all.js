@@ -387,11 +387,11 @@ async function main() {
   const results = await buildAll();
 
   // --- into the per-platform packages, with the napi CLI's own commands ---------------------
-  // `napi artifacts` also copies every binary into the package root, where the loader would
-  // take them before the packages (and npm pack would ship them): the root keeps only the
-  // source build it had.
-  const rootBinaries = () => fs.readdirSync(root).filter((f) => f.startsWith(`${pkg.napi.binaryName}.`) && f.endsWith('.node'));
-  const sourceBuilds = new Map(rootBinaries().map((f) => [f, fs.readFileSync(path.join(root, f))]));
+  // `napi artifacts` also copies every binary into the package root (where the loader would
+  // take them before the packages, and npm pack would ship them) and removes the root's
+  // binaries of targets it found no artifact for. So napi works on a scratch copy of the
+  // manifest, npm/ and artifacts/, and only npm/ comes back: the root's own build is never
+  // touched, not even for a moment (CI runs this beside tests that load it).
   // (A run for Windows only has none of napi's to move; its binary is in place already.)
   const napiSteps = targets.some((t) => !WINDOWS[t])
     ? [
@@ -399,25 +399,35 @@ async function main() {
         ['artifacts', '--output-dir', 'artifacts', '--npm-dir', 'npm'], // artifacts/*.node -> npm/<platform>/
       ]
     : [];
-  // (A failure is reported after the source build is back: `napi artifacts` removes the
-  // root's copies of the targets it found no artifact for.)
+  const scratch = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'selfprof-napi-'));
   let napiFailure = null;
   try {
+    fs.copyFileSync(path.join(root, 'package.json'), path.join(scratch, 'package.json'));
+    fs.cpSync(path.join(root, 'npm'), path.join(scratch, 'npm'), { recursive: true });
+    fs.mkdirSync(path.join(scratch, 'artifacts'));
+    for (const f of fs.readdirSync(artifacts)) {
+      if (f.endsWith('.node')) fs.copyFileSync(path.join(artifacts, f), path.join(scratch, 'artifacts', f));
+    }
     for (const args of napiSteps) {
-      const r = spawnSync(napi, args, { cwd: root, encoding: 'utf8' });
-      if (r.status !== 0) {
-        napiFailure = `napi ${args[0]} failed:\n${r.stdout}${r.stderr}`;
-        break;
+      const r = spawnSync(napi, args, { cwd: scratch, encoding: 'utf8' });
+      if (r.status !== 0) napiFailure ??= `napi ${args[0]} failed:\n${r.stdout}${r.stderr}`;
+    }
+    for (const platform of napiFailure === null ? fs.readdirSync(path.join(scratch, 'npm')) : []) {
+      const from = path.join(scratch, 'npm', platform);
+      if (!fs.existsSync(path.join(root, 'npm', platform))) continue;
+      for (const f of fs.readdirSync(from)) {
+        if (f === 'package.json' || f.endsWith('.node')) fs.copyFileSync(path.join(from, f), path.join(root, 'npm', platform, f));
       }
     }
   } finally {
-    for (const f of rootBinaries()) if (!sourceBuilds.has(f)) fs.rmSync(path.join(root, f));
-    for (const [f, bytes] of sourceBuilds) fs.writeFileSync(path.join(root, f), bytes, { mode: 0o755 });
+    fs.rmSync(scratch, { recursive: true, force: true });
   }
   if (napiFailure) fail(napiFailure);
   for (const r of results) {
     const dest = path.join(root, 'npm', r.platform, `${pkg.napi.binaryName}.${r.platform}.node`);
     if (!fs.existsSync(dest)) fail(`napi artifacts did not put ${r.platform}'s binary in ${path.relative(root, dest)}`);
+    const built = WINDOWS[r.triple] ? null : path.join(artifacts, `${pkg.napi.binaryName}.${r.platform}.node`);
+    if (built && !fs.readFileSync(dest).equals(fs.readFileSync(built))) fail(`${path.relative(root, dest)} is not the binary this run built`);
     const version = JSON.parse(fs.readFileSync(path.join(root, 'npm', r.platform, 'package.json'), 'utf8')).version;
     if (version !== pkg.version) fail(`npm/${r.platform}/package.json is version ${version}, the root ${pkg.version}`);
   }
