@@ -95,6 +95,74 @@ test("withLabels on this path gives fn's value, args and throws, leaves the call
   assert.equal(open.size, 0, 'every scope withLabels opened is destroyed');
 });
 
+test("a request a tracer labels runs its body's and response's events with its labels, and on this path in one scope per request, not one per event", async (t) => {
+  const http = require('node:http');
+  const { createHook } = require('node:async_hooks');
+  const { getLabels } = require('..');
+  const { openTelemetrySpanProcessor } = require('..');
+  const { setSpanLabels, derivedLabels, closeDerived } = require('../lib/capture/labels');
+  const scopes = {};
+  const hook = createHook({
+    init(id, type) {
+      if (type.startsWith('selfprof')) scopes[type] = (scopes[type] ?? 0) + 1;
+    },
+  }).enable();
+  t.after(() => hook.disable());
+  const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  // Labels' first use starts the path's check, which ends in a timer: the requests come after it.
+  await withLabels({ warm: 'up' }, () => new Promise((r) => setTimeout(r, 20)));
+  for (let i = 0; i < 100 && labelState().path !== expected; i++) await new Promise((r) => setTimeout(r, 10));
+  for (const type of Object.keys(scopes)) delete scopes[type];
+  // A tracer set up with selfprof's processor: from here on its requests are watched, the
+  // first one too.
+  openTelemetrySpanProcessor();
+  const seen = [];
+  let n = 0;
+  const server = http.createServer((req, res) => {
+    // What a tracer's span start does as the 'request' event is emitted.
+    const span = `span-${n++}`;
+    const derived = derivedLabels(['endpoint'], () => ({ endpoint: 'POST /orders' }));
+    setSpanLabels({ span_id: span }, derived);
+    const note = (event) => seen.push({ span, event, labels: { ...getLabels() } });
+    req.on('data', () => note('data'));
+    req.on('end', () => {
+      note('end');
+      res.end('ok');
+    });
+    res.on('finish', () => {
+      note('finish');
+      closeDerived(derived);
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => server.close());
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const requests = 20;
+  for (let i = 0; i < requests; i++) {
+    await new Promise((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port: server.address().port, method: 'POST', path: '/orders', agent }, (res) => {
+        res.resume();
+        res.on('end', resolve);
+      });
+      req.on('error', reject);
+      req.end('{"item":"book"}');
+    });
+  }
+  await profiler.stop();
+  t.diagnostic(`${labelState().path}: ${JSON.stringify(scopes)} for ${requests} requests`);
+  assert.equal(new Set(seen.map((s) => `${s.span} ${s.event}`)).size, seen.length);
+  for (const event of ['data', 'end', 'finish']) {
+    assert.equal(seen.filter((s) => s.event === event).length, requests, `every request's '${event}'`);
+  }
+  for (const s of seen) assert.deepEqual(s.labels, { span_id: s.span, endpoint: 'POST /orders' }, `${s.span}'s '${s.event}' runs with its labels`);
+  if (expected === 'context-frame') {
+    // A scope per event would copy the frame's Map per event (run() copies it twice).
+    assert.equal(scopes['selfprof.request'], requests, 'one scope per request');
+    assert.equal(scopes['selfprof.labels'] ?? 0, 0, 'no scope per event');
+  }
+});
+
 /** Busy work that allocates as it goes: collections run while it is being sampled. */
 function allocatingWork(ms) {
   const end = performance.now() + ms;

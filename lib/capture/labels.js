@@ -630,8 +630,14 @@ function setLabels(labels) {
  * span as it changes (`derivedLabels`). The HTTP request being handled, if any, runs its
  * events with them too. */
 function setSpanLabels(labels, derived) {
-  watchRequests(runWithStore);
+  watchSpanRequests();
   enterLabels('setSpanLabels', labels, derived);
+}
+
+/** Starts watching HTTP requests for `setSpanLabels`: an integration calls it as it is set
+ * up, so that its first request's events are bound too (http-requests.js). */
+function watchSpanRequests() {
+  watchRequests(runWithStore);
 }
 
 /** Runs `fn` with `store` current: withLabels, and the integrations' request events. */
@@ -651,7 +657,6 @@ function enterLabels(fn, labels, derived) {
     labelsUsed = true;
     updateHook();
   }
-  if (derived !== undefined) claimRequest(store);
   if (derived !== undefined && typeof als.kResourceStore === 'symbol') {
     // AsyncLocalStorage on async_hooks (Node < 24) keeps the store on the resource being
     // run, which for a request is its connection's: note it, to take it back at the span's
@@ -660,6 +665,9 @@ function enterLabels(fn, labels, derived) {
     derived.entered = { resource, store, outer: resource[als.kResourceStore] };
   }
   als.enterWith(store);
+  // Claimed now, where the frame holds the store: on the frame path the request's events
+  // run in this frame (http-requests.js).
+  if (derived !== undefined) claimRequest(store, frameRead);
   publish(store);
 }
 
@@ -675,6 +683,7 @@ module.exports = {
   labelPath,
   labelState,
   setSpanLabels,
+  watchSpanRequests,
   derivedLabels,
   updateDerived,
   closeDerived,

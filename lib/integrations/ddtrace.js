@@ -20,7 +20,7 @@
 // endpoint_counts), as dd-trace's own profiler counts them.
 
 const dc = require('node:diagnostics_channel');
-const { setSpanLabels, derivedLabels, updateDerived, closeDerived } = require('../capture/labels');
+const { setSpanLabels, watchSpanRequests, derivedLabels, updateDerived, closeDerived } = require('../capture/labels');
 const { warnOnce } = require('../log');
 const { countRequest } = require('./requests');
 
@@ -74,6 +74,7 @@ function ddTraceIntegration() {
 /** Listens to dd-trace's span channels (once), whether dd-trace is loaded yet or not. */
 function subscribeDdTrace() {
   if (active) return active;
+  watchSpanRequests();
   /** Local root span -> its derived labels (the endpoint, read from its tags), or null
    * until its tags say it is a request. */
   const roots = new WeakMap();

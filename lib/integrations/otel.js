@@ -17,7 +17,7 @@
 // the route known then). When the span ends, the request is counted by that endpoint
 // (Datadog's endpoint_counts).
 
-const { setSpanLabels, derivedLabels, updateDerived, closeDerived } = require('../capture/labels');
+const { setSpanLabels, watchSpanRequests, derivedLabels, updateDerived, closeDerived } = require('../capture/labels');
 const { warnOnce } = require('../log');
 const { countRequest } = require('./requests');
 
@@ -77,6 +77,7 @@ function spanContextOf(context) {
  * file. Reads spans through their interfaces only: no dependency on `@opentelemetry/api`.
  */
 function openTelemetrySpanProcessor() {
+  watchSpanRequests();
   /** Local root span -> `{ rpc, derived }`: its RPC metadata once seen, its labels. */
   const roots = new WeakMap();
   return {
