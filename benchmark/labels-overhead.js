@@ -3,10 +3,13 @@
 // - http: an HTTP server (4 endpoints, JSON in and out, two awaits on "I/O") in a child
 //   process, driven over loopback by a keep-alive client in another process;
 // - inproc: 64 concurrent in-process "requests" with five async hops and little work
-//   each, the worst case for per-switch costs.
+//   each, the worst case for per-switch costs;
+// - otel-express: the http workload's requests served by Express under OpenTelemetry's
+//   HTTP and Express instrumentations, labeled by selfprof's span processor (modes none,
+//   selfprof, selfprof-labels, baseline-labels; none is the tracer without a profiler).
 // Each request is labeled with its endpoint and span id where the mode labels.
 //
-//   node benchmark/labels-overhead.js [--workload http|inproc] [--seconds 3] [--rounds 5]
+//   node benchmark/labels-overhead.js [--workload http|inproc|otel-express] [--seconds 3] [--rounds 5]
 //                                     [--interval 10] [--node path] [--modes a,b,...]
 //                                     [--baseline DIR]
 //
@@ -46,6 +49,15 @@ if (process.env.SELFPROF_BASELINE) {
 function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? process.argv[i + 1] : fallback;
+}
+const WORKLOAD = arg('workload', 'http');
+if (!['http', 'inproc', 'otel-express'].includes(WORKLOAD)) throw new Error(`--workload is http, inproc or otel-express, not ${WORKLOAD}`);
+/** The modes a run measures: --modes, else every mode its workload has. */
+function modesOf() {
+  const all = WORKLOAD === 'otel-express' ? TRACER_MODES.filter((m) => MODES[m]) : Object.keys(MODES);
+  const modes = ['none', ...(arg('modes')?.split(',') ?? all).filter((m) => m !== 'none')];
+  for (const m of modes) if (!MODES[m] || !all.includes(m)) throw new Error(`unknown mode ${m} for ${WORKLOAD}: ${all.join(', ')}`);
+  return modes;
 }
 
 // --- profiling modes ----------------------------------------------------------------
@@ -201,17 +213,73 @@ async function server(mode, intervalMs) {
       res.end(String(err));
     });
   });
+  serve(srv, () => requests, stop);
+}
+
+// Express under OpenTelemetry (HTTP and Express instrumentations, spans batched to an
+// exporter that drops them), as a traced service runs: the labels come from selfprof's span
+// processor, not from a call per request. No profiler, selfprof without the processor, and
+// selfprof with it (or the baseline's).
+const TRACER_MODES = ['none', 'selfprof', 'selfprof-labels', 'baseline-labels'];
+async function tracedServer(mode, intervalMs) {
+  if (!TRACER_MODES.includes(mode)) throw new Error(`the otel-express workload has modes ${TRACER_MODES.join(', ')}, not ${mode}`);
+  const selfprof = mode.startsWith('baseline') ? require(process.env.SELFPROF_BASELINE) : require('..');
+  const { NodeTracerProvider, BatchSpanProcessor } = require('@opentelemetry/sdk-trace-node');
+  const { registerInstrumentations } = require('@opentelemetry/instrumentation');
+  const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
+  const { ExpressInstrumentation } = require('@opentelemetry/instrumentation-express');
+  const discard = { export: (spans, done) => done({ code: 0 }), shutdown: () => Promise.resolve(), forceFlush: () => Promise.resolve() };
+  const spanProcessors = [new BatchSpanProcessor(discard)];
+  if (mode !== 'none' && mode !== 'selfprof') spanProcessors.unshift(selfprof.openTelemetrySpanProcessor());
+  new NodeTracerProvider({ spanProcessors }).register();
+  registerInstrumentations({ instrumentations: [new HttpInstrumentation(), new ExpressInstrumentation()] });
+  let stop = async () => {};
+  if (mode !== 'none') {
+    const profiler = new selfprof.Profiler({ sampleInterval: intervalMs, maxBufferSize: 1e6 });
+    stop = () => profiler.stop();
+  }
+  const http = require('node:http');
+  const express = require('express');
+  const { setImmediate: immediate } = require('node:timers/promises');
+  const users = Array.from({ length: 500 }, (_, i) => ({ id: i, name: `user-${i}`, email: `u${i}@example.test`, tags: ['a', 'b', 'c'] }));
+  const app = express();
+  let requests = 0;
+  const exitAfter = Number(arg('exit-after', 0));
+  let finished = 0;
+  app.use((req, res, next) => {
+    requests++;
+    if (exitAfter) res.on('finish', () => ++finished === exitAfter && stop().then(() => process.exit(0)));
+    next();
+  });
+  app.get('/users/:id', async (req, res) => {
+    await immediate(); // the "database"
+    res.json(users[Number(req.params.id) % users.length]);
+  });
+  app.post('/orders', express.json({ type: () => true }), async (req, res) => {
+    await immediate();
+    res.json({ ok: true, total: req.body.items.reduce((s, it) => s + it.qty * it.price, 0) });
+  });
+  app.get('/search/:q', async (req, res) => {
+    await immediate();
+    res.json(users.filter((u) => u.name.includes(String(Number(req.params.q) % 10))).slice(0, 20));
+  });
+  app.get('/health', (req, res) => res.json({ status: 'ok', uptime: process.uptime() }));
+  serve(http.createServer(app), () => requests, stop);
+}
+
+/** Listens on loopback, prints the port, and answers the parent's 'mark' and 'stop'. */
+function serve(srv, served, stop) {
   srv.keepAliveTimeout = 60_000;
   srv.listen(0, '127.0.0.1', () => process.stdout.write(`${srv.address().port}\n`));
   let mark = null;
   process.on('message', async (msg) => {
     if (msg === 'mark') {
-      mark = { requests, cpu: process.cpuUsage() };
+      mark = { requests: served(), cpu: process.cpuUsage() };
     } else if (msg === 'stop') {
       const cpu = process.cpuUsage(mark.cpu);
-      const served = requests - mark.requests;
+      const count = served() - mark.requests;
       await stop();
-      process.send({ perCpuSecond: served / ((cpu.user + cpu.system) / 1e6) }, () => {
+      process.send({ perCpuSecond: count / ((cpu.user + cpu.system) / 1e6) }, () => {
         srv.close();
         process.exit(0);
       });
@@ -296,7 +364,7 @@ const pinned = (cpu, argv) =>
 function runHttp(node, mode, seconds, interval) {
   const { spawn } = require('node:child_process');
   return new Promise((resolve, reject) => {
-    const srv = spawn(...pinned(1, [node, __filename, '--server', mode, '--interval', String(interval)]), {
+    const srv = spawn(...pinned(1, [node, __filename, '--server', mode, '--workload', WORKLOAD, '--interval', String(interval)]), {
       cwd: path.join(__dirname, '..'),
       stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
     });
@@ -356,7 +424,7 @@ const singleThreaded = !process.argv.includes('--threads');
 function serverInstructions(node, mode, count) {
   const { spawn } = require('node:child_process');
   return new Promise((resolve, reject) => {
-    const srv = spawn('valgrind', ['--tool=callgrind', '--callgrind-out-file=/dev/null', node, ...(singleThreaded ? ['--single-threaded'] : []), __filename, '--server', mode, '--interval', '1000', '--exit-after', String(count)], {
+    const srv = spawn('valgrind', ['--tool=callgrind', '--callgrind-out-file=/dev/null', node, ...(singleThreaded ? ['--single-threaded'] : []), __filename, '--server', mode, '--workload', WORKLOAD, '--interval', '1000', '--exit-after', String(count)], {
       cwd: path.join(__dirname, '..'),
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
@@ -378,9 +446,9 @@ function serverInstructions(node, mode, count) {
 async function instructions() {
   const node = arg('node', process.execPath);
   const [n1, n2] = arg('requests', '2000,6000').split(',').map(Number);
-  const modes = ['none', ...(arg('modes')?.split(',') ?? Object.keys(MODES)).filter((m) => m !== 'none')];
+  const modes = modesOf();
   const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim();
-  console.log(`HTTP server instructions per request (callgrind, ${n1} and ${n2} requests): node ${version}`);
+  console.log(`${WORKLOAD} server instructions per request (callgrind, ${n1} and ${n2} requests): node ${version}`);
   const per = {};
   for (const mode of modes) {
     const [a, b] = [await serverInstructions(node, mode, n1), await serverInstructions(node, mode, n2)];
@@ -393,16 +461,15 @@ async function instructions() {
 }
 
 async function parent() {
-  const workload = arg('workload', 'http');
+  const workload = WORKLOAD;
   const seconds = Number(arg('seconds', 3));
   const rounds = Number(arg('rounds', 5));
   const interval = Number(arg('interval', 10));
   const node = arg('node', process.execPath);
   const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim();
-  const run = workload === 'http' ? runHttp : runInproc;
+  const run = workload === 'inproc' ? runInproc : runHttp;
   console.log(`labels overhead (${workload}): node ${version}, ${interval} ms interval, ${rounds} rounds × ${seconds} s per mode`);
-  const modes = ['none', ...(arg('modes')?.split(',') ?? Object.keys(MODES)).filter((m) => m !== 'none')];
-  for (const m of modes) if (!MODES[m]) throw new Error(`unknown mode ${m}: ${Object.keys(MODES).join(', ')}`);
+  const modes = modesOf();
   const results = Object.fromEntries(modes.map((m) => [m, { rps: [], ratio: [], cpuRatio: [] }]));
   const perRound = [];
   for (let round = 0; round < rounds; round++) {
@@ -448,7 +515,7 @@ const fail = (err) => {
 if (process.argv.includes('--inproc')) {
   inproc(arg('inproc'), Number(arg('seconds')), Number(arg('interval'))).then(out, fail);
 } else if (process.argv.includes('--server')) {
-  server(arg('server'), Number(arg('interval'))).catch(fail);
+  (WORKLOAD === 'otel-express' ? tracedServer : server)(arg('server'), Number(arg('interval'))).catch(fail);
 } else if (process.argv.includes('--counted-client')) {
   countedClient(Number(arg('counted-client')), Number(arg('count'))).then(() => process.exit(0), fail);
 } else if (process.argv.includes('--instructions')) {
