@@ -144,12 +144,18 @@ test('past the thread cap: one warning, those workers unprofiled, the app unharm
     const { Worker } = require('node:worker_threads');
     const workers = [];
     let ready = 0;
+    // Each worker runs until it is ended, so all 40 run at once however slowly they start;
+    // the app ends them once all have run.
     for (let i = 0; i < 40; i++) {
-      const w = new Worker('require("node:worker_threads").parentPort.postMessage(1); setTimeout(() => {}, 1500)', { eval: true });
-      w.once('message', () => ++ready === 40 && console.log('all 40 ran'));
+      const w = new Worker('const { parentPort } = require("node:worker_threads"); parentPort.postMessage(1); parentPort.once("message", () => {})', { eval: true });
+      w.once('message', async () => {
+        if (++ready < 40) return;
+        console.log('all 40 ran');
+        await session.stop();
+        for (const w of workers) w.terminate();
+      });
       workers.push(w);
     }
-    setTimeout(async () => { await session.stop(); for (const w of workers) w.terminate(); }, 2500);
   `;
   const r = spawnSync(process.execPath, ['-e', script], { cwd: dir, encoding: 'utf8', timeout: 60_000 });
   assert.equal(r.status, 0, r.stderr);
