@@ -188,7 +188,7 @@ test('the old HTTP semantic conventions (http.method) give the same endpoint', a
     // route at the end.
     tracer.startActiveSpan('HTTP POST', { kind: api.SpanKind.SERVER, attributes: { 'http.method': 'POST', 'http.target': '/orders' } }, (root) => {
       const { spanId, traceId } = root.spanContext();
-      untilSignals(15, () => log.run({ span_id: spanId, trace_id: traceId, endpoint: 'POST /orders' }, otelRouteWork, 2));
+      untilSignals(30, () => log.run({ span_id: spanId, trace_id: traceId, endpoint: 'POST /orders' }, otelRouteWork, 2));
       root.setAttribute('http.route', '/orders');
       root.end();
     });
@@ -223,7 +223,7 @@ test('service mode adds its span processor to the registered provider once; span
     const log = new WorkLog();
     tracer.startActiveSpan('GET', { kind: api.SpanKind.SERVER, attributes: { 'http.request.method': 'GET', 'http.route': '/wired' } }, (root) => {
       const { spanId, traceId } = root.spanContext();
-      untilSignals(15, () => log.run({ span_id: spanId, trace_id: traceId, endpoint: 'GET /wired' }, otelRouteWork, 2));
+      untilSignals(30, () => log.run({ span_id: spanId, trace_id: traceId, endpoint: 'GET /wired' }, otelRouteWork, 2));
       root.end();
     });
     const trace = await profiler.stop();
