@@ -391,7 +391,7 @@ async function main() {
   // take them before the packages, and npm pack would ship them) and removes the root's
   // binaries of targets it found no artifact for. So napi works on a scratch copy of the
   // manifest, npm/ and artifacts/, and only npm/ comes back: the root's own build is never
-  // touched, not even for a moment (CI runs this beside tests that load it).
+  // touched, not even for a moment (a test or app loading the addon meanwhile gets it whole).
   // (A run for Windows only has none of napi's to move; its binary is in place already.)
   const napiSteps = targets.some((t) => !WINDOWS[t])
     ? [
@@ -410,7 +410,10 @@ async function main() {
     }
     for (const args of napiSteps) {
       const r = spawnSync(napi, args, { cwd: scratch, encoding: 'utf8' });
-      if (r.status !== 0) napiFailure ??= `napi ${args[0]} failed:\n${r.stdout}${r.stderr}`;
+      if (r.status !== 0) {
+        napiFailure = `napi ${args[0]} failed:\n${r.stdout}${r.stderr}`;
+        break;
+      }
     }
     for (const platform of napiFailure === null ? fs.readdirSync(path.join(scratch, 'npm')) : []) {
       const from = path.join(scratch, 'npm', platform);

@@ -138,7 +138,8 @@ function drainQueue() {
  * Sets up the handler to read this thread's frame and proves it on this Node before it is
  * trusted: stores entered as withLabels enters them and by run(), nested, beside other
  * AsyncLocalStorages, across an await and a timer, must read back as themselves, and no
- * store as none. Hooks label samples until then, and for good if anything differs. `SELFPROF_CONTEXT_FRAME=0` keeps hooks.
+ * store as none. Hooks label samples until then, and for good if anything differs.
+ * `SELFPROF_CONTEXT_FRAME=0` keeps hooks.
  */
 function checkFrame() {
   if (frameReason !== undefined) return;
