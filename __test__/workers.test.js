@@ -23,8 +23,8 @@ function runWorker(workerData) {
 }
 
 /** A worker's report: every sample of its work carries the labels of the round it ran for. */
-function assertLabels(result, what, min = 20) {
-  return assertRequestLabels(result.busy, result.calls, { what, min, exact: true });
+function assertLabels(result, what, min = 20, floor = undefined) {
+  return assertRequestLabels(result.busy, result.calls, { what, min, exact: true, floor });
 }
 
 function mainBusy(ms) {
@@ -85,9 +85,12 @@ test('terminating workers while they are profiled never crashes, and profiling g
     const { code } = await done;
     assert.equal(code, 1, 'terminated');
   }
-  const after = runWorker({ label: 'after', ms: 5, rounds: 5 });
+  // A fresh worker, judged as the 100 workers above are: none wrong, and 90% labeled, as
+  // V8 samples a new isolate's deoptimizations without a signal and one close to a label
+  // switch is left unlabeled (under load, 2 of 18 were).
+  const after = runWorker({ label: 'after', ms: 5, rounds: 10 });
   const { result } = await after.done;
-  assertLabels(result, 'worker after the terminations', 5);
+  assertLabels(result, 'worker after the terminations', 10, 0.9);
   await withLabels({ thread: 'main' }, () => mainBusy(150));
   const trace = await p.stop();
   assert.ok(samplesIn(trace, 'mainBusy').length >= 20, 'the main profiler still samples');
