@@ -24,21 +24,27 @@ const tests = fs
 //   the converters and formats, the exporters against hostile receivers, the environment,
 //   source maps' bounds) run on the newest major, where a Node API they use would first
 //   change or go, besides `npm test`'s oldest. What samples, labels and threads do on each
-//   V8 runs everywhere;
-// - what depends on V8's frames and scripts but not on how labels are carried (source maps
-//   over V8's positions, selfprof's frames hidden, the quick start's pprof) runs on 24 and
-//   26 (the newest V8s, where they would first change) besides `npm test`'s Node 20, not
-//   on 22.
+//   V8 runs everywhere (Node 22: see filesOn).
 const onlyOn = Object.fromEntries([
   ...['real-apps', 'report', 'report-labels', 'report-sources', 'views'].map((f) => [f, ['24']]),
-  ...['sourcemaps', 'profiler-frames', 'quick-start', 'pprof'].map((f) => [f, ['24', '26']]),
   ...['cli', 'cli-edges', 'convert', 'convert-hostile', 'datadog-agent', 'diff', 'env', 'git', 'otlp', 'pyroscope', 'service-hostile', 'service-options', 'sourcemaps-bounds', 'summary'].map((f) => [f, ['26']]),
 ].map(([f, on]) => [path.join('__test__', `${f}.test.js`), on]));
 for (const f of Object.keys(onlyOn)) if (!tests.includes(f)) throw new Error(`node-matrix: ${f} is not a test file`);
-// Majors that run some files only. Node 25's V8 (14.1) has no entry in the frame reader's
-// table, as a Node released after this build would not: there the self-check must fall
-// back to the hooks before it reads anything, say why, and the labels must be as right.
-const filesOn = { 25: ['context-frame', 'labels', 'labels-hostile'].map((f) => path.join('__test__', `${f}.test.js`)) };
+// Majors that run some files only:
+// - Node 25's V8 (14.1) has no entry in the frame reader's table, as a Node released after
+//   this build would not: there the self-check must fall back to the hooks before it reads
+//   anything, say why, and the labels must be as right;
+// - Node 22 carries labels as Node 20 does (async_hooks, which `npm test` runs everything
+//   on), on a newer V8: the files of labels, the signal handler beside V8's, threads and
+//   the stress suite run there.
+const filesOn = {
+  22: ['labels', 'labels-hostile', 'context-frame', 'otel', 'workers', 'threads', 'signal', 'chain', 'profiler', 'fallback', 'heap', 'stress'],
+  25: ['context-frame', 'labels', 'labels-hostile'],
+};
+for (const m in filesOn) {
+  filesOn[m] = filesOn[m].map((f) => path.join('__test__', `${f}.test.js`));
+  for (const f of filesOn[m]) if (!tests.includes(f)) throw new Error(`node-matrix: ${f} is not a test file`);
+}
 /** The stress suite's length on these majors (`npm test` runs it 20 s on its Node). */
 const STRESS_SECONDS = process.env.SELFPROF_STRESS_SECONDS ?? '8';
 
@@ -57,7 +63,7 @@ function nodeBinary(major) {
 
 const results = [];
 // The frame reader's table of V8 layouts against each Node's own headers.
-const withLayouts = majors.filter((m) => !filesOn[m]);
+const withLayouts = majors.filter((m) => m !== '25');
 if (withLayouts.length > 0) {
   const layouts = spawnSync(process.execPath, [path.join(__dirname, 'check-frame-layouts.js'), ...withLayouts.map((m) => path.dirname(path.dirname(nodeBinary(m))))], { stdio: 'inherit' });
   results.push({ version: 'frame layouts', ok: layouts.status === 0 });
