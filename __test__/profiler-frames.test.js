@@ -246,8 +246,10 @@ test('selfprof record: the top functions, trace, pprof and heap profile hide sel
   const run = (...args) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, SELFPROF_PROFILER_FRAMES: '' } });
   const report = run('report', file, '--top', '500');
   assert.equal(report.status, 0, report.stderr);
-  assert.doesNotMatch(report.stdout, /withLabels|record-hook/);
-  assert.match(run('report', file, '--top', '500', '--profiler-frames').stdout, /withLabels/);
+  // The report's table lists functions by their own samples: withLabels, a thin wrapper,
+  // has none in some runs (CI, Node 24 and 26); selfprof's files together always have some.
+  assert.doesNotMatch(report.stdout, /withLabels|record-hook|lib\/capture\//);
+  assert.match(run('report', file, '--top', '500', '--profiler-frames').stdout, /\blib\/capture\/[\w-]+\.js:\d+/);
   assert.doesNotMatch(run('convert', file, '--to', 'folded').stdout, /\bwithLabels\b/);
   assert.match(run('convert', file, '--to', 'folded', '--profiler-frames').stdout, /\bwithLabels\b/);
   const fromEnv = spawnSync(process.execPath, [cli, 'convert', file, '--to', 'folded'], { encoding: 'utf8', env: { ...process.env, SELFPROF_PROFILER_FRAMES: '1' } });
