@@ -15,6 +15,12 @@ const tests = fs
   .readdirSync(path.join(root, '__test__'))
   .filter((f) => f.endsWith('.test.js'))
   .map((f) => path.join('__test__', f));
+/** The test file of `name` (`labels` -> __test__/labels.test.js), which must exist. */
+function testFile(name) {
+  const f = path.join('__test__', `${name}.test.js`);
+  if (!tests.includes(f)) throw new Error(`node-matrix: ${f} is not a test file`);
+  return f;
+}
 // Files that run on some of these majors only, to keep CI within its time:
 // - the real apps' matrix (about a minute a run) carries context the same way on 22 as on 20
 //   (async_hooks, which `npm test` covers) and on 26 as on 24 (V8's continuation data), so
@@ -28,8 +34,7 @@ const tests = fs
 const onlyOn = Object.fromEntries([
   ...['real-apps', 'report', 'report-labels', 'report-sources', 'views'].map((f) => [f, ['24']]),
   ...['cli', 'cli-edges', 'convert', 'convert-hostile', 'datadog-agent', 'diff', 'env', 'git', 'otlp', 'pyroscope', 'service-hostile', 'service-options', 'sourcemaps-bounds', 'summary'].map((f) => [f, ['26']]),
-].map(([f, on]) => [path.join('__test__', `${f}.test.js`), on]));
-for (const f of Object.keys(onlyOn)) if (!tests.includes(f)) throw new Error(`node-matrix: ${f} is not a test file`);
+].map(([f, on]) => [testFile(f), on]));
 // Majors that run some files only:
 // - Node 25's V8 (14.1) has no entry in the frame reader's table, as a Node released after
 //   this build would not: there the self-check must fall back to the hooks before it reads
@@ -41,10 +46,7 @@ const filesOn = {
   22: ['labels', 'labels-hostile', 'context-frame', 'otel', 'workers', 'threads', 'signal', 'chain', 'profiler', 'fallback', 'heap', 'stress'],
   25: ['context-frame', 'labels', 'labels-hostile'],
 };
-for (const m in filesOn) {
-  filesOn[m] = filesOn[m].map((f) => path.join('__test__', `${f}.test.js`));
-  for (const f of filesOn[m]) if (!tests.includes(f)) throw new Error(`node-matrix: ${f} is not a test file`);
-}
+for (const m in filesOn) filesOn[m] = filesOn[m].map(testFile);
 /** The stress suite's length on these majors (`npm test` runs it 20 s on its Node). */
 const STRESS_SECONDS = process.env.SELFPROF_STRESS_SECONDS ?? '8';
 
@@ -62,7 +64,8 @@ function nodeBinary(major) {
 }
 
 const results = [];
-// The frame reader's table of V8 layouts against each Node's own headers.
+// The frame reader's table of V8 layouts against each Node's own headers (Node 25's V8 is
+// not in the table: see filesOn).
 const withLayouts = majors.filter((m) => m !== '25');
 if (withLayouts.length > 0) {
   const layouts = spawnSync(process.execPath, [path.join(__dirname, 'check-frame-layouts.js'), ...withLayouts.map((m) => path.dirname(path.dirname(nodeBinary(m))))], { stdio: 'inherit' });
@@ -78,6 +81,7 @@ for (const major of majors) {
   // The spec reporter twice: to the terminal as it runs, and to a file whose failures (with
   // their assertion and stack) are printed again at the end, where a CI log's tail shows them.
   const report = path.join(cache, `report-${major}.txt`);
+  fs.rmSync(report, { force: true }); // an earlier run's failures are not this one's
   const run = spawnSync(bin, ['--test', '--test-reporter=spec', '--test-reporter-destination=stdout', '--test-reporter=spec', `--test-reporter-destination=${report}`, ...files], {
     cwd: root,
     stdio: 'inherit',
