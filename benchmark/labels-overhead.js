@@ -11,7 +11,15 @@
 //
 //   node benchmark/labels-overhead.js [--workload http|inproc|otel-express] [--seconds 3] [--rounds 5]
 //                                     [--interval 10] [--node path] [--modes a,b,...]
-//                                     [--baseline DIR]
+//                                     [--baseline DIR] [--together] [--warmup 0.5]
+//
+// --together serves every mode at once (http, otel-express): one server per mode, all on
+// the server core, one client keeping each busy. The machine's drift then falls on every
+// mode alike, and a round's ratios hold within a few percent where separate runs spread
+// over ±25% here. Each server gets a share of the core, so a profiler's wall-clock
+// interval lands more often per CPU-second (the output says how often) and code that runs
+// rarely runs with cold caches: per-sample costs weigh more than in a server alone.
+// --warmup is the seconds of requests before the measured window (0.5 by default).
 //
 // --baseline DIR adds 'baseline-labels': selfprof with labels loaded from another checkout
 // (built), e.g. the commit before a change, measured in the same rounds as this one.
@@ -51,6 +59,8 @@ function arg(name, fallback) {
   return i > 0 ? process.argv[i + 1] : fallback;
 }
 const WORKLOAD = arg('workload', 'http');
+/** Requests before the measured window, while V8 compiles the hot code (--warmup seconds). */
+const WARMUP_MS = Number(arg('warmup', 0.5)) * 1000;
 if (!['http', 'inproc', 'otel-express'].includes(WORKLOAD)) throw new Error(`--workload is http, inproc or otel-express, not ${WORKLOAD}`);
 /** The modes a run measures: --modes, else every mode its workload has. */
 function modesOf() {
@@ -274,12 +284,18 @@ function serve(srv, served, stop) {
   let mark = null;
   process.on('message', async (msg) => {
     if (msg === 'mark') {
-      mark = { requests: served(), cpu: process.cpuUsage() };
+      mark = { requests: served(), cpu: process.cpuUsage(), main: process.threadCpuUsage?.() };
     } else if (msg === 'stop') {
       const cpu = process.cpuUsage(mark.cpu);
+      const main = process.threadCpuUsage?.(mark.main);
       const count = served() - mark.requests;
-      await stop();
-      process.send({ perCpuSecond: count / ((cpu.user + cpu.system) / 1e6) }, () => {
+      const all = process.cpuUsage();
+      const trace = await stop();
+      // Samples over the whole recording's CPU: how often the mode's profiler sampled.
+      const samples = Array.isArray(trace?.samples) ? trace.samples.length / ((all.user + all.system) / 1e6) : undefined;
+      // The main thread's share: the rest is V8's and libuv's threads (profiler, collector).
+      const mainShare = main ? (main.user + main.system) / (cpu.user + cpu.system) : undefined;
+      process.send({ perCpuSecond: count / ((cpu.user + cpu.system) / 1e6), samplesPerCpuSecond: samples, mainShare }, () => {
         srv.close();
         process.exit(0);
       });
@@ -310,23 +326,25 @@ async function countedClient(port, count) {
   agent.destroy();
 }
 
-async function client(port, seconds) {
+/** Keeps 32 requests in flight to each of `ports` (one server per mode, or one) for
+ * `seconds` after a warm-up; returns each server's requests per second. */
+async function client(ports, seconds) {
   const http = require('node:http');
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
   const order = JSON.stringify({ items: Array.from({ length: 10 }, (_, k) => ({ sku: `s${k}`, qty: k, price: 3 })) });
   const paths = [['GET', '/users/'], ['POST', '/orders'], ['GET', '/search/'], ['GET', '/health']];
-  let done = 0;
+  const done = ports.map(() => 0);
   let failed = 0;
   let measuring = false;
   let running = true;
-  function one(i) {
+  const agents = ports.map(() => new http.Agent({ keepAlive: true, maxSockets: 32 }));
+  function one(s, i) {
     const [method, path] = paths[i % 4];
     return new Promise((resolve) => {
-      const req = http.request({ host: '127.0.0.1', port, method, path: path.endsWith('/') ? path + i : path, agent }, (res) => {
+      const req = http.request({ host: '127.0.0.1', port: ports[s], method, path: path.endsWith('/') ? path + i : path, agent: agents[s] }, (res) => {
         res.resume();
         res.on('end', () => {
           if (res.statusCode !== 200) failed++;
-          else if (measuring) done++;
+          else if (measuring) done[s]++;
           resolve();
         });
       });
@@ -339,19 +357,21 @@ async function client(port, seconds) {
     });
   }
   let n = 0;
-  const loops = Array.from({ length: 32 }, async () => {
-    while (running) await one(n++);
-  });
-  await new Promise((r) => setTimeout(r, 500));
+  const loops = ports.flatMap((_, s) =>
+    Array.from({ length: 32 }, async () => {
+      while (running) await one(s, n++);
+    }),
+  );
+  await new Promise((r) => setTimeout(r, WARMUP_MS));
   measuring = true;
   const t0 = performance.now();
   await new Promise((r) => setTimeout(r, seconds * 1000));
-  const rps = done / ((performance.now() - t0) / 1000);
+  const rps = done.map((d) => d / ((performance.now() - t0) / 1000));
   running = false;
   await Promise.all(loops);
-  agent.destroy();
+  agents.forEach((agent) => agent.destroy());
   if (failed) throw new Error(`${failed} requests failed`);
-  return rps;
+  return { rps };
 }
 
 // With two or more cores, the server and the client each get a core of their own (when
@@ -370,20 +390,59 @@ function runHttp(node, mode, seconds, interval) {
     });
     srv.on('error', reject);
     srv.stdout.once('data', (port) => {
-      const cl = spawn(...pinned(0, [node, __filename, '--client', String(Number(port)), '--seconds', String(seconds)]), {
+      const cl = spawn(...pinned(0, [node, __filename, '--client', String(Number(port)), '--seconds', String(seconds), '--warmup', String(WARMUP_MS / 1000)]), {
         stdio: ['ignore', 'pipe', 'inherit'],
       });
       let out = '';
       cl.stdout.on('data', (d) => (out += d));
-      setTimeout(() => srv.send('mark'), 500); // the client's warm-up
+      setTimeout(() => srv.send('mark'), WARMUP_MS); // the client's warm-up
       cl.on('exit', (code) => {
         if (code !== 0) return reject(new Error(`client failed (${code})`));
-        const { rps } = JSON.parse(out.trim());
-        srv.once('message', ({ perCpuSecond }) => resolve({ rps, perCpuSecond }));
+        const [rps] = JSON.parse(out.trim()).rps;
+        srv.once('message', (got) => resolve({ rps, ...got }));
         srv.send('stop');
       });
     });
   });
+}
+
+/** --together: one server per mode, all at once on the server core, one client keeping
+ * each busy: the machine's drift between and within rounds falls on every mode alike.
+ * Returns { mode: { rps, perCpuSecond, samplesPerCpuSecond } }. */
+async function runTogether(node, modes, seconds, interval) {
+  const { spawn } = require('node:child_process');
+  const servers = modes.map((mode) =>
+    spawn(...pinned(1, [node, __filename, '--server', mode, '--workload', WORKLOAD, '--interval', String(interval)]), {
+      cwd: path.join(__dirname, '..'),
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+    }),
+  );
+  const ports = await Promise.all(
+    servers.map(
+      (srv) =>
+        new Promise((resolve, reject) => {
+          srv.on('error', reject);
+          srv.stdout.once('data', (port) => resolve(Number(port)));
+        }),
+    ),
+  );
+  const cl = spawn(...pinned(0, [node, __filename, '--client', ports.join(','), '--seconds', String(seconds), '--warmup', String(WARMUP_MS / 1000)]), {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  cl.stdout.on('data', (d) => (out += d));
+  setTimeout(() => servers.forEach((srv) => srv.send('mark')), WARMUP_MS); // the client's warm-up
+  const code = await new Promise((resolve) => cl.on('exit', resolve));
+  if (code !== 0) throw new Error(`client failed (${code})`);
+  const { rps } = JSON.parse(out.trim());
+  const got = await Promise.all(
+    servers.map((srv) => {
+      const reply = new Promise((resolve) => srv.once('message', resolve));
+      srv.send('stop');
+      return reply;
+    }),
+  );
+  return Object.fromEntries(modes.map((mode, i) => [mode, { rps: rps[i], ...got[i] }]));
 }
 
 function runInproc(node, mode, seconds, interval) {
@@ -467,19 +526,25 @@ async function parent() {
   const interval = Number(arg('interval', 10));
   const node = arg('node', process.execPath);
   const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim();
+  const together = process.argv.includes('--together');
+  if (together && workload === 'inproc') throw new Error('--together is for the http and otel-express workloads');
   const run = workload === 'inproc' ? runInproc : runHttp;
-  console.log(`labels overhead (${workload}): node ${version}, ${interval} ms interval, ${rounds} rounds × ${seconds} s per mode`);
+  const how = together ? 'all modes at once on one core' : 'per mode';
+  console.log(`labels overhead (${workload}): node ${version}, ${interval} ms interval, ${rounds} rounds × ${seconds} s ${how}`);
   const modes = modesOf();
-  const results = Object.fromEntries(modes.map((m) => [m, { rps: [], ratio: [], cpuRatio: [] }]));
+  const results = Object.fromEntries(modes.map((m) => [m, { rps: [], ratio: [], cpuRatio: [], samples: [], mainShare: [] }]));
   const perRound = [];
   for (let round = 0; round < rounds; round++) {
-    const got = {};
-    for (const mode of shuffle(modes)) got[mode] = await run(node, mode, seconds, interval);
+    let got = {};
+    if (together) got = await runTogether(node, shuffle(modes), seconds, interval);
+    else for (const mode of shuffle(modes)) got[mode] = await run(node, mode, seconds, interval);
     perRound.push(got);
     for (const mode of modes) {
       results[mode].rps.push(got[mode].rps);
       results[mode].ratio.push(got[mode].rps / got.none.rps);
       results[mode].cpuRatio.push(got[mode].perCpuSecond / got.none.perCpuSecond);
+      if (got[mode].samplesPerCpuSecond !== undefined) results[mode].samples.push(got[mode].samplesPerCpuSecond);
+      if (got[mode].mainShare !== undefined) results[mode].mainShare.push(got[mode].mainShare);
     }
     process.stderr.write(`round ${round + 1}/${rounds} done\n`);
   }
@@ -488,6 +553,13 @@ async function parent() {
   for (const mode of modes) {
     const [title, r] = [MODES[mode], results[mode]];
     console.log(`${title.padEnd(30)}${median(r.rps).toFixed(0).padStart(14)}  ${range(r.ratio).padEnd(26)}${range(r.cpuRatio)}`);
+  }
+  // Sharing a core, a server gets a share of it, and a profiler's wall-clock interval lands
+  // more often per CPU-second than alone.
+  for (const mode of modes) {
+    const { samples, mainShare } = results[mode];
+    const main = mainShare.length ? `, ${(median(mainShare) * 100).toFixed(1)}% of its CPU on the main thread` : '';
+    if (samples.length || main) console.log(`${MODES[mode]}: ${samples.length ? median(samples).toFixed(0) : '-'} samples per CPU-second${main}`);
   }
   if (!results['selfprof-labels']) return;
   const summary = (key) => {
@@ -521,7 +593,7 @@ if (process.argv.includes('--inproc')) {
 } else if (process.argv.includes('--instructions')) {
   instructions().catch(fail);
 } else if (process.argv.includes('--client')) {
-  client(Number(arg('client')), Number(arg('seconds'))).then(out, fail);
+  client(arg('client').split(',').map(Number), Number(arg('seconds'))).then(out, fail);
 } else {
   parent().catch(fail);
 }
