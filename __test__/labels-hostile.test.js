@@ -15,7 +15,7 @@ const zlib = require('node:zlib');
 const { spawnSync } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { Profiler, withLabels, setLabels, getLabels, start } = require('..');
-const { labelStats } = require('../lib/capture/labels');
+const { labelStats, labelsForTrace } = require('../lib/capture/labels');
 const { spin, untilSignals, samplesIn, decodePprof, WorkLog, traceWork, pprofWork, assertRequestLabels, receiver } = require('./helpers');
 const { native } = require('../lib/native');
 
@@ -178,6 +178,7 @@ test('label sets at the documented maxima: stop() resolves, what it keeps is bou
     const labels = many(i);
     withLabels(labels, () => log.run(labels, maximaWork, 1.2));
   }
+  labelsForTrace(); // what the handler queued, saved (as the build would first)
   const stats = labelStats();
   const trace = await p.stop({ format: 'json-gzip' });
   const parsed = JSON.parse(zlib.gunzipSync(trace));

@@ -7,7 +7,7 @@ const v8 = require('node:v8');
 const vm = require('node:vm');
 const { Profiler, withLabels, setLabels, getLabels } = require('..');
 const { native } = require('../lib/native');
-const { labelStats } = require('../lib/capture/labels');
+const { labelStats, labelsForTrace } = require('../lib/capture/labels');
 const { spin, untilSignals, assertValidTrace, samplesIn, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
 // Where V8 samples without a signal (Windows), samples are joined to the label switches by
 // time: no cpuTime, and every label set switched to while recording is kept.
@@ -362,6 +362,8 @@ test('labels of requests that finished before stop() are still in the trace', as
     gcNow();
     await sleep(5);
   }
+  // What the handler queued is saved by now, or as the build starts (in batches).
+  labelsForTrace();
   const kept = labelStats().saved;
   const trace = await p.stop();
   const judged = assertRequestLabels(traceWork(trace, ['usersHandlerWork']), log.calls, { what: 'finished requests', min: 10, exact: true });

@@ -113,12 +113,14 @@ pub fn reserve_label_ids(count: u32) -> u32 {
   capture::labels::reserve_ids(count)
 }
 
-/// Keeps the labels of set `id` of the calling thread, as `[key, value, key, value, ...]`
-/// (a sample references it). Strings arrive as UTF-8: a lone surrogate is U+FFFD.
+/// Keeps the labels of the calling thread's sets `ids` (samples reference them): set
+/// `ids[i]`'s are the next `lengths[i]` strings of `flat`, as `[key, value, key, value,
+/// ...]`. One call for all the sets a drain found. Strings arrive as UTF-8: a lone
+/// surrogate is U+FFFD.
 #[napi]
-pub fn save_labels(id: u32, flat: Vec<String>) -> Result<()> {
-  let set = capture::labels::label_set(flat).ok_or_else(|| invalid("labels must come as key, value pairs"))?;
-  capture::labels::save(signal::gettid(), id, set, signal::bracket_clock_ns());
+pub fn save_label_sets(ids: Vec<u32>, lengths: Vec<u32>, flat: Vec<String>) -> Result<()> {
+  let sets = capture::labels::label_sets(ids, lengths, flat).map_err(|e| invalid(&e))?;
+  capture::labels::save_each(signal::gettid(), sets, signal::bracket_clock_ns());
   Ok(())
 }
 

@@ -27,8 +27,9 @@
 // once it has proved itself: AsyncLocalStorage keeps its stores in V8's
 // continuation-preserved data, and the handler reads the current store's id there when
 // the signal lands (src/capture/signal.rs: `frame_context`). It pushes the ids it records
-// to a queue in the cell with where each store is, which JS drains at each new label set
-// and every second, getting the stores back from the native side to save their labels.
+// to a queue in the cell with where each store is, which JS drains once 64 are queued (at
+// the next new label set), every second and before a trace is built, getting the stores
+// back from the native side to save their labels in one native call.
 
 const { AsyncLocalStorage, AsyncResource, createHook, executionAsyncResource } = require('node:async_hooks');
 const { native } = require('../native');
@@ -65,23 +66,49 @@ const recordingsStarted = () => (shared ? cell[SLOT.recordings] : localRecording
 
 /** Keeps a sampled store's labels for the traces that may reference it. */
 function save(store) {
-  if (store.id === 0) return;
+  saveEach([store]);
+}
+
+/** `[key, value, key, value, ...]` of a frozen label set. */
+function flatOf(labels) {
+  const flat = [];
+  for (const key in labels) flat.push(key, labels[key]);
+  return flat;
+}
+
+/** Keeps the labels of sampled `stores` (one native call for all of them). */
+function saveEach(stores) {
   const stamp = recordingsStarted();
-  if (store.savedFor === stamp) return;
-  labelsOf(store);
-  store.flat ??= Object.entries(store.labels).flat();
-  try {
-    native.saveLabels(store.id, store.flat);
+  const taken = [];
+  const ids = [];
+  const lengths = [];
+  const flat = [];
+  for (const store of stores) {
+    // Marked now: a store queued twice in one drain goes once.
+    if (store.id === 0 || store.savedFor === stamp) continue;
+    labelsOf(store);
+    store.flat ??= flatOf(store.labels);
+    taken.push([store, store.savedFor]);
     store.savedFor = stamp;
+    ids.push(store.id);
+    lengths.push(store.flat.length);
+    for (let i = 0; i < store.flat.length; i++) flat.push(store.flat[i]);
+  }
+  if (ids.length === 0) return;
+  try {
+    native.saveLabelSets(ids, lengths, flat);
   } catch (err) {
+    for (const [store, before] of taken) store.savedFor = before;
     warnOnce('labels-save', `selfprof: a label set could not be kept: ${err.message}`);
     return;
   }
-  const derived = store.derived;
-  if (derived?.open && !derived.saved.includes(store)) {
-    derived.saved.push(store);
-    openDerived.add(derived);
-    if (openDerived.size > MAX_OPEN_DERIVED) closeDerived(openDerived.values().next().value, false);
+  for (const [store] of taken) {
+    const derived = store.derived;
+    if (derived?.open && !derived.saved.includes(store)) {
+      derived.saved.push(store);
+      openDerived.add(derived);
+      if (openDerived.size > MAX_OPEN_DERIVED) closeDerived(openDerived.values().next().value, false);
+    }
   }
 }
 
@@ -127,12 +154,19 @@ let drainTimer = null;
 function drainQueue() {
   if (cell[SLOT.queueHead] === cell[SLOT.queueTail]) return;
   const drained = native.frameDrain();
+  const stores = [];
   for (let i = 0; i < drained.length; i += 2) {
     const store = drained[i + 1];
     // Only this module's stores are in its AsyncLocalStorage; ids are never reused.
-    if (store !== undefined && store.id === drained[i]) save(store);
+    if (store !== undefined && store.id === drained[i]) stores.push(store);
   }
+  saveEach(stores);
 }
+
+/** Ids queued before a new label set drains them: one drain per batch, not per sample. */
+const DRAIN_AT = 64;
+/** How many ids the handler has queued and JS not drained. */
+const queued = () => (cell[SLOT.queueHead] - cell[SLOT.queueTail]) >>> 0;
 
 /**
  * Sets up the handler to read this thread's frame and proves it on this Node before it is
@@ -394,6 +428,15 @@ function labelsForTrace() {
   for (const derived of openDerived) updateDerived(derived);
 }
 
+/** `labelsForTrace`, where a failure is left for a later call to report. */
+function tryLabelsForTrace() {
+  try {
+    labelsForTrace();
+  } catch {
+    // The build's own call reports it.
+  }
+}
+
 /** Counts for tests and diagnostics (process-wide). */
 function labelStats() {
   return available ? native.labelStats() : { saved: 0, bytes: 0, dropped: 0, unbuilt: 0, prefetched: 0, prefetchHits: 0, records: 0 };
@@ -570,7 +613,7 @@ function storeWith(fn, labels, derived) {
   if (count === 0 && derived === undefined) return EMPTY;
   // `id` first: the signal handler reads it as the object's first in-object property.
   const store = { id: newId(), labels: Object.freeze(out), flat: null, savedFor: -1 };
-  if (frameRead && cell[SLOT.queueHead] !== cell[SLOT.queueTail]) drainQueue();
+  if (frameRead && queued() >= DRAIN_AT) drainQueue();
   if (from !== undefined && keys.length > 0) {
     store.derived = from;
     store.derivedKeys = keys;
@@ -680,6 +723,7 @@ module.exports = {
   recordingStopped,
   recordingBuilt,
   labelsForTrace,
+  tryLabelsForTrace,
   labelStats,
   labelPath,
   labelState,

@@ -297,6 +297,9 @@ class Profiler extends EventTarget {
     // (Of a recording joined in segments, only the samples since the last one.)
     const unjoined = group.samplesTaken(member) - member.joinedSamples;
     const long = prefetch && member.startedAs && unjoined >= PREFETCH_MIN_SAMPLES;
+    // The sets the handler queued are saved first (they wait in batches), so the lookup
+    // finds them; a failure here is the one below's to report.
+    if (long) labels.tryLabelsForTrace();
     const prefetched = long ? prefetchLabels(member.startedAs, member.joinedUntilMs) : undefined;
     if (member.state === 'recording') {
       group.leave(member);

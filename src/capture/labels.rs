@@ -414,13 +414,43 @@ pub fn label_set(flat: Vec<String>) -> Option<LabelSet> {
 
 /// Saves (or refreshes) label set `id` of thread `tid`, sampled by time `now_ns`.
 pub fn save(tid: i32, id: u32, labels: LabelSet, now_ns: u64) {
-  if id == 0 {
-    return;
-  }
+  save_each(tid, vec![(id, labels)], now_ns);
+}
+
+/// Saves (or refreshes) several label sets of thread `tid` in one hold of the store: a
+/// drain of the sampled sets, one call however many it holds.
+pub fn save_each(tid: i32, sets: Vec<(u32, LabelSet)>, now_ns: u64) {
   with_store(|s| {
-    s.save(tid, id, &labels, now_ns);
+    for (id, labels) in sets.iter().filter(|(id, _)| *id != 0) {
+      s.save(tid, *id, labels, now_ns);
+    }
     s.evict();
   });
+}
+
+/// The label sets of `ids` from `flat`, where set `ids[i]` is the next `lengths[i]`
+/// strings (`[key, value, ...]`, as `label_set` takes them); why not, if they do not fit.
+pub fn label_sets(ids: Vec<u32>, lengths: Vec<u32>, flat: Vec<String>) -> Result<Vec<(u32, LabelSet)>, String> {
+  if ids.len() != lengths.len() {
+    return Err(format!("{} ids but {} lengths", ids.len(), lengths.len()));
+  }
+  let total: u64 = lengths.iter().map(|&n| u64::from(n)).sum();
+  if total != flat.len() as u64 {
+    return Err(format!(
+      "the lengths add up to {total}, not the {} strings given",
+      flat.len()
+    ));
+  }
+  let mut strings = flat.into_iter();
+  ids
+    .into_iter()
+    .zip(lengths)
+    .map(|(id, n)| {
+      let set = label_set(strings.by_ref().take(n as usize).collect())
+        .ok_or_else(|| format!("set {id} has {n} strings: labels come as key, value pairs"))?;
+      Ok((id, set))
+    })
+    .collect()
 }
 
 /// Replaces kept set `id` of thread `tid` with `labels`: a request's labels completed

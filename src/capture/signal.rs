@@ -146,8 +146,9 @@ pub mod slot {
   pub const QUEUE: usize = 8;
 }
 
-/// Ids the queue holds (a power of two). JS drains it at every label change and every
-/// second; a full queue drops ids (their samples' labels then count as lost).
+/// Ids the queue holds (a power of two). JS drains it once 64 are queued (at the next
+/// label change), every second and before a trace is built; a full queue drops ids (their
+/// samples' labels then count as lost).
 pub const QUEUE_LEN: usize = 1024;
 /// Elements of a thread's cell.
 pub const CELL_LEN: usize = slot::QUEUE + QUEUE_LEN;

@@ -224,6 +224,42 @@ fn flat_lists_become_sorted_sets() {
 }
 
 #[test]
+fn a_drains_sets_come_apart_by_their_lengths() {
+  let flat = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+  assert_eq!(
+    label_sets(vec![4, 9], vec![2, 4], flat(&["a", "1", "c", "3", "b", "2"])),
+    Ok(vec![
+      (4, vec![("a".into(), "1".into())]),
+      (9, vec![("b".into(), "2".into()), ("c".into(), "3".into())]),
+    ])
+  );
+  assert_eq!(label_sets(vec![], vec![], vec![]), Ok(vec![]));
+  // Lengths that do not fit the strings, or an odd one, name the problem.
+  let err = label_sets(vec![4], vec![2, 2], flat(&["a", "1"])).unwrap_err();
+  assert!(err.contains("1 ids but 2 lengths"), "{err}");
+  let err = label_sets(vec![4], vec![4], flat(&["a", "1"])).unwrap_err();
+  assert!(err.contains("add up to 4, not the 2"), "{err}");
+  let err = label_sets(vec![4, 5], vec![1, 1], flat(&["a", "1"])).unwrap_err();
+  assert!(err.contains("set 4 has 1 strings"), "{err}");
+}
+
+#[test]
+fn a_batch_saves_each_set_and_skips_id_zero() {
+  let tid = -8; // not a real thread: this test's own slice of the store
+  let id = reserve_ids(2);
+  let token = recording_started(tid, 10);
+  save_each(
+    tid,
+    vec![(0, set("k", "zero")), (id, set("k", "a")), (id + 1, set("k", "b"))],
+    20,
+  );
+  assert_eq!(lookup(id).map(|p| p.to_set()), Some(set("k", "a")));
+  assert_eq!(lookup(id + 1).map(|p| p.to_set()), Some(set("k", "b")));
+  assert!(lookup(0).is_none());
+  recording_built(tid, token);
+}
+
+#[test]
 fn sets_live_while_an_unbuilt_recording_can_reference_them() {
   let tid = -7; // not a real thread: this test's own slice of the store
   let id = reserve_ids(3);
