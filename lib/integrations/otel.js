@@ -115,6 +115,9 @@ function openTelemetrySpanProcessor() {
     onEnd(span) {
       const root = roots.get(span);
       if (!root) return;
+      // The span waits in an exporter's batch for seconds: its entry goes now, so that what
+      // labeled it dies with its request instead of being copied by every scavenge.
+      roots.delete(span);
       try {
         closeDerived(root.derived);
         // Requests are what a server span stands for (Datadog counts web requests).
