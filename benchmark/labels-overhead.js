@@ -30,7 +30,8 @@
 // valgrind for --requests N1,N2 (default 2000,6000) requests and the difference divided by
 // N2 - N1 is one request's cost, start-up cancelled. Sampling is every 1000 ms there (a
 // process under valgrind runs ~50x slower, so time-based sampling would fire ~50x more per
-// request): the count isolates the per-request costs, hooks and label sets. The server
+// request): the count isolates the per-request costs, hooks and label sets
+// (--count-interval MS samples more often, to count per-sample costs instead). The server
 // runs with V8's --single-threaded there unless --threads is given (see singleThreaded).
 //
 // Each (mode, round) runs in fresh processes; rounds shuffle the mode order, and each
@@ -479,11 +480,14 @@ const median = (xs) => {
 // `--threads` keeps V8's helper threads (the service's real shape; noisier counts).
 const singleThreaded = !process.argv.includes('--threads');
 
+/** The sampling interval under callgrind (--count-interval ms, 1000 by default). */
+const COUNT_INTERVAL = Number(arg('count-interval', 1000));
+
 /** The server's instructions for `count` requests, under callgrind. */
 function serverInstructions(node, mode, count) {
   const { spawn } = require('node:child_process');
   return new Promise((resolve, reject) => {
-    const srv = spawn('valgrind', ['--tool=callgrind', '--callgrind-out-file=/dev/null', node, ...(singleThreaded ? ['--single-threaded'] : []), __filename, '--server', mode, '--workload', WORKLOAD, '--interval', '1000', '--exit-after', String(count)], {
+    const srv = spawn('valgrind', ['--tool=callgrind', '--callgrind-out-file=/dev/null', node, ...(singleThreaded ? ['--single-threaded'] : []), __filename, '--server', mode, '--workload', WORKLOAD, '--interval', String(COUNT_INTERVAL), '--exit-after', String(count)], {
       cwd: path.join(__dirname, '..'),
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
@@ -507,7 +511,7 @@ async function instructions() {
   const [n1, n2] = arg('requests', '2000,6000').split(',').map(Number);
   const modes = modesOf();
   const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim();
-  console.log(`${WORKLOAD} server instructions per request (callgrind, ${n1} and ${n2} requests): node ${version}`);
+  console.log(`${WORKLOAD} server instructions per request (callgrind, ${n1} and ${n2} requests, sampling every ${COUNT_INTERVAL} ms): node ${version}`);
   const per = {};
   for (const mode of modes) {
     const [a, b] = [await serverInstructions(node, mode, n1), await serverInstructions(node, mode, n2)];
