@@ -382,29 +382,9 @@ const pinned = (cpu, argv) =>
     ? ['taskset', ['-c', String(cpu), ...argv]]
     : [argv[0], argv.slice(1)];
 
-function runHttp(node, mode, seconds, interval) {
-  const { spawn } = require('node:child_process');
-  return new Promise((resolve, reject) => {
-    const srv = spawn(...pinned(1, [node, __filename, '--server', mode, '--workload', WORKLOAD, '--interval', String(interval)]), {
-      cwd: path.join(__dirname, '..'),
-      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
-    });
-    srv.on('error', reject);
-    srv.stdout.once('data', (port) => {
-      const cl = spawn(...pinned(0, [node, __filename, '--client', String(Number(port)), '--seconds', String(seconds), '--warmup', String(WARMUP_MS / 1000)]), {
-        stdio: ['ignore', 'pipe', 'inherit'],
-      });
-      let out = '';
-      cl.stdout.on('data', (d) => (out += d));
-      setTimeout(() => srv.send('mark'), WARMUP_MS); // the client's warm-up
-      cl.on('exit', (code) => {
-        if (code !== 0) return reject(new Error(`client failed (${code})`));
-        const [rps] = JSON.parse(out.trim()).rps;
-        srv.once('message', (got) => resolve({ rps, ...got }));
-        srv.send('stop');
-      });
-    });
-  });
+/** One mode's server alone on the server core (`runTogether` with one mode). */
+async function runHttp(node, mode, seconds, interval) {
+  return (await runTogether(node, [mode], seconds, interval))[mode];
 }
 
 /** --together: one server per mode, all at once on the server core, one client keeping

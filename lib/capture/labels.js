@@ -148,11 +148,16 @@ let frameRead = false;
 let frameReason;
 let drainTimer = null;
 
+/** Ids queued before a new label set drains them: one drain per batch, not per sample. */
+const DRAIN_AT = 64;
+/** How many ids the handler has queued and JS not drained. */
+const queued = () => (cell[SLOT.queueHead] - cell[SLOT.queueTail]) >>> 0;
+
 /** Saves the labels of the stores the handler recorded since JS last looked: the native
  * side hands back the stores themselves (`[id, store, ...]`), so no set is kept after its
  * request for an id to be looked up later. */
 function drainQueue() {
-  if (cell[SLOT.queueHead] === cell[SLOT.queueTail]) return;
+  if (queued() === 0) return;
   const drained = native.frameDrain();
   const stores = [];
   for (let i = 0; i < drained.length; i += 2) {
@@ -162,11 +167,6 @@ function drainQueue() {
   }
   saveEach(stores);
 }
-
-/** Ids queued before a new label set drains them: one drain per batch, not per sample. */
-const DRAIN_AT = 64;
-/** How many ids the handler has queued and JS not drained. */
-const queued = () => (cell[SLOT.queueHead] - cell[SLOT.queueTail]) >>> 0;
 
 /**
  * Sets up the handler to read this thread's frame and proves it on this Node before it is
@@ -500,7 +500,7 @@ function updateDerived(derived) {
     const before = store.labels;
     labelsOf(store);
     if (store.labels === before) continue;
-    store.flat = Object.entries(store.labels).flat();
+    store.flat = flatOf(store.labels);
     try {
       native.amendLabels(store.id, store.flat);
     } catch (err) {
