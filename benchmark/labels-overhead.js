@@ -62,6 +62,7 @@ function arg(name, fallback) {
 const WORKLOAD = arg('workload', 'http');
 /** Requests before the measured window, while V8 compiles the hot code (--warmup seconds). */
 const WARMUP_MS = Number(arg('warmup', 0.5)) * 1000;
+if (!(WARMUP_MS >= 0 && WARMUP_MS <= 600_000)) throw new Error(`--warmup is 0 to 600 seconds, not ${arg('warmup')}`);
 if (!['http', 'inproc', 'otel-express'].includes(WORKLOAD)) throw new Error(`--workload is http, inproc or otel-express, not ${WORKLOAD}`);
 /** The modes a run measures: --modes, else every mode its workload has. */
 function modesOf() {
@@ -462,6 +463,7 @@ const singleThreaded = !process.argv.includes('--threads');
 
 /** The sampling interval under callgrind (--count-interval ms, 1000 by default). */
 const COUNT_INTERVAL = Number(arg('count-interval', 1000));
+if (!(COUNT_INTERVAL >= 1 && COUNT_INTERVAL <= 60_000)) throw new Error(`--count-interval is 1 to 60000 ms, not ${arg('count-interval')}`);
 
 /** The server's instructions for `count` requests, under callgrind. */
 function serverInstructions(node, mode, count) {
