@@ -6,7 +6,7 @@ const { setTimeout: sleep } = require('node:timers/promises');
 const api = require('@opentelemetry/api');
 const { BasicTracerProvider } = require('@opentelemetry/sdk-trace-base');
 const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
-const { Profiler, getLabels, openTelemetrySpanProcessor } = require('..');
+const { Profiler, getLabels, withLabels, openTelemetrySpanProcessor } = require('..');
 const { spin, untilSignals, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
 
 /**
@@ -243,4 +243,87 @@ test('service mode adds its span processor to the registered provider once; span
     process.off('warning', onWarning);
     api.trace.disable();
   }
+});
+
+function adoptedWork(ms) {
+  return spin(ms);
+}
+
+/** Two requests, each in a root span with a child span, labels around and inside; the
+ * samples of `adoptedWork` judged against what each call's request set. */
+async function twoLabeledRequests(t, tracer, what) {
+  const profiler = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
+  const log = new WorkLog();
+  await withLabels({ tenant: 'acme' }, () =>
+    Promise.all(
+      [0, 1].map((i) =>
+        tracer.startActiveSpan(`request ${i}`, { kind: api.SpanKind.SERVER, attributes: { 'http.request.method': 'GET', 'http.route': `/orders/:id${i}` } }, async (root) => {
+          const { spanId, traceId } = root.spanContext();
+          const want = { tenant: 'acme', span_id: spanId, trace_id: traceId, endpoint: `GET /orders/:id${i}` };
+          assert.deepEqual({ ...getLabels() }, want);
+          await tracer.startActiveSpan('db query', async (child) => {
+            await sleep(1);
+            // The active span is OpenTelemetry's own, through awaits and withLabels.
+            assert.equal(api.trace.getActiveSpan(), child);
+            withLabels({ step: 'query' }, () => {
+              assert.equal(api.trace.getActiveSpan(), child);
+              untilSignals(20, () => log.run({ ...want, step: 'query' }, adoptedWork, 4));
+            });
+            await new Promise((resolve) => setTimeout(resolve, 1));
+            untilSignals(20, () => log.run(want, adoptedWork, 4));
+            child.end();
+          });
+          assert.equal(api.trace.getActiveSpan(), root);
+          root.end();
+        }),
+      ),
+    ),
+  );
+  const trace = await profiler.stop();
+  t.diagnostic(`${what}: ${assertRequestLabels(traceWork(trace, ['adoptedWork']), log.calls, { what: 'adoptedWork', exact: true })}`);
+}
+
+test("OpenTelemetry's contexts ride selfprof's stores (one frame entry per context): labels and active spans right", async (t) => {
+  const { tracer, close } = otelTracer();
+  const manager = api.context['_getContextManager']();
+  let outside;
+  tracer.startActiveSpan('request', { kind: api.SpanKind.SERVER }, (span) => {
+    // The manager's own AsyncLocalStorage holds nothing: the context is in selfprof's.
+    outside = manager._asyncLocalStorage.getStore();
+    assert.equal(api.trace.getActiveSpan(), span);
+    span.end();
+  });
+  assert.equal(outside, undefined);
+  await twoLabeledRequests(t, tracer, 'adopted');
+  await close();
+  // Disabled, the manager has its own methods back.
+  assert.equal(Object.hasOwn(manager, 'with'), false);
+  assert.equal(Object.hasOwn(manager, 'active'), false);
+});
+
+test('a context manager selfprof cannot adopt, or SELFPROF_OTEL_CONTEXTS=0, keeps the processor entering the labels', async (t) => {
+  process.env.SELFPROF_OTEL_CONTEXTS = '0';
+  try {
+    const { tracer, close } = otelTracer();
+    const manager = api.context['_getContextManager']();
+    tracer.startActiveSpan('request', { kind: api.SpanKind.SERVER }, (span) => {
+      assert.equal(manager._asyncLocalStorage.getStore() !== undefined, true, 'the manager keeps its contexts');
+      span.end();
+    });
+    await twoLabeledRequests(t, tracer, 'SELFPROF_OTEL_CONTEXTS=0');
+    await close();
+  } finally {
+    delete process.env.SELFPROF_OTEL_CONTEXTS;
+  }
+  // A manager on async_hooks (no AsyncLocalStorage of its own to stand in for).
+  const { AsyncHooksContextManager } = require('@opentelemetry/context-async-hooks');
+  api.context.setGlobalContextManager(new AsyncHooksContextManager().enable());
+  const provider = new BasicTracerProvider({ spanProcessors: [openTelemetrySpanProcessor()] });
+  api.trace.setGlobalTracerProvider(provider);
+  const manager = api.context['_getContextManager']();
+  await twoLabeledRequests(t, api.trace.getTracer('selfprof-test'), 'AsyncHooksContextManager');
+  assert.equal(Object.hasOwn(manager, 'with'), false, 'not adopted');
+  await provider.shutdown();
+  api.trace.disable();
+  api.context.disable();
 });

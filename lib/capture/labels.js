@@ -528,6 +528,7 @@ function closeDerived(derived, update = true) {
 
 /** `store`'s labels, with the current values of the span it derives from. */
 function labelsOf(store) {
+  if (store.labels === null) resolveContextStore(store);
   const derived = store.derived;
   if (derived === undefined || store.derivedVersion === derived.version) return store.labels;
   const out = { ...store.labels };
@@ -610,9 +611,11 @@ function storeWith(fn, labels, derived) {
   for (const key in out) if (++count > MAX_KEYS) {
     throw new RangeError(`${fn}: at most ${MAX_KEYS} labels per set, got ${Object.keys(out).length}`);
   }
-  if (count === 0 && derived === undefined) return EMPTY;
+  if (count === 0 && derived === undefined && current.ctx === undefined) return EMPTY;
   // `id` first: the signal handler reads it as the object's first in-object property.
   const store = { id: newId(), labels: Object.freeze(out), flat: null, savedFor: -1 };
+  // A tracer's context in effect stays in effect inside (see contextStore).
+  if (current.ctx !== undefined) store.ctx = current.ctx;
   if (frameRead && queued() >= DRAIN_AT) drainQueue();
   if (from !== undefined && keys.length > 0) {
     store.derived = from;
@@ -620,6 +623,96 @@ function storeWith(fn, labels, derived) {
     store.derivedVersion = from.version;
   }
   return store;
+}
+
+// --- a tracer's contexts as stores ---------------------------------------------------
+//
+// Where a tracer's context manager runs on an AsyncLocalStorage, an integration can have
+// its contexts ride selfprof's instead (integrations/otel.js): each context entered is a
+// store `{ id, ctx }` over the current one, and one frame entry serves the tracer and the
+// labels. What labels the context stands for is worked out (`resolveContext`) only for the
+// stores a sample took, when they are saved, or when the labels are asked for.
+
+/** `ctx` -> `{ labels, derived }` of the request it belongs to, or null: the integration's. */
+let resolveContext = null;
+
+/** Sets how a tracer's context gives its labels (see `contextStore`). */
+function setContextResolver(fn) {
+  resolveContext = fn;
+}
+
+/** A store for a tracer's context `ctx` entered over the current store (its labels found
+ * later, `resolveContextStore`). */
+function contextStore(ctx) {
+  const current = currentStoreOfContext();
+  if (current.ctx === ctx) return current;
+  if (!labelsUsed) {
+    labelsUsed = true;
+    updateHook();
+  }
+  // Its labels are its base's with the request's over them: the base is the store of the
+  // nearest withLabels/setLabels around it, never another context's.
+  const base = current.ctxOnly === true ? current.base : current;
+  return { id: newId(), labels: null, flat: null, savedFor: -1, ctx, base, ctxOnly: true };
+}
+
+function resolveContextStore(store) {
+  const base = labelsOf(store.base);
+  let found = null;
+  try {
+    found = resolveContext === null ? null : resolveContext(store.ctx);
+  } catch (err) {
+    warnOnce('labels-derived', `selfprof: could not read a span's labels: ${err.message}`);
+  }
+  if (found === null) {
+    store.labels = base;
+    if (store.base.derived !== undefined) {
+      store.derived = store.base.derived;
+      store.derivedKeys = store.base.derivedKeys;
+      store.derivedVersion = store.base.derivedVersion;
+    }
+    return;
+  }
+  const { labels, derived } = found;
+  const out = base === EMPTY.labels ? {} : { ...base };
+  for (const key of derived.keys) delete out[key];
+  for (const key in labels) {
+    const value = derivedValue(labels[key]);
+    if (value === undefined) delete out[key];
+    else out[key] = value;
+  }
+  Object.assign(out, derived.values);
+  store.labels = Object.freeze(out);
+  store.derived = derived;
+  store.derivedKeys = derived.keys;
+  store.derivedVersion = derived.version;
+}
+
+/** The tracer's context of the current store, if one rides selfprof's (see `contextStore`). */
+function currentContext() {
+  return currentStoreOfContext().ctx;
+}
+
+/** Runs `fn` (with `thisArg` and `args`) in tracer context `ctx`. */
+function runInContext(ctx, fn, thisArg, args) {
+  const store = contextStore(ctx);
+  if (!frameRead) return runWithStore(store, fn, thisArg, args);
+  // As the manager's own with(): one run() per context (many a request, from bound
+  // callbacks), where an AsyncResource scope each would cost more than the copy it saves.
+  return als.run(store, thisArg == null ? fn : fn.bind(thisArg), ...args);
+}
+
+/** Enters tracer context `ctx` for the rest of the current async context; returns what
+ * puts the store before it back. */
+function enterContext(ctx) {
+  const before = currentStoreOfContext();
+  const store = contextStore(ctx);
+  als.enterWith(store);
+  publish(store);
+  return () => {
+    als.enterWith(before);
+    publish(before);
+  };
 }
 
 /** The labels in effect (a frozen object). */
@@ -732,4 +825,8 @@ module.exports = {
   derivedLabels,
   updateDerived,
   closeDerived,
+  setContextResolver,
+  currentContext,
+  runInContext,
+  enterContext,
 };

@@ -25,7 +25,12 @@ let watching = false;
 let emitting = null;
 let runWith = null;
 
+/** Whether requests' events are bound now: not where a tracer's contexts ride selfprof's
+ * stores (otel.js), since the tracer binds them to its context itself. */
+let binding = () => true;
+
 function onRequestStart({ request, response }) {
+  if (!binding()) return;
   const holder = { store: null, scope: null };
   bind(request, holder);
   bind(response, holder);
@@ -64,4 +69,9 @@ function claimRequest(store, inFrame) {
   emitting = null;
 }
 
-module.exports = { watchRequests, claimRequest };
+/** Binds requests' events only while `when()` says so. */
+function bindRequestsWhile(when) {
+  binding = when;
+}
+
+module.exports = { watchRequests, claimRequest, bindRequestsWhile };

@@ -16,10 +16,17 @@
 // endpoint the span ends with (or, for a request still running when a trace is built,
 // the route known then). When the span ends, the request is counted by that endpoint
 // (Datadog's endpoint_counts).
+//
+// Where the registered context manager is OpenTelemetry's AsyncLocalStorageContextManager,
+// its contexts ride selfprof's store instead of its own (below: adoptManager), and the
+// request's labels are worked out from a context only when a sample took it.
 
-const { setSpanLabels, watchSpanRequests, derivedLabels, updateDerived, closeDerived } = require('../capture/labels');
+const { AsyncLocalStorage } = require('node:async_hooks');
+const labels = require('../capture/labels');
+const { setSpanLabels, watchSpanRequests, derivedLabels, updateDerived, closeDerived } = labels;
 const { warnOnce } = require('../log');
 const { countRequest } = require('./requests');
+const { bindRequestsWhile } = require('./http-requests');
 
 // Context keys as @opentelemetry/api's createContextKey makes them (Symbol.for of their
 // names, the same from every copy of the API): the active span, and @opentelemetry/core's
@@ -31,6 +38,13 @@ const SERVER = 1;
 const CONSUMER = 4;
 /** Marks selfprof's processors (so that wiring one into a provider never adds two). */
 const PROCESSOR = Symbol.for('selfprof.openTelemetrySpanProcessor');
+/** Where @opentelemetry/api keeps its globals (the registered context manager among them). */
+const API_GLOBAL = Symbol.for('opentelemetry.js.api.1');
+
+/** An endpoint as a label value (as labels.js's derivedValue keeps it), else undefined. */
+function derivedValueOf(value) {
+  return typeof value === 'string' && value !== '' && value !== 'undefined' ? value.slice(0, 4096) : undefined;
+}
 
 /** A string attribute's value, else undefined. */
 function text(value) {
@@ -67,10 +81,115 @@ function handlerRouteOf(span) {
   return route;
 }
 
-/** The span context of the span in `context`, as `@opentelemetry/api`'s getSpanContext. */
-function spanContextOf(context) {
-  return context?.getValue?.(SPAN_KEY)?.spanContext?.();
+/** Local root span -> `{ rpc, handlerRoute, derived, server, ended, endpoint }`. */
+const roots = new WeakMap();
+/** A span of a request without RPC metadata (a message's) -> its local root span. */
+const rootOf = new WeakMap();
+
+// --- the context manager's contexts on selfprof's AsyncLocalStorage ------------------
+//
+// OpenTelemetry's AsyncLocalStorageContextManager enters each context with its own
+// AsyncLocalStorage, and selfprof entered the request's labels with another: two entries
+// in the async context frame per request, each a copy of the frame's Map. Adopted, the
+// manager's contexts ride selfprof's AsyncLocalStorage instead (labels.js: contextStore):
+// one entry per context, and a request's labels are worked out from the context only if
+// a sample takes it. Checked on the manager before it is kept; any other manager, or
+// SELFPROF_OTEL_CONTEXTS=0, keeps the processor entering the labels itself.
+
+/** The manager looked at last, and whether its contexts ride selfprof's. */
+let manager = null;
+let adopted = false;
+/** Managers adopted, with their own methods to put back if they are disabled. */
+const adoptedManagers = new WeakMap();
+/** Marks a manager some copy of selfprof adopted (jest's registry loads one per file). */
+const ADOPTED = Symbol.for('selfprof.adoptedContextManager');
+
+function adoptManager(current) {
+  manager = current;
+  adopted = adoptedManagers.has(current);
+  if (adopted || process.env.SELFPROF_OTEL_CONTEXTS === '0') return;
+  const store = current?._asyncLocalStorage;
+  if (!(store instanceof AsyncLocalStorage) || typeof current.with !== 'function' || typeof current.active !== 'function') return;
+  // Another copy's contexts ride its own stores: this one's processor enters its labels.
+  if (current[ADOPTED] === true) return;
+  const own = { with: current.with, active: current.active, attach: current.attach, disable: current.disable };
+  const has = (name) => Object.hasOwn(current, name);
+  const shadowed = { with: has('with'), active: has('active'), attach: has('attach'), disable: has('disable') };
+  const restore = () => {
+    adoptedManagers.delete(current);
+    delete current[ADOPTED];
+    for (const name of Object.keys(own)) {
+      if (shadowed[name]) current[name] = own[name];
+      else delete current[name];
+    }
+    if (manager === current) adopted = false;
+  };
+  current.active = function active() {
+    const ctx = labels.currentContext();
+    return ctx !== undefined ? ctx : own.active.call(this);
+  };
+  current.with = function withContext(ctx, fn, thisArg, ...args) {
+    if (ctx === null || typeof ctx !== 'object') return own.with.call(this, ctx, fn, thisArg, ...args);
+    return labels.runInContext(ctx, fn, thisArg ?? undefined, args);
+  };
+  if (typeof own.attach === 'function') {
+    current.attach = function attach(ctx) {
+      if (ctx === null || typeof ctx !== 'object') return own.attach.call(this, ctx);
+      const leave = labels.enterContext(ctx);
+      let disposed = false;
+      return {
+        dispose() {
+          if (disposed) return;
+          disposed = true;
+          leave();
+        },
+        [Symbol.dispose]() {
+          this.dispose();
+        },
+      };
+    };
+  }
+  current.disable = function disable() {
+    restore();
+    return own.disable.call(this);
+  };
+  // Proved before it is kept: a context entered is the one active inside, and not after.
+  const probe = Object.freeze({ getValue: () => undefined });
+  let inside;
+  try {
+    current.with(probe, () => {
+      inside = current.active();
+    });
+  } catch {
+    inside = undefined;
+  }
+  if (inside !== probe || current.active() === probe) {
+    restore();
+    return;
+  }
+  adoptedManagers.set(current, restore);
+  Object.defineProperty(current, ADOPTED, { value: true, configurable: true });
+  adopted = true;
 }
+
+/** The context's request labels (`labels.js`: resolveContext): its local root span's ids
+ * and its endpoint as the span goes, or null outside a request this processor saw. */
+function labelsOfContext(ctx) {
+  const span = typeof ctx?.getValue === 'function' ? ctx.getValue(SPAN_KEY) : undefined;
+  if (span === undefined || span === null) return null;
+  const rpc = ctx.getValue(RPC_METADATA);
+  const rootSpan = rpc?.span !== undefined && roots.has(rpc.span) ? rpc.span : roots.has(span) ? span : rootOf.get(span);
+  const root = rootSpan === undefined ? undefined : roots.get(rootSpan);
+  if (root === undefined) return null;
+  if (root.derived === null) {
+    root.derived = derivedLabels(['endpoint'], () => ({ endpoint: root.ended ? root.endpoint : endpointOf(rootSpan, root.rpc, root.handlerRoute) }));
+    if (root.ended) closeDerived(root.derived, false);
+  }
+  const { spanId, traceId } = rootSpan.spanContext();
+  return { labels: { span_id: spanId, trace_id: traceId }, derived: root.derived };
+}
+labels.setContextResolver(labelsOfContext);
+bindRequestsWhile(() => !adopted);
 
 /**
  * Labels samples with the local root spans of OpenTelemetry's traces; see the top of this
@@ -78,21 +197,28 @@ function spanContextOf(context) {
  */
 function openTelemetrySpanProcessor() {
   watchSpanRequests();
-  /** Local root span -> `{ rpc, derived }`: its RPC metadata once seen, its labels. */
-  const roots = new WeakMap();
   return {
     [PROCESSOR]: true,
     onStart(span, parentContext) {
       try {
-        const parent = spanContextOf(parentContext);
+        const current = globalThis[API_GLOBAL]?.context;
+        if (current !== manager) adoptManager(current);
+        const parentSpan = parentContext?.getValue?.(SPAN_KEY);
+        const parent = parentSpan?.spanContext?.();
         if (parent && !parent.isRemote) {
           // A child span of a request (a middleware's, a route handler's): the RPC
           // metadata in its context is where routing writes the route. The request's
           // labels take what it says now.
           const rpc = parentContext.getValue(RPC_METADATA);
-          const root = rpc?.span ? roots.get(rpc.span) : undefined;
-          if (root) {
-            root.rpc = rpc;
+          let rootSpan = rpc?.span;
+          if (rootSpan === undefined && adopted) {
+            // No RPC metadata (a message's spans): the root is found through the parents.
+            rootSpan = roots.has(parentSpan) ? parentSpan : rootOf.get(parentSpan);
+            if (rootSpan !== undefined) rootOf.set(span, rootSpan);
+          }
+          const root = rootSpan === undefined ? undefined : roots.get(rootSpan);
+          if (root && !root.ended) {
+            if (rpc) root.rpc = rpc;
             root.handlerRoute = handlerRouteOf(span) ?? root.handlerRoute;
             updateDerived(root.derived);
           }
@@ -102,9 +228,11 @@ function openTelemetrySpanProcessor() {
         // root of another kind (a DNS lookup or connection made at start-up, a client call
         // outside any request) would label everything after it in its async context.
         if (span.kind !== SERVER && span.kind !== CONSUMER) return;
-        const root = { rpc: undefined, handlerRoute: undefined, derived: null, server: span.kind === SERVER };
-        root.derived = derivedLabels(['endpoint'], () => ({ endpoint: endpointOf(span, root.rpc, root.handlerRoute) }));
+        const root = { rpc: undefined, handlerRoute: undefined, derived: null, server: span.kind === SERVER, ended: false, endpoint: undefined };
         roots.set(span, root);
+        // Adopted, the contexts that carry the span give its labels when sampled.
+        if (adopted) return;
+        root.derived = derivedLabels(['endpoint'], () => ({ endpoint: endpointOf(span, root.rpc, root.handlerRoute) }));
         const { spanId, traceId } = span.spanContext();
         setSpanLabels({ span_id: spanId, trace_id: traceId }, root.derived);
       } catch (err) {
@@ -114,14 +242,18 @@ function openTelemetrySpanProcessor() {
     onEnding() {},
     onEnd(span) {
       const root = roots.get(span);
-      if (!root) return;
-      // The span waits in an exporter's batch for seconds: its entry goes now, so that what
-      // labeled it dies with its request instead of being copied by every scavenge.
-      roots.delete(span);
+      if (!root || root.ended) return;
       try {
         closeDerived(root.derived);
+        root.endpoint = root.derived !== null ? root.derived.values.endpoint : derivedValueOf(endpointOf(span, root.rpc, root.handlerRoute));
+        root.ended = true;
+        root.rpc = undefined;
+        // The span waits in an exporter's batch for seconds: what labeled it goes now,
+        // instead of being copied by every scavenge. (Its contexts, where they ride
+        // selfprof's stores, may still be sampled and drained: they find the endpoint.)
+        if (!adopted) roots.delete(span);
         // Requests are what a server span stands for (Datadog counts web requests).
-        if (root.server) countRequest(root.derived.values.endpoint);
+        if (root.server) countRequest(root.endpoint);
       } catch (err) {
         warnOnce('otel', `selfprof: could not label a span: ${err.message}`);
       }
