@@ -83,7 +83,9 @@ function saveEach(stores) {
   const ids = [];
   const lengths = [];
   const flat = [];
-  for (const store of stores) {
+  for (let store of stores) {
+    // A context's store that shares its request's id is saved as the first of them.
+    if (store.first !== undefined) store = store.first;
     // Marked now: a store queued twice in one drain goes once.
     if (store.id === 0 || store.savedFor === stamp) continue;
     labelsOf(store);
@@ -635,10 +637,14 @@ function storeWith(fn, labels, derived) {
 
 /** `ctx` -> `{ labels, derived }` of the request it belongs to, or null: the integration's. */
 let resolveContext = null;
+/** `ctx` -> what stands for its request (the same object for every context of it), or
+ * undefined: the integration's. */
+let requestOfContext = null;
 
-/** Sets how a tracer's context gives its labels (see `contextStore`). */
-function setContextResolver(fn) {
-  resolveContext = fn;
+/** Sets how a tracer's context gives its labels, and its request (see `contextStore`). */
+function setContextResolver(resolve, requestOf) {
+  resolveContext = resolve;
+  requestOfContext = requestOf;
 }
 
 /** A store for a tracer's context `ctx` entered over the current store (its labels found
@@ -653,10 +659,27 @@ function contextStore(ctx) {
   // Its labels are its base's with the request's over them: the base is the store of the
   // nearest withLabels/setLabels around it, never another context's.
   const base = current.ctxOnly === true ? current.base : current;
-  return { id: newId(), labels: null, flat: null, savedFor: -1, ctx, base, ctxOnly: true };
+  const request = requestOfContext === null ? undefined : requestOfContext(ctx);
+  if (request !== undefined && current.ctxOnly === true && current.request === request) {
+    // Another context of the same request over the same base (a tracer enters one for
+    // every bound callback): the same labels, so the same id, saved once.
+    const first = current.first ?? current;
+    return { id: first.id, labels: null, flat: null, savedFor: -1, ctx, base, ctxOnly: true, request, first };
+  }
+  return { id: newId(), labels: null, flat: null, savedFor: -1, ctx, base, ctxOnly: true, request, first: undefined };
 }
 
 function resolveContextStore(store) {
+  if (store.first !== undefined) {
+    const first = store.first;
+    store.labels = labelsOf(first);
+    if (first.derived !== undefined) {
+      store.derived = first.derived;
+      store.derivedKeys = first.derivedKeys;
+      store.derivedVersion = first.derivedVersion;
+    }
+    return;
+  }
   const base = labelsOf(store.base);
   let found = null;
   try {

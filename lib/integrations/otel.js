@@ -188,7 +188,11 @@ function labelsOfContext(ctx) {
   const { spanId, traceId } = rootSpan.spanContext();
   return { labels: { span_id: spanId, trace_id: traceId }, derived: root.derived };
 }
-labels.setContextResolver(labelsOfContext);
+/** A context's request: its RPC metadata, one object for all of the request's contexts. */
+function requestOfContext(ctx) {
+  return typeof ctx.getValue === 'function' ? (ctx.getValue(RPC_METADATA) ?? undefined) : undefined;
+}
+labels.setContextResolver(labelsOfContext, requestOfContext);
 bindRequestsWhile(() => !adopted);
 
 /**
