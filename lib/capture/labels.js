@@ -711,6 +711,14 @@ function resolveContextStore(store) {
   store.derivedVersion = derived.version;
 }
 
+/** Whether AsyncLocalStorage keeps its stores in V8's continuation-preserved data (the
+ * async context frame: Node >= 24, 22 with --experimental-async-context-frame), where each
+ * store entered copies the frame's Map: where a tracer's contexts riding selfprof's store
+ * saves a copy per request. */
+function storesInFrame() {
+  return typeof als.kResourceStore !== 'symbol';
+}
+
 /** The tracer's context of the current store, if one rides selfprof's (see `contextStore`). */
 function currentContext() {
   return currentStoreOfContext().ctx;
@@ -849,6 +857,7 @@ module.exports = {
   updateDerived,
   closeDerived,
   setContextResolver,
+  storesInFrame,
   currentContext,
   runInContext,
   enterContext,

@@ -93,8 +93,10 @@ const rootOf = new WeakMap();
 // in the async context frame per request, each a copy of the frame's Map. Adopted, the
 // manager's contexts ride selfprof's AsyncLocalStorage instead (labels.js: contextStore):
 // one entry per context, and a request's labels are worked out from the context only if
-// a sample takes it. Checked on the manager before it is kept; any other manager, or
-// SELFPROF_OTEL_CONTEXTS=0, keeps the processor entering the labels itself.
+// a sample takes it. Only where stores live in the frame (Node >= 24): on async_hooks
+// (Node 20, 22) an entry costs no copy, and the processor enters the labels itself, as it
+// does with any other manager, one another copy adopted, or SELFPROF_OTEL_CONTEXTS=0. Checked
+// on the manager before it is kept.
 
 /** The manager looked at last, and whether its contexts ride selfprof's. */
 let manager = null;
@@ -107,7 +109,7 @@ const ADOPTED = Symbol.for('selfprof.adoptedContextManager');
 function adoptManager(current) {
   manager = current;
   adopted = adoptedManagers.has(current);
-  if (adopted || process.env.SELFPROF_OTEL_CONTEXTS === '0') return;
+  if (adopted || process.env.SELFPROF_OTEL_CONTEXTS === '0' || !labels.storesInFrame()) return;
   const store = current?._asyncLocalStorage;
   if (!(store instanceof AsyncLocalStorage) || typeof current.with !== 'function' || typeof current.active !== 'function') return;
   // Another copy's contexts ride its own stores: this one's processor enters its labels.
