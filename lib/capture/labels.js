@@ -660,24 +660,24 @@ function contextStore(ctx) {
   // nearest withLabels/setLabels around it, never another context's.
   const base = current.ctxOnly === true ? current.base : current;
   const request = requestOfContext === null ? undefined : requestOfContext(ctx);
-  if (request !== undefined && current.ctxOnly === true && current.request === request) {
-    // Another context of the same request over the same base (a tracer enters one for
-    // every bound callback): the same labels, so the same id, saved once.
-    const first = current.first ?? current;
-    return { id: first.id, labels: null, flat: null, savedFor: -1, ctx, base, ctxOnly: true, request, first };
-  }
-  return { id: newId(), labels: null, flat: null, savedFor: -1, ctx, base, ctxOnly: true, request, first: undefined };
+  // Another context of the same request over the same base (a tracer enters one for every
+  // bound callback) has the same labels: it takes the first one's id, saved once.
+  const first = request !== undefined && current.ctxOnly === true && current.request === request ? (current.first ?? current) : undefined;
+  return { id: first === undefined ? newId() : first.id, labels: null, flat: null, savedFor: -1, ctx, base, ctxOnly: true, request, first };
+}
+
+/** `store` derives its labels from the span `from` derives from, if any. */
+function deriveAs(store, from) {
+  if (from.derived === undefined) return;
+  store.derived = from.derived;
+  store.derivedKeys = from.derivedKeys;
+  store.derivedVersion = from.derivedVersion;
 }
 
 function resolveContextStore(store) {
   if (store.first !== undefined) {
-    const first = store.first;
-    store.labels = labelsOf(first);
-    if (first.derived !== undefined) {
-      store.derived = first.derived;
-      store.derivedKeys = first.derivedKeys;
-      store.derivedVersion = first.derivedVersion;
-    }
+    store.labels = labelsOf(store.first);
+    deriveAs(store, store.first);
     return;
   }
   const base = labelsOf(store.base);
@@ -689,11 +689,7 @@ function resolveContextStore(store) {
   }
   if (found === null) {
     store.labels = base;
-    if (store.base.derived !== undefined) {
-      store.derived = store.base.derived;
-      store.derivedKeys = store.base.derivedKeys;
-      store.derivedVersion = store.base.derivedVersion;
-    }
+    deriveAs(store, store.base);
     return;
   }
   const { labels, derived } = found;
@@ -854,6 +850,7 @@ module.exports = {
   setSpanLabels,
   watchSpanRequests,
   derivedLabels,
+  derivedValue,
   updateDerived,
   closeDerived,
   setContextResolver,

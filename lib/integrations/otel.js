@@ -23,7 +23,7 @@
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const labels = require('../capture/labels');
-const { setSpanLabels, watchSpanRequests, derivedLabels, updateDerived, closeDerived } = labels;
+const { setSpanLabels, watchSpanRequests, derivedLabels, derivedValue, updateDerived, closeDerived } = labels;
 const { warnOnce } = require('../log');
 const { countRequest } = require('./requests');
 const { bindRequestsWhile } = require('./http-requests');
@@ -40,11 +40,6 @@ const CONSUMER = 4;
 const PROCESSOR = Symbol.for('selfprof.openTelemetrySpanProcessor');
 /** Where @opentelemetry/api keeps its globals (the registered context manager among them). */
 const API_GLOBAL = Symbol.for('opentelemetry.js.api.1');
-
-/** An endpoint as a label value (as labels.js's derivedValue keeps it), else undefined. */
-function derivedValueOf(value) {
-  return typeof value === 'string' && value !== '' && value !== 'undefined' ? value.slice(0, 4096) : undefined;
-}
 
 /** A string attribute's value, else undefined. */
 function text(value) {
@@ -83,6 +78,11 @@ function handlerRouteOf(span) {
 
 /** Local root span -> `{ rpc, handlerRoute, derived, server, ended, endpoint }`. */
 const roots = new WeakMap();
+
+/** The endpoint of local root span `span` (`root` its entry): the final one once it ended. */
+function rootEndpoint(span, root) {
+  return root.ended ? root.endpoint : endpointOf(span, root.rpc, root.handlerRoute);
+}
 /** A span of a request without RPC metadata (a message's) -> its local root span. */
 const rootOf = new WeakMap();
 
@@ -184,7 +184,7 @@ function labelsOfContext(ctx) {
   const root = rootSpan === undefined ? undefined : roots.get(rootSpan);
   if (root === undefined) return null;
   if (root.derived === null) {
-    root.derived = derivedLabels(['endpoint'], () => ({ endpoint: root.ended ? root.endpoint : endpointOf(rootSpan, root.rpc, root.handlerRoute) }));
+    root.derived = derivedLabels(['endpoint'], () => ({ endpoint: rootEndpoint(rootSpan, root) }));
     if (root.ended) closeDerived(root.derived, false);
   }
   const { spanId, traceId } = rootSpan.spanContext();
@@ -238,7 +238,7 @@ function openTelemetrySpanProcessor() {
         roots.set(span, root);
         // Adopted, the contexts that carry the span give its labels when sampled.
         if (adopted) return;
-        root.derived = derivedLabels(['endpoint'], () => ({ endpoint: endpointOf(span, root.rpc, root.handlerRoute) }));
+        root.derived = derivedLabels(['endpoint'], () => ({ endpoint: rootEndpoint(span, root) }));
         const { spanId, traceId } = span.spanContext();
         setSpanLabels({ span_id: spanId, trace_id: traceId }, root.derived);
       } catch (err) {
@@ -251,7 +251,7 @@ function openTelemetrySpanProcessor() {
       if (!root || root.ended) return;
       try {
         closeDerived(root.derived);
-        root.endpoint = root.derived !== null ? root.derived.values.endpoint : derivedValueOf(endpointOf(span, root.rpc, root.handlerRoute));
+        root.endpoint = root.derived !== null ? root.derived.values.endpoint : derivedValue(rootEndpoint(span, root));
         root.ended = true;
         root.rpc = undefined;
         // The span waits in an exporter's batch for seconds: what labeled it goes now,
