@@ -287,5 +287,8 @@ test('a worker reads its own frame', async () => {
     w.once('error', reject);
   });
   assert.equal(result.path, expected, JSON.stringify(result.state));
-  assertRequestLabels(result.samples, result.calls, { what: 'worker', min: 20, exact: true });
+  // None wrong, and 90% labeled: as in workers.test.js, V8 samples a new isolate's
+  // deoptimizations without a signal, and on a loaded machine more of them land close to a
+  // label switch, where the sample is left unlabeled (3 of 46 were, beside other tests).
+  assertRequestLabels(result.samples, result.calls, { what: 'worker', min: 20, exact: true, floor: 0.9 });
 });

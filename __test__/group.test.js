@@ -142,12 +142,16 @@ test('the base interval is configurable while no profiler runs', async (t) => {
     assert.equal(group.interval, 0.75, "V8's sampler runs at it");
     untilSignals(100, () => spin(1));
     const trace = assertValidTrace(await p.stop());
-    // Never faster than the interval (slower when V8's sampler thread waits for the CPU),
-    // but for the few samples V8 takes without a signal (at a deoptimization).
+    // V8's sampler signals at the interval (later when its thread waits for the CPU). A
+    // sample's time is taken in the handler, so a handler that ran late (this thread waiting
+    // for the CPU, as when other tests run beside this one) leaves one short gap before the
+    // next signal, and V8 takes a few samples without a signal (at a deoptimization). At
+    // the base interval of 0.25 ms nearly every gap would be under 0.5 ms.
     const g = gaps(trace).sort((a, b) => a - b);
     const close = g.filter((x) => x < 0.5);
     t.diagnostic(`spacing at 0.75 ms: min ${g[0].toFixed(3)}, median ${median(g).toFixed(3)} ms; ${close.length} under 0.5 ms`);
-    assert.ok(close.length <= Math.max(2, 0.02 * g.length), `${close.length} of ${g.length} samples under 0.5 ms apart at 0.75 ms`);
+    assert.ok(median(g) >= 0.7, `the median gap is ${median(g).toFixed(3)} ms at 0.75 ms`);
+    assert.ok(close.length <= Math.max(2, 0.1 * g.length), `${close.length} of ${g.length} samples under 0.5 ms apart at 0.75 ms`);
   } finally {
     setBaseInterval(1);
   }

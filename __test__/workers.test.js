@@ -33,9 +33,11 @@ function mainBusy(ms) {
 
 test('a worker and the main thread profile at once, each with its own labels', async (t) => {
   const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
-  const worker = runWorker({ label: 'w1', ms: 10, rounds: 20 });
+  const worker = runWorker({ label: 'w1', ms: 10, rounds: 20, signals: 2 });
   await worker.started;
-  const log = new WorkLog();
+  // Each round goes on until signalled 3 times: beside the worker (and other tests) this
+  // thread may wait for the CPU through much of its 8 ms.
+  const log = new WorkLog({ signals: 3 });
   await withLabels({ thread: 'main' }, async () => {
     for (let i = 0; i < 20; i++) {
       withLabels({ round: String(i) }, () => log.run({ thread: 'main', round: String(i) }, mainBusy, 8));
@@ -57,19 +59,22 @@ test('100 profiled workers one after another all get labels (cells are freed)', 
   // Each worker's few samples are judged for wrong labels (none), and the floor over all
   // of them: a fresh isolate's code is deoptimized often, V8 samples each deoptimization
   // without a signal, and one close to a label switch is left unlabeled (not certain); in
-  // 4 ms rounds that is ~5% of the samples (none with --no-opt --no-maglev).
+  // 4 ms rounds that is ~5% of the samples (none with --no-opt --no-maglev). A worker's
+  // 12 ms of work may take no sample at all when its thread or V8's sampler waits for the
+  // CPU (tests running beside this one), so the count is judged over all the workers.
   let labeledPast64 = 0;
   let right = 0;
   let all = 0;
   for (let i = 0; i < 100; i++) {
     const { code, result } = await runWorker({ label: `w${i}`, ms: 4, rounds: 3 }).done;
     assert.equal(code, 0);
-    const [, r, a] = /workerBusy (\d+)\/(\d+)/.exec(assertRequestLabels(result.busy, result.calls, { what: `worker ${i}`, min: 1, floor: 0, exact: true }));
+    const [, r, a] = /workerBusy (\d+)\/(\d+)/.exec(assertRequestLabels(result.busy, result.calls, { what: `worker ${i}`, min: 0, floor: 0, exact: true }));
     right += Number(r);
     all += Number(a);
     if (i >= 64) labeledPast64 += result.busy.filter((s) => s.labels?.worker === `w${i}`).length;
   }
   t.diagnostic(`${right} of ${all} samples in workerBusy labeled; ${labeledPast64} labeled samples in workers 64-99`);
+  assert.ok(all >= 300, `the 100 workers' 1,200 ms of work took ${all} samples at 1 ms`);
   assert.ok(right >= 0.9 * all, `${right} of ${all} samples in the workers' work carry their round's labels`);
   assert.ok(labeledPast64 >= 36, `workers 64-99 took ${labeledPast64} labeled samples`);
 });
@@ -88,7 +93,7 @@ test('terminating workers while they are profiled never crashes, and profiling g
   // A fresh worker, judged as the 100 workers above are: none wrong, and 90% labeled, as
   // V8 samples a new isolate's deoptimizations without a signal and one close to a label
   // switch is left unlabeled (under load, 2 of 18 were).
-  const after = runWorker({ label: 'after', ms: 5, rounds: 10 });
+  const after = runWorker({ label: 'after', ms: 5, rounds: 10, signals: 2 });
   const { result } = await after.done;
   assertLabels(result, 'worker after the terminations', 10, 0.9);
   await withLabels({ thread: 'main' }, () => mainBusy(150));

@@ -47,6 +47,9 @@ const filesOn = {
   25: ['context-frame', 'labels', 'labels-hostile'],
 };
 for (const m in filesOn) filesOn[m] = filesOn[m].map(testFile);
+/** Test files run two at a time, as `npm test` runs them: most of a file's time is spent
+ * waiting (for samples, children, receivers), and no test assumes an idle machine. */
+const CONCURRENCY = 2;
 /** The stress suite's length on these majors (`npm test` runs it 20 s on its Node). */
 const STRESS_SECONDS = process.env.SELFPROF_STRESS_SECONDS ?? '8';
 
@@ -82,7 +85,7 @@ for (const major of majors) {
   // their assertion and stack) are printed again at the end, where a CI log's tail shows them.
   const report = path.join(cache, `report-${major}.txt`);
   fs.rmSync(report, { force: true }); // an earlier run's failures are not this one's
-  const run = spawnSync(bin, ['--test', '--test-reporter=spec', '--test-reporter-destination=stdout', '--test-reporter=spec', `--test-reporter-destination=${report}`, ...files], {
+  const run = spawnSync(bin, ['--test', `--test-concurrency=${CONCURRENCY}`, '--test-reporter=spec', '--test-reporter-destination=stdout', '--test-reporter=spec', `--test-reporter-destination=${report}`, ...files], {
     cwd: root,
     stdio: 'inherit',
     env: { ...process.env, SELFPROF_STRESS_SECONDS: STRESS_SECONDS },
