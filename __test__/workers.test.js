@@ -33,11 +33,11 @@ function mainBusy(ms) {
 
 test('a worker and the main thread profile at once, each with its own labels', async (t) => {
   const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
-  const worker = runWorker({ label: 'w1', ms: 10, rounds: 20, signals: 2 });
+  const worker = runWorker({ label: 'w1', ms: 10, rounds: 20, signals: 4 });
   await worker.started;
-  // Each round goes on until signalled 3 times: beside the worker (and other tests) this
+  // Each round goes on until signalled 5 times: beside the worker (and other tests) this
   // thread may wait for the CPU through much of its 8 ms.
-  const log = new WorkLog({ signals: 3 });
+  const log = new WorkLog({ signals: 5 });
   await withLabels({ thread: 'main' }, async () => {
     for (let i = 0; i < 20; i++) {
       withLabels({ round: String(i) }, () => log.run({ thread: 'main', round: String(i) }, mainBusy, 8));
@@ -93,7 +93,7 @@ test('terminating workers while they are profiled never crashes, and profiling g
   // A fresh worker, judged as the 100 workers above are: none wrong, and 90% labeled, as
   // V8 samples a new isolate's deoptimizations without a signal and one close to a label
   // switch is left unlabeled (under load, 2 of 18 were).
-  const after = runWorker({ label: 'after', ms: 5, rounds: 10, signals: 2 });
+  const after = runWorker({ label: 'after', ms: 5, rounds: 10, signals: 3 });
   const { result } = await after.done;
   assertLabels(result, 'worker after the terminations', 10, 0.9);
   await withLabels({ thread: 'main' }, () => mainBusy(150));
