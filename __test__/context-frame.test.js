@@ -258,6 +258,38 @@ test('SELFPROF_CONTEXT_FRAME=0 keeps the hooks, and the labels are as right', { 
   checkStress(t, run, 'hooks');
 });
 
+test('SELFPROF_CONTEXT_FRAME: off and false turn the frame off; a value it does not know leaves it on and says so once', { skip: noChildProcess }, () => {
+  const script = `
+    const warnings = [];
+    process.on('warning', (w) => warnings.push(w.message));
+    const { Profiler, withLabels } = require(${JSON.stringify(path.join(__dirname, '..'))});
+    const { labelState } = require(${JSON.stringify(path.join(__dirname, '..', 'lib', 'capture', 'labels'))});
+    (async () => {
+      // The path is checked once a profiler records and labels are used.
+      const p = new Profiler({ sampleInterval: 10, maxBufferSize: 1000 });
+      await withLabels({ a: '1' }, () => new Promise((r) => setTimeout(r, 20)));
+      for (let i = 0; i < 1000 && labelState().reason === 'checking'; i++) await new Promise((r) => setTimeout(r, 10));
+      await withLabels({ a: '2' }, () => new Promise((r) => setTimeout(r, 1)));
+      await p.stop();
+      await new Promise((r) => setImmediate(r));
+      console.log(JSON.stringify({ state: labelState(), warnings }));
+    })();`;
+  const run = (value) => {
+    const r = spawnSync(process.execPath, ['-e', script], { env: { ...process.env, SELFPROF_CONTEXT_FRAME: value }, encoding: 'utf8', timeout: 60_000 });
+    assert.equal(r.status, 0, r.stderr);
+    return JSON.parse(r.stdout);
+  };
+  for (const off of ['off', ' FALSE ']) {
+    const { state, warnings } = run(off);
+    assert.equal(state.path, 'async-hooks', off);
+    if (major >= 24) assert.equal(state.reason, `SELFPROF_CONTEXT_FRAME=${off.trim()}`);
+    assert.deepEqual(warnings, [], off);
+  }
+  const { state, warnings } = run('nope');
+  assert.equal(state.path, expected, 'left on');
+  assert.deepEqual(warnings, ['selfprof: SELFPROF_CONTEXT_FRAME must be 1 or 0 (true or false), got "nope": left on']);
+});
+
 test('a worker reads its own frame', async () => {
   const code = `
     const { parentPort } = require('node:worker_threads');

@@ -304,7 +304,7 @@ test("OpenTelemetry's contexts ride selfprof's stores where they live in the fra
   assert.equal(Object.hasOwn(manager, 'active'), false);
 });
 
-test('a context manager selfprof cannot adopt, or SELFPROF_OTEL_CONTEXTS=0, keeps the processor entering the labels', async (t) => {
+test('a context manager selfprof cannot adopt, or SELFPROF_OTEL_CONTEXTS=0, keeps the processor entering the labels; a value the switch does not know is named once', async (t) => {
   process.env.SELFPROF_OTEL_CONTEXTS = '0';
   try {
     const { tracer, close } = otelTracer();
@@ -316,6 +316,26 @@ test('a context manager selfprof cannot adopt, or SELFPROF_OTEL_CONTEXTS=0, keep
     await twoLabeledRequests(t, tracer, 'SELFPROF_OTEL_CONTEXTS=0');
     await close();
   } finally {
+    delete process.env.SELFPROF_OTEL_CONTEXTS;
+  }
+  // A value the switch does not know leaves adoption on, and says so once.
+  process.env.SELFPROF_OTEL_CONTEXTS = 'nope';
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w.message);
+  process.on('warning', onWarning);
+  try {
+    for (let i = 0; i < 2; i++) {
+      const { tracer, close } = otelTracer();
+      const manager = api.context['_getContextManager']();
+      tracer.startActiveSpan('request', { kind: api.SpanKind.SERVER }, (span) => span.end());
+      assert.equal(Object.hasOwn(manager, 'with'), storesInFrame, 'adopted where stores live in the frame');
+      await close();
+    }
+    await new Promise((resolve) => setImmediate(resolve));
+    const named = warnings.filter((m) => m.includes('SELFPROF_OTEL_CONTEXTS'));
+    assert.deepEqual(named, ['selfprof: SELFPROF_OTEL_CONTEXTS must be 1 or 0 (true or false), got "nope": left on']);
+  } finally {
+    process.off('warning', onWarning);
     delete process.env.SELFPROF_OTEL_CONTEXTS;
   }
   // A manager on async_hooks (no AsyncLocalStorage of its own to stand in for).

@@ -10,4 +10,18 @@ function warnOnce(kind, message) {
   process.emitWarning(message, { code: `SELFPROF_${kind.toUpperCase().replace(/\W/g, '_')}` });
 }
 
-module.exports = { warnOnce };
+/**
+ * Whether the environment variable `name`, which can turn off something that is on by
+ * default, leaves it on: 0, false, no or off turn it off; 1, true, yes, on, empty or unset
+ * leave it on. Anything else leaves it on and says so once, naming the variable and value.
+ */
+function envSwitchOn(name) {
+  const value = process.env[name];
+  const text = value?.trim().toLowerCase();
+  if (text === undefined || ['', '1', 'true', 'yes', 'on'].includes(text)) return true;
+  if (['0', 'false', 'no', 'off'].includes(text)) return false;
+  warnOnce(`${name.replace(/^SELFPROF_/, '')}_env`, `selfprof: ${name} must be 1 or 0 (true or false), got ${JSON.stringify(value.slice(0, 100))}: left on`);
+  return true;
+}
+
+module.exports = { warnOnce, envSwitchOn };

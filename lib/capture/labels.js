@@ -33,7 +33,7 @@
 
 const { AsyncLocalStorage, AsyncResource, createHook, executionAsyncResource } = require('node:async_hooks');
 const { native } = require('../native');
-const { warnOnce } = require('../log');
+const { warnOnce, envSwitchOn } = require('../log');
 const { watchRequests, claimRequest } = require('../integrations/http-requests');
 
 const MAX_KEYS = 64;
@@ -189,7 +189,7 @@ function checkFrame() {
   };
   let set = false;
   if (JOIN !== 'signal') return fail('V8 samples without a signal here: no handler reads the frame');
-  if (process.env.SELFPROF_CONTEXT_FRAME === '0') return fail('SELFPROF_CONTEXT_FRAME=0');
+  if (!envSwitchOn('SELFPROF_CONTEXT_FRAME')) return fail(`SELFPROF_CONTEXT_FRAME=${process.env.SELFPROF_CONTEXT_FRAME.trim()}`);
   if (typeof als.kResourceStore === 'symbol') return fail('AsyncLocalStorage runs on async_hooks here (Node < 24)');
   if (!shared || typeof native.frameSetUp !== 'function') return fail('the native cell is not shared');
   try {

@@ -24,7 +24,7 @@
 const { AsyncLocalStorage } = require('node:async_hooks');
 const labels = require('../capture/labels');
 const { setSpanLabels, watchSpanRequests, derivedLabels, derivedValue, updateDerived, closeDerived } = labels;
-const { warnOnce } = require('../log');
+const { warnOnce, envSwitchOn } = require('../log');
 const { countRequest } = require('./requests');
 const { bindRequestsWhile } = require('./http-requests');
 
@@ -109,7 +109,7 @@ const ADOPTED = Symbol.for('selfprof.adoptedContextManager');
 function adoptManager(current) {
   manager = current;
   adopted = adoptedManagers.has(current);
-  if (adopted || process.env.SELFPROF_OTEL_CONTEXTS === '0' || !labels.storesInFrame()) return;
+  if (adopted || !envSwitchOn('SELFPROF_OTEL_CONTEXTS') || !labels.storesInFrame()) return;
   const store = current?._asyncLocalStorage;
   if (!(store instanceof AsyncLocalStorage) || typeof current.with !== 'function' || typeof current.active !== 'function') return;
   // Another copy's contexts ride its own stores: this one's processor enters its labels.
