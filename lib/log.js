@@ -11,17 +11,28 @@ function warnOnce(kind, message) {
 }
 
 /**
+ * A 1/0 (true/false, yes/no, on/off) variable's value: true or false, undefined when unset
+ * or empty, null when it is none of these.
+ */
+function switchValue(value) {
+  const text = value?.trim().toLowerCase();
+  if (text === undefined || text === '') return undefined;
+  if (['0', 'false', 'no', 'off'].includes(text)) return false;
+  if (['1', 'true', 'yes', 'on'].includes(text)) return true;
+  return null;
+}
+
+/**
  * Whether the environment variable `name`, which can turn off something that is on by
  * default, leaves it on: 0, false, no or off turn it off; 1, true, yes, on, empty or unset
  * leave it on. Anything else leaves it on and says so once, naming the variable and value.
  */
 function envSwitchOn(name) {
   const value = process.env[name];
-  const text = value?.trim().toLowerCase();
-  if (text === undefined || ['', '1', 'true', 'yes', 'on'].includes(text)) return true;
-  if (['0', 'false', 'no', 'off'].includes(text)) return false;
+  const on = switchValue(value);
+  if (on !== null) return on ?? true;
   warnOnce(`${name.replace(/^SELFPROF_/, '')}_env`, `selfprof: ${name} must be 1 or 0 (true or false), got ${JSON.stringify(value.slice(0, 100))}: left on`);
   return true;
 }
 
-module.exports = { warnOnce, envSwitchOn };
+module.exports = { warnOnce, envSwitchOn, switchValue };

@@ -9,6 +9,7 @@ const { ENV_NAMES } = require('./exporters');
 const { MAX_TIMER_MS } = require('./exporters/uploader');
 const { parseDdTags } = require('./exporters/env');
 const { checkKeys } = require('./keys');
+const { switchValue } = require('../log');
 const { checkHeapInterval, DEFAULT_HEAP_INTERVAL } = require('../capture/heap');
 
 const DEFAULT_INTERVAL_MS = 1000 / 99; // 99 Hz, off the beat of 10 ms timers
@@ -24,10 +25,8 @@ function envNumber(env, name) {
 
 /** A 1/0 (true/false, yes/no, on/off) variable, or undefined when unset or empty. */
 function envBoolean(env, name) {
-  const text = env[name]?.trim().toLowerCase();
-  if (text === undefined || text === '') return undefined;
-  if (['0', 'false', 'no', 'off'].includes(text)) return false;
-  if (['1', 'true', 'yes', 'on'].includes(text)) return true;
+  const on = switchValue(env[name]);
+  if (on !== null) return on;
   throw new TypeError(`start: ${name} must be 1 or 0 (true or false), got ${JSON.stringify(env[name])}`);
 }
 
