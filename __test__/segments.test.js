@@ -77,7 +77,7 @@ test('a long labeled recording is joined in segments as it runs, and its trace i
   }
 });
 
-test('a recording that fills its buffer after a segment keeps at most maxBufferSize samples, up to when it filled', async () => {
+test('a recording that fills its buffer after a segment keeps at most maxBufferSize samples, up to when it filled', async (t) => {
   setBaseInterval(0.1);
   try {
     const max = SEGMENT_SIGNALS + 4000;
@@ -100,8 +100,11 @@ test('a recording that fills its buffer after a segment keeps at most maxBufferS
     assert.ok(full, 'samplebufferfull fired');
     assert.ok(group.segments > segments0, 'a segment was handed over before the buffer filled');
     const trace = await p.stop();
-    // The buffer fills by the signal count's estimate: V8 may have taken a few fewer.
-    assert.ok(trace.samples.length <= max && trace.samples.length >= 0.95 * max, `${trace.samples.length} samples of ${max}`);
+    // The buffer fills by the signal count's estimate: V8 may have taken fewer, more so on a
+    // loaded machine (93% beside another test file on Node 26). A segment counted twice would
+    // stop it near half.
+    t.diagnostic(`${trace.samples.length} samples of ${max}`);
+    assert.ok(trace.samples.length <= max && trace.samples.length >= 0.85 * max, `${trace.samples.length} samples of ${max}`);
     assert.ok(trace.samples.every((s) => s.timestamp <= firedAt), 'nothing sampled after it filled');
   } finally {
     setBaseInterval(1);
