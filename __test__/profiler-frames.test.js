@@ -17,6 +17,7 @@ const { spawnSync } = require('node:child_process');
 const { pathToFileURL } = require('node:url');
 const { readProfile, convert, htmlReport, fromCpuProfile } = require('..');
 const { decodePprof, assertValidTrace } = require('./helpers');
+const { storesInFrame } = require('../lib/capture/labels');
 
 const ROOT = path.resolve(__dirname, '..');
 const cli = path.join(ROOT, 'bin', 'selfprof.js');
@@ -120,7 +121,10 @@ test('stop(): selfprof frames are on every request stack as recorded, and hidden
     assert.ok(samples.length > 3, `${name} was sampled (${samples.length})`);
     for (const s of samples) assert.ok(framesOf(shown, s.stackId).some((f) => f.name === 'withLabels'), `${name} runs inside withLabels`);
   }
-  assert.ok(on(shown, 'emitWithLabels') > 0, 'the request events run with the span labels');
+  // The requests' events run bound to the span's labels where OpenTelemetry's contexts do
+  // not ride selfprof's store (async_hooks: Node < 24). Where they do, only the requests that
+  // began before the first span are, and a sample there is chance.
+  if (!storesInFrame()) assert.ok(on(shown, 'emitWithLabels') > 0, 'the request events run with the span labels');
 
   // stop(): none of it; the middleware links straight to what withLabels ran (express's
   // next, as OpenTelemetry's instrumentation wraps it).
