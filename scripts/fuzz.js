@@ -12,7 +12,7 @@
 // maps adversarial in what a map expands to (sourceRoot × sources, millions of mappings,
 // names or lines, nested and repeated sections, long sourcesContent, wrong types).
 //
-//   node scripts/fuzz.js [--cases N] [--seconds S] [--seed N] [--formats trace,pprof,...]
+//   node scripts/fuzz.js [--cases N] [--seconds S] [--seed N|commit] [--formats trace,pprof,...]
 //                        [--max-case-rss-mib 384] [--max-case-ms 2000]
 //
 // --max-case-ms bounds each operation (one conversion of one input) in the CPU time the
@@ -47,6 +47,19 @@ const outDir = path.join(root, 'out', 'fuzz');
 function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? process.argv[i + 1] : fallback;
+}
+
+/** --seed: an integer, or `commit` for one from the checkout's HEAD (each commit fuzzes
+ * cases of its own, and a rerun of it the same ones; 1 without git); 1 by default. */
+function seedOption() {
+  const v = arg('seed', '1');
+  if (v === 'commit') {
+    const head = spawnSync('git', ['rev-parse', 'HEAD'], { cwd: root, encoding: 'utf8' });
+    return head.status === 0 && /^[0-9a-f]{8}/.test(head.stdout) ? parseInt(head.stdout.slice(0, 8), 16) : 1;
+  }
+  const n = Number(v);
+  if (!Number.isSafeInteger(n)) throw new RangeError(`--seed must be an integer or "commit", got ${JSON.stringify(v)}`);
+  return n;
 }
 
 /** A size option (MiB): a positive number, else one error naming the option. */
@@ -617,8 +630,9 @@ async function child() {
 // --- the driver --------------------------------------------------------------------------
 
 function driver() {
-  const args = process.argv.slice(2);
-  const seed = Number(arg('seed', 1));
+  const seed = seedOption();
+  const args = process.argv.slice(2).filter((a, i, all) => a !== '--seed' && all[i - 1] !== '--seed');
+  args.push('--seed', String(seed));
   const maxCaseRss = mib('max-case-rss-mib', 384);
   const maxCaseMs = Number(arg('max-case-ms', 2000));
   // A data-size limit well above the RSS bound: a runaway allocation aborts the child.
