@@ -470,7 +470,7 @@ function derivedValue(value) {
 
 /** Labels of a span, read with `current()` now and whenever `updateDerived` is called. */
 function derivedLabels(keys, current) {
-  const derived = { keys, current, values: null, version: 0, saved: [], open: true };
+  const derived = { keys, current, values: null, version: 0, saved: [], open: true, stale: false };
   derived.values = readDerived(derived) ?? {};
   return derived;
 }
@@ -494,6 +494,7 @@ function readDerived(derived) {
 /** The span changed: its stores' labels follow, those already sampled amended natively. */
 function updateDerived(derived) {
   if (!derived?.open) return;
+  derived.stale = false;
   const values = readDerived(derived);
   if (values === null || derived.keys.every((k) => values[k] === derived.values[k])) return;
   derived.values = values;
@@ -509,6 +510,15 @@ function updateDerived(derived) {
       warnOnce('labels-save', `selfprof: a label set could not be kept: ${err.message}`);
     }
   }
+}
+
+/**
+ * The span may have changed: it is read again when its labels are next needed (a sampled
+ * set saved, the labels asked for, a trace built, the span's end), not at each of the
+ * many changes a tracer makes to a request's span.
+ */
+function markDerived(derived) {
+  if (derived?.open) derived.stale = true;
 }
 
 /** The span ended: its final state is what its samples carry. */
@@ -532,7 +542,9 @@ function closeDerived(derived, update = true) {
 function labelsOf(store) {
   if (store.labels === null) resolveContextStore(store);
   const derived = store.derived;
-  if (derived === undefined || store.derivedVersion === derived.version) return store.labels;
+  if (derived === undefined) return store.labels;
+  if (derived.stale) updateDerived(derived);
+  if (store.derivedVersion === derived.version) return store.labels;
   const out = { ...store.labels };
   for (const key of store.derivedKeys) {
     const value = derived.values[key];
@@ -852,6 +864,7 @@ module.exports = {
   derivedLabels,
   derivedValue,
   updateDerived,
+  markDerived,
   closeDerived,
   setContextResolver,
   storesInFrame,

@@ -20,7 +20,7 @@
 // endpoint_counts), as dd-trace's own profiler counts them.
 
 const dc = require('node:diagnostics_channel');
-const { setSpanLabels, watchSpanRequests, derivedLabels, updateDerived, closeDerived } = require('../capture/labels');
+const { setSpanLabels, watchSpanRequests, derivedLabels, markDerived, closeDerived } = require('../capture/labels');
 const { warnOnce } = require('../log');
 const { countRequest } = require('./requests');
 
@@ -100,7 +100,7 @@ function subscribeDdTrace() {
   const onTags = (span) => {
     try {
       label(span);
-      updateDerived(roots.get(span));
+      markDerived(roots.get(span));
     } catch (err) {
       warnOnce('ddtrace', `selfprof: could not label a dd-trace span: ${err.message}`);
     }

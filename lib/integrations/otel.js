@@ -23,7 +23,7 @@
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const labels = require('../capture/labels');
-const { setSpanLabels, watchSpanRequests, derivedLabels, derivedValue, updateDerived, closeDerived } = labels;
+const { setSpanLabels, watchSpanRequests, derivedLabels, derivedValue, markDerived, closeDerived } = labels;
 const { warnOnce, envSwitchOn } = require('../log');
 const { countRequest } = require('./requests');
 const { bindRequestsWhile } = require('./http-requests');
@@ -226,7 +226,7 @@ function openTelemetrySpanProcessor() {
           if (root && !root.ended) {
             if (rpc) root.rpc = rpc;
             root.handlerRoute = handlerRouteOf(span) ?? root.handlerRoute;
-            updateDerived(root.derived);
+            markDerived(root.derived);
           }
           return;
         }
