@@ -6,14 +6,16 @@
 //   each, the worst case for per-switch costs;
 // - otel-express: the http workload's requests served by Express under OpenTelemetry's
 //   HTTP and Express instrumentations, labeled by selfprof's span processor (modes none,
-//   selfprof, selfprof-labels, baseline-labels; none is the tracer without a profiler).
+//   selfprof, selfprof-labels, baseline-labels; none is the tracer without a profiler);
+// - dd-express: the same Express service under dd-trace (its own plugins; traces sent to a
+//   closed port), labeled by selfprof's dd-trace integration (the same modes).
 // Each request is labeled with its endpoint and span id where the mode labels.
 //
-//   node benchmark/labels-overhead.js [--workload http|inproc|otel-express] [--seconds 3] [--rounds 5]
+//   node benchmark/labels-overhead.js [--workload http|inproc|otel-express|dd-express] [--seconds 3] [--rounds 5]
 //                                     [--interval 10] [--node path] [--modes a,b,...]
 //                                     [--baseline DIR] [--together] [--warmup 0.5]
 //
-// --together serves every mode at once (http, otel-express): one server per mode, all on
+// --together serves every mode at once (http, otel-express, dd-express): one server per mode, all on
 // the server core, one client keeping each busy. The machine's drift then falls on every
 // mode alike, and a round's ratios hold within a few percent where separate runs spread
 // over ±25% here. Each server gets a share of the core, so a profiler's wall-clock
@@ -63,10 +65,12 @@ const WORKLOAD = arg('workload', 'http');
 /** Requests before the measured window, while V8 compiles the hot code (--warmup seconds). */
 const WARMUP_MS = Number(arg('warmup', 0.5)) * 1000;
 if (!(WARMUP_MS >= 0 && WARMUP_MS <= 600_000)) throw new Error(`--warmup is 0 to 600 seconds, not ${arg('warmup')}`);
-if (!['http', 'inproc', 'otel-express'].includes(WORKLOAD)) throw new Error(`--workload is http, inproc or otel-express, not ${WORKLOAD}`);
+/** Workloads of a traced Express service, by tracer. */
+const TRACED = { 'otel-express': 'otel', 'dd-express': 'dd-trace' };
+if (!['http', 'inproc', ...Object.keys(TRACED)].includes(WORKLOAD)) throw new Error(`--workload is http, inproc, otel-express or dd-express, not ${WORKLOAD}`);
 /** The modes a run measures: --modes, else every mode its workload has. */
 function modesOf() {
-  const all = WORKLOAD === 'otel-express' ? TRACER_MODES.filter((m) => MODES[m]) : Object.keys(MODES);
+  const all = TRACED[WORKLOAD] ? TRACER_MODES.filter((m) => MODES[m]) : Object.keys(MODES);
   const modes = ['none', ...(arg('modes')?.split(',') ?? all).filter((m) => m !== 'none')];
   for (const m of modes) if (!MODES[m] || !all.includes(m)) throw new Error(`unknown mode ${m} for ${WORKLOAD}: ${all.join(', ')}`);
   return modes;
@@ -228,23 +232,33 @@ async function server(mode, intervalMs) {
   serve(srv, () => requests, stop);
 }
 
-// Express under OpenTelemetry (HTTP and Express instrumentations, spans batched to an
-// exporter that drops them), as a traced service runs: the labels come from selfprof's span
-// processor, not from a call per request. No profiler, selfprof without the processor, and
-// selfprof with it (or the baseline's).
+// Express under a tracer, as a traced service runs: the labels come from selfprof's
+// integration with the tracer, not from a call per request. No profiler, selfprof without
+// the integration, and selfprof with it (or the baseline's).
+// - otel-express: OpenTelemetry's HTTP and Express instrumentations, spans batched to an
+//   exporter that drops them; selfprof's span processor;
+// - dd-express: dd-trace with its own plugins, sending traces to a closed port (no agent);
+//   selfprof's ddTraceIntegration().
 const TRACER_MODES = ['none', 'selfprof', 'selfprof-labels', 'baseline-labels'];
 async function tracedServer(mode, intervalMs) {
-  if (!TRACER_MODES.includes(mode)) throw new Error(`the otel-express workload has modes ${TRACER_MODES.join(', ')}, not ${mode}`);
+  if (!TRACER_MODES.includes(mode)) throw new Error(`the ${WORKLOAD} workload has modes ${TRACER_MODES.join(', ')}, not ${mode}`);
   const selfprof = mode.startsWith('baseline') ? require(process.env.SELFPROF_BASELINE) : require('..');
-  const { NodeTracerProvider, BatchSpanProcessor } = require('@opentelemetry/sdk-trace-node');
-  const { registerInstrumentations } = require('@opentelemetry/instrumentation');
-  const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
-  const { ExpressInstrumentation } = require('@opentelemetry/instrumentation-express');
-  const discard = { export: (spans, done) => done({ code: 0 }), shutdown: () => Promise.resolve(), forceFlush: () => Promise.resolve() };
-  const spanProcessors = [new BatchSpanProcessor(discard)];
-  if (mode !== 'none' && mode !== 'selfprof') spanProcessors.unshift(selfprof.openTelemetrySpanProcessor());
-  new NodeTracerProvider({ spanProcessors }).register();
-  registerInstrumentations({ instrumentations: [new HttpInstrumentation(), new ExpressInstrumentation()] });
+  const labeled = mode !== 'none' && mode !== 'selfprof';
+  if (TRACED[WORKLOAD] === 'dd-trace') {
+    Object.assign(process.env, { DD_TRACE_AGENT_URL: 'http://127.0.0.1:9', DD_INSTRUMENTATION_TELEMETRY_ENABLED: 'false', DD_REMOTE_CONFIGURATION_ENABLED: 'false', DD_TRACE_STARTUP_LOGS: 'false' });
+    require('dd-trace').init({ profiling: false, logLevel: 'error' });
+    if (labeled) selfprof.ddTraceIntegration();
+  } else {
+    const { NodeTracerProvider, BatchSpanProcessor } = require('@opentelemetry/sdk-trace-node');
+    const { registerInstrumentations } = require('@opentelemetry/instrumentation');
+    const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
+    const { ExpressInstrumentation } = require('@opentelemetry/instrumentation-express');
+    const discard = { export: (spans, done) => done({ code: 0 }), shutdown: () => Promise.resolve(), forceFlush: () => Promise.resolve() };
+    const spanProcessors = [new BatchSpanProcessor(discard)];
+    if (labeled) spanProcessors.unshift(selfprof.openTelemetrySpanProcessor());
+    new NodeTracerProvider({ spanProcessors }).register();
+    registerInstrumentations({ instrumentations: [new HttpInstrumentation(), new ExpressInstrumentation()] });
+  }
   let stop = async () => {};
   if (mode !== 'none') {
     const profiler = new selfprof.Profiler({ sampleInterval: intervalMs, maxBufferSize: 1e6 });
@@ -513,7 +527,7 @@ async function parent() {
   const node = arg('node', process.execPath);
   const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim();
   const together = process.argv.includes('--together');
-  if (together && workload === 'inproc') throw new Error('--together is for the http and otel-express workloads');
+  if (together && workload === 'inproc') throw new Error('--together is for the http and traced workloads');
   const run = workload === 'inproc' ? runInproc : runHttp;
   const how = together ? 'all modes at once on one core' : 'per mode';
   console.log(`labels overhead (${workload}): node ${version}, ${interval} ms interval, ${rounds} rounds × ${seconds} s ${how}`);
@@ -573,7 +587,7 @@ const fail = (err) => {
 if (process.argv.includes('--inproc')) {
   inproc(arg('inproc'), Number(arg('seconds')), Number(arg('interval'))).then(out, fail);
 } else if (process.argv.includes('--server')) {
-  (WORKLOAD === 'otel-express' ? tracedServer : server)(arg('server'), Number(arg('interval'))).catch(fail);
+  (TRACED[WORKLOAD] ? tracedServer : server)(arg('server'), Number(arg('interval'))).catch(fail);
 } else if (process.argv.includes('--counted-client')) {
   countedClient(Number(arg('counted-client')), Number(arg('count'))).then(() => process.exit(0), fail);
 } else if (process.argv.includes('--instructions')) {
