@@ -131,6 +131,32 @@ test("a request's samples carry the route its span ends with, those taken before
   }
 });
 
+test("getLabels() in a request gives the route as soon as a handler's span brings it, before the request's span ends", async () => {
+  const { tracer, close } = otelTracer();
+  // The route as routing brings it: the request's RPC metadata names its span, and the
+  // span of the handler it routed to (Express's, the router package's) carries http.route.
+  const RPC_METADATA = Symbol.for('OpenTelemetry SDK Context Key RPC_METADATA');
+  try {
+    for (const route of ['/users/:id', '/orders/:id']) {
+      await tracer.startActiveSpan('GET', { kind: api.SpanKind.SERVER, attributes: { 'http.request.method': 'GET' } }, async (root) => {
+        const ctx = api.context.active().setValue(RPC_METADATA, { type: 'http', span: root });
+        await api.context.with(ctx, async () => {
+          assert.equal(getLabels().endpoint, 'GET');
+          await sleep(0);
+          const handler = tracer.startSpan(`request handler - ${route}`, { attributes: { 'http.route': route } });
+          assert.equal(getLabels().endpoint, `GET ${route}`, 'the route, while the request runs');
+          await sleep(0);
+          assert.equal(getLabels().endpoint, `GET ${route}`, 'and after an await');
+          handler.end();
+        });
+        root.end();
+      });
+    }
+  } finally {
+    await close();
+  }
+});
+
 test('a request still running at stop() carries the route known then; a span that never gets one keeps its name, never "undefined"', async () => {
   const { tracer, close } = otelTracer();
   const RPC = api.createContextKey('OpenTelemetry SDK Context Key RPC_METADATA');
