@@ -451,9 +451,10 @@ function labelStats() {
 // routed the request (OpenTelemetry renames the span at its end; dd-trace sets the
 // resource then). Samples are joined to label sets when a trace is built, so a set can
 // still be completed after its samples were taken: the integration gives a `Derived`
-// that reads the span as it is now, and updates it as the span changes and when it ends.
-// The sets already saved for samples are then amended natively (traces not yet built
-// take the new labels), and the sets saved later carry the new values. Only stores made
+// that reads the span as it is now, marks it as the span changes (`markDerived`), and
+// updates it when next needed (a set saved, the labels asked for, a trace built) and when
+// it ends. The sets already saved for samples are then amended natively (traces not yet
+// built take the new labels), and the sets saved later carry the new values. Only stores made
 // in the request's own context (its store, and stores merged over it) take a span's
 // values, so no sample gets another request's.
 
