@@ -255,7 +255,11 @@ test('a profiler leaving with the interval unchanged hands off: no code re-logge
   require('node:inspector').console.profileEnd();
   spin(30);
   const endAt = performance.now();
-  spin(30);
+  // Until V8's sampler has signalled 15 times more (a loaded machine can take 30 ms of
+  // spinning from this thread): a's recording must have sampled on.
+  const until = native.signalCount() + 15;
+  const deadline = endAt + 10_000;
+  while (native.signalCount() < until && performance.now() < deadline) spin(2);
   const trace = assertValidTrace(await a.stop());
   assert.equal(group.size, 0);
   const ts = trace.samples.map((s) => s.timestamp);
