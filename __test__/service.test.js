@@ -91,9 +91,12 @@ test('Datadog agent: multipart event + wall.pprof every period, decodable, label
     // The event's window is the pprof's own (ISO strings: whole ms).
     assert.ok(Math.abs(Date.parse(event.start) - Number(p.timeNanos) / 1e6) <= 1, `start ${event.start} vs pprof ${p.timeNanos}`);
     assert.ok(Math.abs(periodMs - Number(p.durationNanos) / 1e6) <= 2, `period ${periodMs} vs pprof ${p.durationNanos}`);
-    if (!event.tags_profiler.split(',').includes('snapshot:on_shutdown')) full.push({ periodMs, wallMs });
+    const last = event.tags_profiler.split(',').includes('snapshot:on_shutdown');
+    if (!last) full.push({ periodMs, wallMs });
     const busy = p.sample.filter((s) => names(s).includes('serviceCheckoutWork'));
-    assert.ok(busy.length > 0, 'the busy function is in every profile');
+    // The shutdown snapshot covers what is left of a period, which on a loaded machine
+    // may hold none of the work.
+    if (!last) assert.ok(busy.length > 0, `the busy function is in every full period's profile (${periodMs} ms)`);
     // Datadog's names: `trace endpoint`, and the span id in decimal as numeric labels.
     samples.push(
       ...pprofWork(pprof, ['serviceCheckoutWork'], {
