@@ -864,7 +864,6 @@ module.exports = {
   watchSpanRequests,
   derivedLabels,
   derivedValue,
-  updateDerived,
   markDerived,
   closeDerived,
   setContextResolver,
