@@ -210,14 +210,16 @@ test('intervals past what V8 accepts are clamped to the longest it does; the gro
   // A running 1 ms profiler, joined by a huge one, then stopped first: both stops resolve.
   const fast = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
   const slow = new Profiler({ sampleInterval: 1e10, maxBufferSize: 10 });
-  untilSignals(10, () => spin(1));
+  // Judged over 20 signals: on a loaded machine V8 may turn a signal into no sample.
+  untilSignals(20, () => spin(1));
   const fastTrace = await fast.stop();
-  assert.ok(fastTrace.samples.length >= 8, `${fastTrace.samples.length} samples in 10 signals`);
+  assert.ok(fastTrace.samples.length >= 8, `${fastTrace.samples.length} samples in 20 signals`);
   await slow.stop();
   // And the process can profile on.
   const after = new Profiler({ sampleInterval: 1, maxBufferSize: 1000 });
-  untilSignals(10, () => spin(1));
-  assert.ok((await after.stop()).samples.length >= 8);
+  untilSignals(20, () => spin(1));
+  const afterTrace = await after.stop();
+  assert.ok(afterTrace.samples.length >= 8, `${afterTrace.samples.length} samples in 20 signals`);
   assert.equal(group.size, 0);
 });
 
