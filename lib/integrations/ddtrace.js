@@ -108,7 +108,11 @@ function subscribeDdTrace() {
   const onFinish = (span) => {
     try {
       const derived = roots.get(span);
-      if (!derived) return;
+      if (derived === undefined) return;
+      // An entry whose span dies young, still in the map, costs the collector several
+      // times what deleting it does (docs/performance.md, "WeakMap entries").
+      roots.delete(span);
+      if (derived === null) return;
       closeDerived(derived);
       const tags = span.context().getTags?.() ?? {};
       if (tags['span.type'] === 'web') countRequest(derived.values.endpoint ?? '');
