@@ -34,7 +34,9 @@
 // process under valgrind runs ~50x slower, so time-based sampling would fire ~50x more per
 // request): the count isolates the per-request costs, hooks and label sets
 // (--count-interval MS samples more often, to count per-sample costs instead). The server
-// runs with V8's --single-threaded there unless --threads is given (see singleThreaded).
+// runs with V8's --single-threaded there unless --threads is given (see singleThreaded);
+// with --threads, --by-thread also counts each thread apart (the main thread against V8's
+// and libuv's helpers).
 //
 // Each (mode, round) runs in fresh processes; rounds shuffle the mode order, and each
 // mode's requests/s is reported as the median over rounds of its ratio to the
@@ -479,11 +481,30 @@ const singleThreaded = !process.argv.includes('--threads');
 const COUNT_INTERVAL = Number(arg('count-interval', 1000));
 if (!(COUNT_INTERVAL >= 1 && COUNT_INTERVAL <= 60_000)) throw new Error(`--count-interval is 1 to 60000 ms, not ${arg('count-interval')}`);
 
-/** The server's instructions for `count` requests, under callgrind. */
+const byThread = process.argv.includes('--by-thread');
+if (byThread && singleThreaded) throw new Error('--by-thread counts V8\'s helper threads: give --threads too');
+
+/** Each thread's instructions in callgrind's per-thread files under `dir` (`<out>-NN`), by thread number. */
+function threadCounts(dir) {
+  const fs = require('node:fs');
+  const out = {};
+  for (const f of fs.readdirSync(dir)) {
+    const text = fs.readFileSync(path.join(dir, f), 'utf8');
+    const thread = /^thread: (\d+)/m.exec(text)?.[1];
+    const total = /^(?:totals|summary): (\d+)/m.exec(text)?.[1];
+    if (thread !== undefined && total !== undefined) out[thread] = (out[thread] ?? 0) + Number(total);
+  }
+  return out;
+}
+
+/** The server's instructions for `count` requests, under callgrind (with --by-thread, by thread). */
 function serverInstructions(node, mode, count) {
   const { spawn } = require('node:child_process');
+  const fs = require('node:fs');
+  const dir = byThread ? fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'selfprof-callgrind-')) : null;
+  const outFile = byThread ? ['--separate-threads=yes', `--callgrind-out-file=${path.join(dir, 'cg')}`] : ['--callgrind-out-file=/dev/null'];
   return new Promise((resolve, reject) => {
-    const srv = spawn('valgrind', ['--tool=callgrind', '--callgrind-out-file=/dev/null', node, ...(singleThreaded ? ['--single-threaded'] : []), __filename, '--server', mode, '--workload', WORKLOAD, '--interval', String(COUNT_INTERVAL), '--exit-after', String(count)], {
+    const srv = spawn('valgrind', ['--tool=callgrind', ...outFile, node, ...(singleThreaded ? ['--single-threaded'] : []), __filename, '--server', mode, '--workload', WORKLOAD, '--interval', String(COUNT_INTERVAL), '--exit-after', String(count)], {
       cwd: path.join(__dirname, '..'),
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
@@ -496,8 +517,10 @@ function serverInstructions(node, mode, count) {
     });
     srv.on('exit', () => {
       const m = /Collected : (\d+)/.exec(err);
-      if (m) resolve(Number(m[1]));
-      else reject(new Error(`no count from callgrind:\n${err.slice(-1000)}`));
+      const threads = m && byThread ? threadCounts(dir) : null;
+      if (dir !== null) fs.rmSync(dir, { recursive: true, force: true });
+      if (!m) reject(new Error(`no count from callgrind:\n${err.slice(-1000)}`));
+      else resolve(byThread ? threads : Number(m[1]));
     });
   });
 }
@@ -511,6 +534,17 @@ async function instructions() {
   const per = {};
   for (const mode of modes) {
     const [a, b] = [await serverInstructions(node, mode, n1), await serverInstructions(node, mode, n2)];
+    if (byThread) {
+      // Thread 1 is the main thread; the rest are V8's helpers (collector, compiler), the
+      // profiler's and libuv's.
+      const perThread = (t) => ((b[t] ?? 0) - (a[t] ?? 0)) / (n2 - n1);
+      const threads = [...new Set([...Object.keys(a), ...Object.keys(b)])];
+      const main = perThread('1');
+      const helpers = threads.filter((t) => t !== '1').reduce((sum, t) => sum + perThread(t), 0);
+      per[mode] = main + helpers;
+      console.log(`${MODES[mode].padEnd(30)} main thread ${main.toFixed(0).padStart(9)}, other threads ${helpers.toFixed(0).padStart(9)}`);
+      continue;
+    }
     per[mode] = (b - a) / (n2 - n1);
     console.log(`${MODES[mode].padEnd(30)}${per[mode].toFixed(0).padStart(10)}  ${(per.none / per[mode]).toFixed(3)}× no profiler (requests per instruction)`);
   }
