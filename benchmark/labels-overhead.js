@@ -313,7 +313,13 @@ function serve(srv, served, stop) {
       const samples = Array.isArray(trace?.samples) ? trace.samples.length / ((all.user + all.system) / 1e6) : undefined;
       // The main thread's share: the rest is V8's and libuv's threads (profiler, collector).
       const mainShare = main ? (main.user + main.system) / (cpu.user + cpu.system) : undefined;
-      process.send({ perCpuSecond: count / ((cpu.user + cpu.system) / 1e6), samplesPerCpuSecond: samples, mainShare }, () => {
+      // A request's CPU in µs, where it went: the main thread's user and system time, the
+      // other threads' (a ratio says how much; this says on which side it is).
+      const us = (t) => t / count;
+      const perRequest = main
+        ? { mainUser: us(main.user), mainSystem: us(main.system), otherUser: us(cpu.user - main.user), otherSystem: us(cpu.system - main.system) }
+        : undefined;
+      process.send({ perCpuSecond: count / ((cpu.user + cpu.system) / 1e6), samplesPerCpuSecond: samples, mainShare, perRequest }, () => {
         srv.close();
         process.exit(0);
       });
@@ -566,7 +572,7 @@ async function parent() {
   const how = together ? 'all modes at once on one core' : 'per mode';
   console.log(`labels overhead (${workload}): node ${version}, ${interval} ms interval, ${rounds} rounds × ${seconds} s ${how}`);
   const modes = modesOf();
-  const results = Object.fromEntries(modes.map((m) => [m, { rps: [], ratio: [], cpuRatio: [], samples: [], mainShare: [] }]));
+  const results = Object.fromEntries(modes.map((m) => [m, { rps: [], ratio: [], cpuRatio: [], samples: [], mainShare: [], perRequest: [] }]));
   const perRound = [];
   for (let round = 0; round < rounds; round++) {
     let got = {};
@@ -579,6 +585,7 @@ async function parent() {
       results[mode].cpuRatio.push(got[mode].perCpuSecond / got.none.perCpuSecond);
       if (got[mode].samplesPerCpuSecond !== undefined) results[mode].samples.push(got[mode].samplesPerCpuSecond);
       if (got[mode].mainShare !== undefined) results[mode].mainShare.push(got[mode].mainShare);
+      if (got[mode].perRequest !== undefined) results[mode].perRequest.push(got[mode].perRequest);
     }
     process.stderr.write(`round ${round + 1}/${rounds} done\n`);
   }
@@ -594,6 +601,14 @@ async function parent() {
     const { samples, mainShare } = results[mode];
     const main = mainShare.length ? `, ${(median(mainShare) * 100).toFixed(1)}% of its CPU on the main thread` : '';
     if (samples.length || main) console.log(`${MODES[mode]}: ${samples.length ? median(samples).toFixed(0) : '-'} samples per CPU-second${main}`);
+  }
+  const parts = ['mainUser', 'mainSystem', 'otherUser', 'otherSystem'];
+  if (modes.every((mode) => results[mode].perRequest.length === rounds)) {
+    console.log('\nCPU µs a request, medians: main thread user, system; other threads user, system');
+    for (const mode of modes) {
+      const cols = parts.map((k) => median(results[mode].perRequest.map((p) => p[k])).toFixed(1).padStart(8));
+      console.log(`${MODES[mode].padEnd(30)}${cols.join('')}`);
+    }
   }
   if (!results['selfprof-labels']) return;
   const summary = (key) => {
