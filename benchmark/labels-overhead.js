@@ -36,7 +36,8 @@
 // (--count-interval MS samples more often, to count per-sample costs instead). The server
 // runs with V8's --single-threaded there unless --threads is given (see singleThreaded);
 // with --threads, --by-thread also counts each thread apart (the main thread against V8's
-// and libuv's helpers).
+// and libuv's helpers), and --cache-sim adds callgrind's simulated cache misses a request
+// (first-level instruction and data, last-level) on each side.
 //
 // Each (mode, round) runs in fresh processes; rounds shuffle the mode order, and each
 // mode's requests/s is reported as the median over rounds of its ratio to the
@@ -490,15 +491,22 @@ if (!(COUNT_INTERVAL >= 1 && COUNT_INTERVAL <= 60_000)) throw new Error(`--count
 const byThread = process.argv.includes('--by-thread');
 if (byThread && singleThreaded) throw new Error('--by-thread counts V8\'s helper threads: give --threads too');
 
-/** Each thread's instructions in callgrind's per-thread files under `dir` (`<out>-NN`), by thread number. */
+const cacheSim = process.argv.includes('--cache-sim');
+if (cacheSim && !byThread) throw new Error('--cache-sim goes with --threads --by-thread');
+
+/** Each thread's counts in callgrind's per-thread files under `dir` (`<out>-NN`), by thread
+ * number: `{ Ir, I1mr, ... }` (instructions, and with --cache-sim the simulated misses). */
 function threadCounts(dir) {
   const fs = require('node:fs');
   const out = {};
   for (const f of fs.readdirSync(dir)) {
     const text = fs.readFileSync(path.join(dir, f), 'utf8');
     const thread = /^thread: (\d+)/m.exec(text)?.[1];
-    const total = /^(?:totals|summary): (\d+)/m.exec(text)?.[1];
-    if (thread !== undefined && total !== undefined) out[thread] = (out[thread] ?? 0) + Number(total);
+    const events = /^events: (.+)$/m.exec(text)?.[1].trim().split(/\s+/);
+    const totals = /^(?:totals|summary): (.+)$/m.exec(text)?.[1].trim().split(/\s+/).map(Number);
+    if (thread === undefined || events === undefined || totals === undefined) continue;
+    out[thread] ??= {};
+    events.forEach((event, i) => (out[thread][event] = (out[thread][event] ?? 0) + (totals[i] ?? 0)));
   }
   return out;
 }
@@ -508,7 +516,7 @@ function serverInstructions(node, mode, count) {
   const { spawn } = require('node:child_process');
   const fs = require('node:fs');
   const dir = byThread ? fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'selfprof-callgrind-')) : null;
-  const outFile = byThread ? ['--separate-threads=yes', `--callgrind-out-file=${path.join(dir, 'cg')}`] : ['--callgrind-out-file=/dev/null'];
+  const outFile = byThread ? ['--separate-threads=yes', ...(cacheSim ? ['--cache-sim=yes'] : []), `--callgrind-out-file=${path.join(dir, 'cg')}`] : ['--callgrind-out-file=/dev/null'];
   return new Promise((resolve, reject) => {
     const srv = spawn('valgrind', ['--tool=callgrind', ...outFile, node, ...(singleThreaded ? ['--single-threaded'] : []), __filename, '--server', mode, '--workload', WORKLOAD, '--interval', String(COUNT_INTERVAL), '--exit-after', String(count)], {
       cwd: path.join(__dirname, '..'),
@@ -543,12 +551,14 @@ async function instructions() {
     if (byThread) {
       // Thread 1 is the main thread; the rest are V8's helpers (collector, compiler), the
       // profiler's and libuv's.
-      const perThread = (t) => ((b[t] ?? 0) - (a[t] ?? 0)) / (n2 - n1);
+      const perThread = (t, event) => ((b[t]?.[event] ?? 0) - (a[t]?.[event] ?? 0)) / (n2 - n1);
       const threads = [...new Set([...Object.keys(a), ...Object.keys(b)])];
-      const main = perThread('1');
-      const helpers = threads.filter((t) => t !== '1').reduce((sum, t) => sum + perThread(t), 0);
-      per[mode] = main + helpers;
-      console.log(`${MODES[mode].padEnd(30)} main thread ${main.toFixed(0).padStart(9)}, other threads ${helpers.toFixed(0).padStart(9)}`);
+      const side = (event, main) => threads.filter((t) => (t === '1') === main).reduce((sum, t) => sum + perThread(t, event), 0);
+      const both = (events, main) => events.reduce((sum, e) => sum + side(e, main), 0);
+      const misses = (main) =>
+        cacheSim ? `, misses: I1 ${both(['I1mr'], main).toFixed(0)}, D1 ${both(['D1mr', 'D1mw'], main).toFixed(0)}, LL ${both(['ILmr', 'DLmr', 'DLmw'], main).toFixed(0)}` : '';
+      per[mode] = side('Ir', true) + side('Ir', false);
+      console.log(`${MODES[mode].padEnd(30)} main thread ${side('Ir', true).toFixed(0).padStart(9)}${misses(true)}; other threads ${side('Ir', false).toFixed(0).padStart(9)}${misses(false)}`);
       continue;
     }
     per[mode] = (b - a) / (n2 - n1);
