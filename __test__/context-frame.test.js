@@ -100,7 +100,7 @@ test("a request a tracer labels runs its body's and response's events with its l
   const { createHook } = require('node:async_hooks');
   const { getLabels } = require('..');
   const { openTelemetrySpanProcessor } = require('..');
-  const { setSpanLabels, derivedLabels, closeDerived } = require('../lib/capture/labels');
+  const { enterSpanLabels, leaveSpanLabels, derivedLabels, closeDerived } = require('../lib/capture/labels');
   const scopes = {};
   const hook = createHook({
     init(id, type) {
@@ -121,8 +121,11 @@ test("a request a tracer labels runs its body's and response's events with its l
   const server = http.createServer((req, res) => {
     // What a tracer's span start does as the 'request' event is emitted.
     const span = `span-${n++}`;
-    const derived = derivedLabels(['endpoint'], () => ({ endpoint: 'POST /orders' }));
-    setSpanLabels({ span_id: span }, derived);
+    const root = { derived: null };
+    enterSpanLabels(root, () => {
+      root.derived ??= derivedLabels(['endpoint'], () => ({ endpoint: 'POST /orders' }));
+      return { labels: { span_id: span }, derived: root.derived };
+    });
     const note = (event) => seen.push({ span, event, labels: { ...getLabels() } });
     req.on('data', () => note('data'));
     req.on('end', () => {
@@ -131,7 +134,8 @@ test("a request a tracer labels runs its body's and response's events with its l
     });
     res.on('finish', () => {
       note('finish');
-      closeDerived(derived);
+      leaveSpanLabels(root);
+      closeDerived(root.derived);
     });
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
@@ -161,6 +165,45 @@ test("a request a tracer labels runs its body's and response's events with its l
     assert.equal(scopes['selfprof.request'], requests, 'one scope per request');
     assert.equal(scopes['selfprof.labels'] ?? 0, 0, 'no scope per event');
   }
+});
+
+test("a tracer's request labels are worked out only for the requests a sample took or that asked for them", async (t) => {
+  const { enterSpanLabels, leaveSpanLabels, derivedLabels, closeDerived } = require('../lib/capture/labels');
+  const { getLabels } = require('..');
+  await labeledRecording(); // the frame's check, where there is one, is done
+  const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  const resolved = new Map();
+  const resolve = (root) => {
+    resolved.set(root.name, (resolved.get(root.name) ?? 0) + 1);
+    root.derived ??= derivedLabels(['endpoint'], () => ({ endpoint: 'GET /items' }));
+    return { labels: { span_id: root.name }, derived: root.derived };
+  };
+  // Each in its own callback, as a tracer's span starts in the server's 'request' event.
+  const request = (name, work) =>
+    new Promise((done) =>
+      setImmediate(() => {
+        const root = { name, derived: null };
+        enterSpanLabels(root, resolve);
+        const result = work();
+        leaveSpanLabels(root);
+        closeDerived(root.derived);
+        done(result);
+      }),
+    );
+  const idle = 500;
+  for (let i = 0; i < idle; i++) await request(`idle-${i}`, () => i);
+  const asked = await request('asked', () => getLabels());
+  assert.deepEqual({ ...asked }, { span_id: 'asked', endpoint: 'GET /items' });
+  const log = new WorkLog({ signals: 20 });
+  await request('busy', () => log.run({ span_id: 'busy', endpoint: 'GET /items' }, frameWork, 30));
+  const trace = await profiler.stop();
+  assertRequestLabels(traceWork(trace, ['frameWork']), log.calls, { what: 'the busy request', min: 10, exact: true });
+  assert.equal(resolved.get('asked'), 1, 'asked for: worked out once');
+  assert.equal(resolved.get('busy'), 1, 'sampled: worked out once');
+  // An idle request is worked out only if a signal landed in its few microseconds.
+  const idleResolved = [...resolved.keys()].filter((name) => name.startsWith('idle-')).length;
+  t.diagnostic(`${idleResolved} of ${idle} idle requests worked out; ${JSON.stringify(trace.metadata)}`);
+  assert.ok(idleResolved < idle / 10, `${idleResolved} of ${idle} idle requests worked out`);
 });
 
 /** Busy work that allocates as it goes: collections run while it is being sampled. */

@@ -529,14 +529,6 @@ function closeDerived(derived, update = true) {
   derived.open = false;
   derived.saved = [];
   openDerived.delete(derived);
-  const entered = derived.entered;
-  if (entered !== undefined) {
-    derived.entered = undefined;
-    if (entered.resource[als.kResourceStore] === entered.store) {
-      entered.resource[als.kResourceStore] = entered.outer;
-      publish(currentStoreOfContext());
-    }
-  }
 }
 
 /** `store`'s labels, with the current values of the span it derives from. */
@@ -592,8 +584,8 @@ function labelValue(fn, key, value) {
 
 /** A store for `labels` merged over the current ones (null/undefined values remove a key).
  * Labels the current store derives from a span, and that `labels` leave alone, stay
- * derived from it; `derived` (from an integration) adds a span's own. */
-function storeWith(fn, labels, derived) {
+ * derived from it. */
+function storeWith(fn, labels) {
   if (labels === null || typeof labels !== 'object' || Array.isArray(labels)) {
     throw new TypeError(`${fn}: labels must be an object like { endpoint: 'GET /users/:id' }`);
   }
@@ -611,22 +603,14 @@ function storeWith(fn, labels, derived) {
     if (value === undefined || value === null) delete out[key];
     else out[key] = labelValue(fn, key, value);
   }
-  let from = current.derived;
-  let keys = from === undefined ? undefined : current.derivedKeys.filter((k) => !Object.hasOwn(labels, k));
-  if (derived !== undefined) {
-    // A new request's derived labels replace the context's: a key it has no value for
-    // (a span without a route or name) is not left with another request's.
-    for (const key of derived.keys) delete out[key];
-    from = derived;
-    keys = derived.keys;
-    Object.assign(out, derived.values);
-  }
+  const from = current.derived;
+  const keys = from === undefined ? undefined : current.derivedKeys.filter((k) => !Object.hasOwn(labels, k));
   let count = 0;
   // eslint-disable-next-line no-unused-vars -- counts the keys without building Object.keys' array
   for (const key in out) if (++count > MAX_KEYS) {
     throw new RangeError(`${fn}: at most ${MAX_KEYS} labels per set, got ${Object.keys(out).length}`);
   }
-  if (count === 0 && derived === undefined && current.ctx === undefined) return EMPTY;
+  if (count === 0 && current.ctx === undefined) return EMPTY;
   // `id` first: the signal handler reads it as the object's first in-object property.
   const store = { id: newId(), labels: Object.freeze(out), flat: null, savedFor: -1 };
   // A tracer's context in effect stays in effect inside (see contextStore).
@@ -696,7 +680,8 @@ function resolveContextStore(store) {
   const base = labelsOf(store.base);
   let found = null;
   try {
-    found = resolveContext === null ? null : resolveContext(store.ctx);
+    if (store.resolve !== undefined) found = store.resolve(store.span);
+    else if (resolveContext !== null) found = resolveContext(store.ctx);
   } catch (err) {
     warnOnce('labels-derived', `selfprof: could not read a span's labels: ${err.message}`);
   }
@@ -800,18 +785,55 @@ function runInFrame(store, fn, thisArg, args) {
 
 /** Merges `labels` over the current ones for the rest of the current async context. */
 function setLabels(labels) {
-  enterLabels('setLabels', labels, undefined);
+  enterLabels('setLabels', labels);
 }
 
-/** `setLabels` for the tracing integrations: `labels`, and those `derived` reads from a
- * span as it changes (`derivedLabels`). The HTTP request being handled, if any, runs its
- * events with them too. */
-function setSpanLabels(labels, derived) {
+/**
+ * The tracing integrations' `setLabels`: labels the rest of the current async context with
+ * a request's span, and the HTTP request being handled, if any, runs its events with them
+ * too. The labels are worked out only when needed (a sample took the store, the labels
+ * are asked for, labels are merged over them): `resolve(span)` gives them then, as
+ * `{ labels, derived }` (`derivedLabels`) or null. Most requests are never sampled, and
+ * their span is then never read. `span` is the integration's record of the span;
+ * `leaveSpanLabels(span)` as the span ends.
+ */
+function enterSpanLabels(span, resolve) {
   watchSpanRequests();
-  enterLabels('setSpanLabels', labels, derived);
+  if (!labelsUsed) {
+    labelsUsed = true;
+    updateHook();
+  }
+  const current = currentStoreOfContext();
+  const store = { id: newId(), labels: null, flat: null, savedFor: -1, base: current, span, resolve };
+  // A tracer's context in effect stays in effect inside (see contextStore).
+  if (current.ctx !== undefined) store.ctx = current.ctx;
+  if (frameRead && queued() >= DRAIN_AT) drainQueue();
+  if (typeof als.kResourceStore === 'symbol') {
+    // AsyncLocalStorage on async_hooks (Node < 24) keeps the store on the resource being
+    // run, which for a request is its connection's: note it, to take it back at the span's
+    // end, or the next request on the connection starts with this one's.
+    const resource = executionAsyncResource();
+    span.entered = { resource, store, outer: resource[als.kResourceStore] };
+  }
+  als.enterWith(store);
+  // Claimed now, where the frame holds the store: on the frame path the request's events
+  // run in this frame (http-requests.js).
+  claimRequest(store, frameRead);
+  publish(store);
 }
 
-/** Starts watching HTTP requests for `setSpanLabels`: an integration calls it as it is set
+/** The span `enterSpanLabels` labeled with ended. */
+function leaveSpanLabels(span) {
+  const entered = span.entered;
+  if (entered === undefined) return;
+  span.entered = undefined;
+  if (entered.resource[als.kResourceStore] === entered.store) {
+    entered.resource[als.kResourceStore] = entered.outer;
+    publish(currentStoreOfContext());
+  }
+}
+
+/** Starts watching HTTP requests for `enterSpanLabels`: an integration calls it as it is set
  * up, so that its first request's events are bound too (http-requests.js). */
 function watchSpanRequests() {
   watchRequests(runWithStore);
@@ -828,23 +850,13 @@ function runWithStore(store, fn, thisArg, args) {
   }
 }
 
-function enterLabels(fn, labels, derived) {
-  const store = storeWith(fn, labels, derived);
+function enterLabels(fn, labels) {
+  const store = storeWith(fn, labels);
   if (!labelsUsed) {
     labelsUsed = true;
     updateHook();
   }
-  if (derived !== undefined && typeof als.kResourceStore === 'symbol') {
-    // AsyncLocalStorage on async_hooks (Node < 24) keeps the store on the resource being
-    // run, which for a request is its connection's: note it, to take it back at the span's
-    // end (`closeDerived`), or the next request on the connection starts with this one's.
-    const resource = executionAsyncResource();
-    derived.entered = { resource, store, outer: resource[als.kResourceStore] };
-  }
   als.enterWith(store);
-  // Claimed now, where the frame holds the store: on the frame path the request's events
-  // run in this frame (http-requests.js).
-  if (derived !== undefined) claimRequest(store, frameRead);
   publish(store);
 }
 
@@ -860,7 +872,8 @@ module.exports = {
   labelStats,
   labelPath,
   labelState,
-  setSpanLabels,
+  enterSpanLabels,
+  leaveSpanLabels,
   watchSpanRequests,
   derivedLabels,
   derivedValue,

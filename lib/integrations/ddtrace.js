@@ -20,7 +20,7 @@
 // endpoint_counts), as dd-trace's own profiler counts them.
 
 const dc = require('node:diagnostics_channel');
-const { setSpanLabels, watchSpanRequests, derivedLabels, markDerived, closeDerived } = require('../capture/labels');
+const { enterSpanLabels, leaveSpanLabels, watchSpanRequests, derivedLabels, derivedValue, markDerived, closeDerived } = require('../capture/labels');
 const { warnOnce } = require('../log');
 const { countRequest } = require('./requests');
 
@@ -56,6 +56,16 @@ function hexIds(span) {
   return { span_id: ctx.toSpanId(true), trace_id: ctx.toTraceId(true) };
 }
 
+/** A request's labels, worked out when a sample (or getLabels) needs them: `enterSpanLabels`. */
+function labelsOfRoot(root) {
+  if (root.derived === null) {
+    const { span } = root;
+    root.derived = derivedLabels(['endpoint'], () => ({ endpoint: root.ended ? root.endpoint : endpointOf(span) }));
+    if (root.ended) closeDerived(root.derived, false);
+  }
+  return { labels: hexIds(root.span), derived: root.derived };
+}
+
 /**
  * Labels samples with dd-trace's local root spans. Returns `{ disable() }`. Throws if
  * dd-trace cannot be found. (Service mode does this itself: `subscribeDdTrace`.)
@@ -75,17 +85,17 @@ function ddTraceIntegration() {
 function subscribeDdTrace() {
   if (active) return active;
   watchSpanRequests();
-  /** Local root span -> its derived labels (the endpoint, read from its tags), or null
-   * until its tags say it is a request. */
+  /** Local root span -> `{ span, derived, ended, endpoint }` of its request (`derived`
+   * made when its labels are first needed), or null until its tags say it is a request. */
   const roots = new WeakMap();
   // A local root labels what follows only once its tags say it is a request or message
   // entering the service (dd-trace sets them right after the span starts, in the same
   // turn): a DNS lookup or connection at start-up would label everything after it.
   const label = (span) => {
     if (roots.get(span) !== null || !isRequest(span)) return;
-    const derived = derivedLabels(['endpoint'], () => ({ endpoint: endpointOf(span) }));
-    roots.set(span, derived);
-    setSpanLabels(hexIds(span), derived);
+    const root = { span, derived: null, ended: false, endpoint: undefined };
+    roots.set(span, root);
+    enterSpanLabels(root, labelsOfRoot);
   };
   const onStart = ({ span }) => {
     try {
@@ -100,22 +110,26 @@ function subscribeDdTrace() {
   const onTags = (span) => {
     try {
       label(span);
-      markDerived(roots.get(span));
+      markDerived(roots.get(span)?.derived);
     } catch (err) {
       warnOnce('ddtrace', `selfprof: could not label a dd-trace span: ${err.message}`);
     }
   };
   const onFinish = (span) => {
     try {
-      const derived = roots.get(span);
-      if (derived === undefined) return;
+      const root = roots.get(span);
+      if (root === undefined) return;
       // An entry whose span dies young, still in the map, costs the collector several
       // times what deleting it does (docs/performance.md, "WeakMap entries").
       roots.delete(span);
-      if (derived === null) return;
-      closeDerived(derived);
+      if (root === null) return;
+      leaveSpanLabels(root);
+      // The request's samples carry the endpoint it ends with, those drained later too.
+      if (root.derived !== null) closeDerived(root.derived);
+      root.endpoint = root.derived !== null ? root.derived.values.endpoint : derivedValue(endpointOf(span));
+      root.ended = true;
       const tags = span.context().getTags?.() ?? {};
-      if (tags['span.type'] === 'web') countRequest(derived.values.endpoint ?? '');
+      if (tags['span.type'] === 'web') countRequest(root.endpoint ?? '');
     } catch {
       // A span we cannot read is not counted.
     }

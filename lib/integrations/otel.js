@@ -23,7 +23,7 @@
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const labels = require('../capture/labels');
-const { setSpanLabels, watchSpanRequests, derivedLabels, derivedValue, markDerived, closeDerived } = labels;
+const { enterSpanLabels, leaveSpanLabels, watchSpanRequests, derivedLabels, derivedValue, markDerived, closeDerived } = labels;
 const { warnOnce, envSwitchOn } = require('../log');
 const { countRequest } = require('./requests');
 const { bindRequestsWhile } = require('./http-requests');
@@ -76,7 +76,8 @@ function handlerRouteOf(span) {
   return route;
 }
 
-/** Local root span -> `{ rpc, handlerRoute, derived, server, ended, endpoint }`. */
+/** Local root span -> `{ span, rpc, handlerRoute, derived, server, ended, endpoint }` (`derived`
+ * made when the request's labels are first needed). */
 const roots = new WeakMap();
 
 /** The endpoint of local root span `span` (`root` its entry): the final one once it ended. */
@@ -182,12 +183,15 @@ function labelsOfContext(ctx) {
   const rpc = ctx.getValue(RPC_METADATA);
   const rootSpan = rpc?.span !== undefined && roots.has(rpc.span) ? rpc.span : roots.has(span) ? span : rootOf.get(span);
   const root = rootSpan === undefined ? undefined : roots.get(rootSpan);
-  if (root === undefined) return null;
+  return root === undefined ? null : labelsOfRoot(root);
+}
+/** A request's labels, worked out when first needed (`labelsOfContext`, `enterSpanLabels`). */
+function labelsOfRoot(root) {
   if (root.derived === null) {
-    root.derived = derivedLabels(['endpoint'], () => ({ endpoint: rootEndpoint(rootSpan, root) }));
+    root.derived = derivedLabels(['endpoint'], () => ({ endpoint: rootEndpoint(root.span, root) }));
     if (root.ended) closeDerived(root.derived, false);
   }
-  const { spanId, traceId } = rootSpan.spanContext();
+  const { spanId, traceId } = root.span.spanContext();
   return { labels: { span_id: spanId, trace_id: traceId }, derived: root.derived };
 }
 /** A context's request: its RPC metadata, one object for all of the request's contexts. */
@@ -234,13 +238,11 @@ function openTelemetrySpanProcessor() {
         // root of another kind (a DNS lookup or connection made at start-up, a client call
         // outside any request) would label everything after it in its async context.
         if (span.kind !== SERVER && span.kind !== CONSUMER) return;
-        const root = { rpc: undefined, handlerRoute: undefined, derived: null, server: span.kind === SERVER, ended: false, endpoint: undefined };
+        const root = { span, rpc: undefined, handlerRoute: undefined, derived: null, server: span.kind === SERVER, ended: false, endpoint: undefined };
         roots.set(span, root);
         // Adopted, the contexts that carry the span give its labels when sampled.
         if (adopted) return;
-        root.derived = derivedLabels(['endpoint'], () => ({ endpoint: rootEndpoint(span, root) }));
-        const { spanId, traceId } = span.spanContext();
-        setSpanLabels({ span_id: spanId, trace_id: traceId }, root.derived);
+        enterSpanLabels(root, labelsOfRoot);
       } catch (err) {
         warnOnce('otel', `selfprof: could not label a span: ${err.message}`);
       }
@@ -250,6 +252,7 @@ function openTelemetrySpanProcessor() {
       const root = roots.get(span);
       if (!root || root.ended) return;
       try {
+        leaveSpanLabels(root);
         closeDerived(root.derived);
         root.endpoint = root.derived !== null ? root.derived.values.endpoint : derivedValue(rootEndpoint(span, root));
         root.ended = true;
