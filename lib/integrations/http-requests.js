@@ -35,18 +35,28 @@ function onRequestStart({ request, response }) {
   bind(request, holder);
   bind(response, holder);
   emitting = holder;
-  queueMicrotask(() => {
-    if (emitting === holder) emitting = null;
-  });
+  if (!clearQueued) {
+    clearQueued = true;
+    queueMicrotask(clearEmitting);
+  }
+}
+
+/** The turn a request started in is over: a span labeled later claims no request. */
+let clearQueued = false;
+function clearEmitting() {
+  clearQueued = false;
+  emitting = null;
 }
 
 function bind(emitter, holder) {
   if (!emitter || typeof emitter.emit !== 'function') return;
   const emit = emitter.emit;
   emitter.emit = function emitWithLabels(...args) {
-    if (holder.scope !== null) return holder.scope.runInAsyncScope(emit, this, ...args);
     const store = holder.store;
-    return store === null ? emit.apply(this, args) : runWith(store, emit, this, args);
+    // An event with no listener runs nothing (most of a request's): it needs no scope.
+    if (store === null || this.listenerCount(args[0]) === 0) return emit.apply(this, args);
+    if (holder.scope !== null) return holder.scope.runInAsyncScope(emit, this, ...args);
+    return runWith(store, emit, this, args);
   };
 }
 
