@@ -206,6 +206,39 @@ test("a tracer's request labels are worked out only for the requests a sample to
   assert.ok(idleResolved < idle / 10, `${idleResolved} of ${idle} idle requests worked out`);
 });
 
+test("a tracer's requests started one after another in one async context (a consumer's loop) do not keep each other alive", async () => {
+  const { enterSpanLabels, leaveSpanLabels, derivedLabels } = require('../lib/capture/labels');
+  const { getLabels } = require('..');
+  const v8 = require('node:v8');
+  const vm = require('node:vm');
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc');
+  const resolve = (root) => {
+    root.derived ??= derivedLabels(['endpoint'], () => ({ endpoint: 'consume orders' }));
+    return { labels: { span_id: root.name }, derived: root.derived };
+  };
+  let collected = false;
+  const registry = new FinalizationRegistry(() => (collected = true));
+  const consume = async () => {
+    // Each message's span starts where the last one's labels still are: the loop's own context.
+    for (let i = 0; i < 200; i++) {
+      const root = { name: `message-${i}`, derived: null, payload: new Array(1000).fill(i) };
+      if (i === 0) registry.register(root, i);
+      enterSpanLabels(root, resolve);
+      await null;
+      assert.equal(getLabels().span_id, root.name);
+      leaveSpanLabels(root);
+    }
+  };
+  // Started in a callback of its own, so that this test's own context never holds a message's.
+  await new Promise((done, fail) => setImmediate(() => consume().then(done, fail)));
+  for (let i = 0; i < 10 && !collected; i++) {
+    gc();
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.ok(collected, "the first message's span is let go of");
+});
+
 /** Busy work that allocates as it goes: collections run while it is being sampled. */
 function allocatingWork(ms) {
   const end = performance.now() + ms;

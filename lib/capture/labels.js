@@ -804,7 +804,12 @@ function enterSpanLabels(span, resolve) {
     updateHook();
   }
   const current = currentStoreOfContext();
-  const store = { id: newId(), labels: null, flat: null, savedFor: -1, base: current, span, resolve };
+  // Its labels are its base's with the span's over them. Another span's store in effect
+  // here (a consumer's loop starts each message where the last one's labels are) gives
+  // way to its own base: the span's labels replace that span's, and a chain of them would
+  // keep every earlier request alive.
+  const base = current.resolve !== undefined ? current.base : current;
+  const store = { id: newId(), labels: null, flat: null, savedFor: -1, base, span, resolve };
   // A tracer's context in effect stays in effect inside (see contextStore).
   if (current.ctx !== undefined) store.ctx = current.ctx;
   if (frameRead && queued() >= DRAIN_AT) drainQueue();
