@@ -363,6 +363,13 @@ let labelsUsed = false;
 let hookEnabled = false;
 checkPromiseHooks();
 
+/** Labels are in use (the first set entered): the hooks may be needed from now on. */
+function useLabels() {
+  if (labelsUsed) return;
+  labelsUsed = true;
+  updateHook();
+}
+
 // The hooks cost every async hop, so they run only while a profiler records and labels
 // have been used at all, and not once the handler reads the frame.
 function updateHook() {
@@ -531,6 +538,29 @@ function closeDerived(derived, update = true) {
   openDerived.delete(derived);
 }
 
+/**
+ * The derived labels of an integration's request record (`{ derived, ended, endpoint }`),
+ * made the first time its labels are needed: `endpointOf(root)` reads the endpoint from
+ * the span while the request runs; once it ended, the endpoint it ended with.
+ */
+function requestDerived(root, endpointOf) {
+  if (root.derived === null) {
+    root.derived = derivedLabels(['endpoint'], () => ({ endpoint: root.ended ? root.endpoint : endpointOf(root) }));
+    if (root.ended) closeDerived(root.derived, false);
+  }
+  return root.derived;
+}
+
+/** The request's span ended: its samples carry the endpoint it ended with (returned), its
+ * store leaves the connection it was entered on (`leaveSpanLabels`). */
+function endRequest(root, endpointOf) {
+  leaveSpanLabels(root);
+  closeDerived(root.derived);
+  root.endpoint = root.derived !== null ? root.derived.values.endpoint : derivedValue(endpointOf(root));
+  root.ended = true;
+  return root.endpoint;
+}
+
 /** `store`'s labels, with the current values of the span it derives from. */
 function labelsOf(store) {
   if (store.labels === null) resolveContextStore(store);
@@ -649,10 +679,7 @@ function setContextResolver(resolve, requestOf) {
 function contextStore(ctx) {
   const current = currentStoreOfContext();
   if (current.ctx === ctx) return current;
-  if (!labelsUsed) {
-    labelsUsed = true;
-    updateHook();
-  }
+  useLabels();
   // Its labels are its base's with the request's over them: the base is the store of the
   // nearest withLabels/setLabels around it, never another context's.
   const base = current.ctxOnly === true ? current.base : current;
@@ -754,10 +781,7 @@ function withLabels(labels, fn, ...args) {
     throw new TypeError(`withLabels: fn must be a function, got ${fn === null ? 'null' : typeof fn}`);
   }
   const store = storeWith('withLabels', labels);
-  if (!labelsUsed) {
-    labelsUsed = true;
-    updateHook();
-  }
+  useLabels();
   return runWithStore(store, fn, undefined, args);
 }
 
@@ -799,10 +823,7 @@ function setLabels(labels) {
  */
 function enterSpanLabels(span, resolve) {
   watchSpanRequests();
-  if (!labelsUsed) {
-    labelsUsed = true;
-    updateHook();
-  }
+  useLabels();
   const current = currentStoreOfContext();
   // Its labels are its base's with the span's over them. Another span's store in effect
   // here (a consumer's loop starts each message where the last one's labels are) gives
@@ -857,10 +878,7 @@ function runWithStore(store, fn, thisArg, args) {
 
 function enterLabels(fn, labels) {
   const store = storeWith(fn, labels);
-  if (!labelsUsed) {
-    labelsUsed = true;
-    updateHook();
-  }
+  useLabels();
   als.enterWith(store);
   publish(store);
 }
@@ -882,6 +900,8 @@ module.exports = {
   watchSpanRequests,
   derivedLabels,
   derivedValue,
+  requestDerived,
+  endRequest,
   markDerived,
   closeDerived,
   setContextResolver,

@@ -20,7 +20,7 @@
 // endpoint_counts), as dd-trace's own profiler counts them.
 
 const dc = require('node:diagnostics_channel');
-const { enterSpanLabels, leaveSpanLabels, watchSpanRequests, derivedLabels, derivedValue, markDerived, closeDerived } = require('../capture/labels');
+const { enterSpanLabels, watchSpanRequests, requestDerived, endRequest, markDerived } = require('../capture/labels');
 const { warnOnce } = require('../log');
 const { countRequest } = require('./requests');
 
@@ -56,14 +56,12 @@ function hexIds(span) {
   return { span_id: ctx.toSpanId(true), trace_id: ctx.toTraceId(true) };
 }
 
+/** The endpoint of a request's root span now. */
+const rootEndpoint = (root) => endpointOf(root.span);
+
 /** A request's labels, worked out when a sample (or getLabels) needs them: `enterSpanLabels`. */
 function labelsOfRoot(root) {
-  if (root.derived === null) {
-    const { span } = root;
-    root.derived = derivedLabels(['endpoint'], () => ({ endpoint: root.ended ? root.endpoint : endpointOf(span) }));
-    if (root.ended) closeDerived(root.derived, false);
-  }
-  return { labels: hexIds(root.span), derived: root.derived };
+  return { labels: hexIds(root.span), derived: requestDerived(root, rootEndpoint) };
 }
 
 /**
@@ -123,13 +121,10 @@ function subscribeDdTrace() {
       // times what deleting it does (docs/performance.md, "WeakMap entries").
       roots.delete(span);
       if (root === null) return;
-      leaveSpanLabels(root);
       // The request's samples carry the endpoint it ends with, those drained later too.
-      if (root.derived !== null) closeDerived(root.derived);
-      root.endpoint = root.derived !== null ? root.derived.values.endpoint : derivedValue(endpointOf(span));
-      root.ended = true;
+      const endpoint = endRequest(root, rootEndpoint);
       const tags = span.context().getTags?.() ?? {};
-      if (tags['span.type'] === 'web') countRequest(root.endpoint ?? '');
+      if (tags['span.type'] === 'web') countRequest(endpoint ?? '');
     } catch {
       // A span we cannot read is not counted.
     }

@@ -23,7 +23,7 @@
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const labels = require('../capture/labels');
-const { enterSpanLabels, leaveSpanLabels, watchSpanRequests, derivedLabels, derivedValue, markDerived, closeDerived } = labels;
+const { enterSpanLabels, watchSpanRequests, requestDerived, endRequest, markDerived } = labels;
 const { warnOnce, envSwitchOn } = require('../log');
 const { countRequest } = require('./requests');
 const { bindRequestsWhile } = require('./http-requests');
@@ -80,10 +80,8 @@ function handlerRouteOf(span) {
  * made when the request's labels are first needed). */
 const roots = new WeakMap();
 
-/** The endpoint of local root span `span` (`root` its entry): the final one once it ended. */
-function rootEndpoint(span, root) {
-  return root.ended ? root.endpoint : endpointOf(span, root.rpc, root.handlerRoute);
-}
+/** The endpoint of a request's local root span now (`root` its entry). */
+const rootEndpoint = (root) => endpointOf(root.span, root.rpc, root.handlerRoute);
 /** A span of a request without RPC metadata (a message's) -> its local root span. */
 const rootOf = new WeakMap();
 
@@ -187,12 +185,8 @@ function labelsOfContext(ctx) {
 }
 /** A request's labels, worked out when first needed (`labelsOfContext`, `enterSpanLabels`). */
 function labelsOfRoot(root) {
-  if (root.derived === null) {
-    root.derived = derivedLabels(['endpoint'], () => ({ endpoint: rootEndpoint(root.span, root) }));
-    if (root.ended) closeDerived(root.derived, false);
-  }
   const { spanId, traceId } = root.span.spanContext();
-  return { labels: { span_id: spanId, trace_id: traceId }, derived: root.derived };
+  return { labels: { span_id: spanId, trace_id: traceId }, derived: requestDerived(root, rootEndpoint) };
 }
 /** A context's request: its RPC metadata, one object for all of the request's contexts. */
 function requestOfContext(ctx) {
@@ -252,10 +246,7 @@ function openTelemetrySpanProcessor() {
       const root = roots.get(span);
       if (!root || root.ended) return;
       try {
-        leaveSpanLabels(root);
-        closeDerived(root.derived);
-        root.endpoint = root.derived !== null ? root.derived.values.endpoint : derivedValue(rootEndpoint(span, root));
-        root.ended = true;
+        endRequest(root, rootEndpoint);
         root.rpc = undefined;
         // The span waits in an exporter's batch for seconds: what labeled it goes now,
         // instead of being copied by every scavenge. (Its contexts, where they ride
