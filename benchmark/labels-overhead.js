@@ -591,7 +591,7 @@ function serverAllocations(node, mode, count, interval) {
       cwd: path.join(__dirname, '..'),
       stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
     });
-    const sums = { allocated: 0, promoted: 0, collections: 0 };
+    const sums = { allocated: 0, promoted: 0 };
     let pending = '';
     let started = false;
     srv.stdout.on('data', (chunk) => {
@@ -608,7 +608,6 @@ function serverAllocations(node, mode, count, interval) {
         if (allocated === null) continue;
         sums.allocated += Number(allocated[1]);
         sums.promoted += Number(/\bpromoted=(\d+)/.exec(line)?.[1] ?? 0);
-        sums.collections++;
       }
     });
     srv.on('error', reject);
@@ -619,8 +618,11 @@ function serverAllocations(node, mode, count, interval) {
 async function allocations() {
   const node = arg('node', process.execPath);
   const [n1, n2] = arg('requests', '2000,12000').split(',').map(Number);
+  if (!(Number.isInteger(n1) && Number.isInteger(n2) && n1 > 0 && n2 > n1)) throw new Error(`--requests is N1,N2 with 0 < N1 < N2, not ${arg('requests')}`);
   const rounds = Number(arg('rounds', 3));
+  if (!(Number.isInteger(rounds) && rounds >= 1 && rounds <= 100)) throw new Error(`--rounds is 1 to 100, not ${arg('rounds')}`);
   const interval = Number(arg('interval', 10));
+  if (!(interval >= 1 && interval <= 60_000)) throw new Error(`--interval is 1 to 60000 ms, not ${arg('interval')}`);
   const modes = modesOf();
   const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim();
   console.log(`${WORKLOAD} server allocations per request (--trace-gc-nvp, ${n1} and ${n2} requests, sampling every ${interval} ms, ${rounds} rounds): node ${version}`);
