@@ -36,7 +36,9 @@ test('a busy function appears with its file and exact definition position', asyn
   const profiler = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
   assert.ok(profiler instanceof EventTarget);
   assert.equal(profiler.stopped, false);
+  const ran = [performance.now()];
   selfprofBusyLoop(300);
+  ran.push(performance.now());
   const trace = assertValidTrace(await profiler.stop());
   const after = performance.now();
   assert.equal(profiler.stopped, true);
@@ -49,9 +51,15 @@ test('a busy function appears with its file and exact definition position', asyn
   assert.deepEqual({ line: frame.line, column: frame.column }, want);
 
   const inBusy = samplesIn(trace, 'selfprofBusyLoop');
-  // 300 ms at 2 ms: expect ~150; V8 needs a few ms to start and the box may be loaded.
-  assert.ok(inBusy.length >= 50, `samples in the busy function: ${inBusy.length}`);
-  t.diagnostic(`${trace.samples.length} samples, ${inBusy.length} in selfprofBusyLoop, ${trace.stacks.length} stacks`);
+  // 300 ms at 2 ms is ~150 samples where the interval is kept; under wine, or on a loaded
+  // box, V8's sampler falls behind (46 seen). What is asserted is that the samples taken
+  // while the loop ran with a stack (V8 takes some in native code, with none) are in it, and
+  // there are enough of them to say so.
+  const during = trace.samples.filter((s) => s.stackId !== undefined && s.timestamp >= ran[0] && s.timestamp <= ran[1]);
+  const busyDuring = inBusy.filter((s) => s.timestamp >= ran[0] && s.timestamp <= ran[1]);
+  t.diagnostic(`${trace.samples.length} samples, ${during.length} with a stack while the loop ran, ${busyDuring.length} in selfprofBusyLoop, ${trace.stacks.length} stacks`);
+  assert.ok(during.length >= 20, `samples while the busy function ran: ${during.length}`);
+  assert.ok(busyDuring.length >= 0.9 * during.length, `samples in the busy function: ${busyDuring.length} of ${during.length} taken while it ran`);
 
   for (const s of trace.samples) {
     assert.ok(s.timestamp >= before && s.timestamp <= after, `${s.timestamp} in [${before}, ${after}]`);
