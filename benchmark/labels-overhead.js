@@ -57,6 +57,8 @@ const MODES = {
   none: 'no profiler',
   als: 'bare AsyncLocalStorage.run()',
   inspector: 'bare inspector profiler',
+  'inspector-als': 'inspector + bare run()',
+  'selfprof-als': 'selfprof + bare run()',
   selfprof: 'selfprof, no labels',
   'selfprof-labels': 'selfprof with labels',
   datadog: '@datadog/pprof with contexts',
@@ -78,10 +80,13 @@ if (!(WARMUP_MS >= 0 && WARMUP_MS <= 600_000)) throw new Error(`--warmup is 0 to
 /** Workloads of a traced Express service, by tracer. */
 const TRACED = { 'otel-express': 'otel', 'dd-express': 'dd-trace' };
 if (!['http', 'inproc', ...Object.keys(TRACED)].includes(WORKLOAD)) throw new Error(`--workload is http, inproc, otel-express or dd-express, not ${WORKLOAD}`);
-/** The modes a run measures: --modes, else every mode its workload has. */
+/** Modes run only when --modes names them: what a bare run() costs under each profiler. */
+const FLOOR_MODES = ['inspector-als', 'selfprof-als'];
+/** The modes a run measures: --modes, else every mode its workload has but the floor's. */
 function modesOf() {
   const all = TRACED[WORKLOAD] ? TRACER_MODES.filter((m) => MODES[m]) : Object.keys(MODES);
-  const modes = ['none', ...(arg('modes')?.split(',') ?? all).filter((m) => m !== 'none')];
+  const byDefault = all.filter((m) => !FLOOR_MODES.includes(m));
+  const modes = ['none', ...(arg('modes')?.split(',') ?? byDefault).filter((m) => m !== 'none')];
   for (const m of modes) if (!MODES[m] || !all.includes(m)) throw new Error(`unknown mode ${m} for ${WORKLOAD}: ${all.join(', ')}`);
   return modes;
 }
@@ -96,11 +101,13 @@ async function startMode(mode, intervalMs) {
   const selfprof = mode.startsWith('baseline') ? require(process.env.SELFPROF_BASELINE) : require('..');
   let label = (i, endpoint, fn) => fn();
   let stop = async () => {};
-  if (mode === 'als') {
-    // What any labeling that rides AsyncLocalStorage pays per request, with no profiler.
+  if (mode === 'als' || mode.endsWith('-als')) {
+    // What any labeling that rides AsyncLocalStorage pays per request, with no profiler
+    // (or with one that does not read it: what the frame's changes cost a profiler).
     const als = new AsyncLocalStorage();
     label = (i, endpoint, fn) => als.run({ endpoint, span_id: spanId(i) }, fn);
-  } else if (mode === 'inspector') {
+  }
+  if (mode === 'inspector' || mode === 'inspector-als') {
     const inspector = require('node:inspector');
     const session = new inspector.Session();
     session.connect();
@@ -109,10 +116,10 @@ async function startMode(mode, intervalMs) {
     await post('Profiler.setSamplingInterval', { interval: intervalMs * 1000 });
     await post('Profiler.start');
     stop = () => post('Profiler.stop');
-  } else if (mode === 'selfprof' || mode === 'selfprof-labels' || mode === 'baseline-labels') {
+  } else if (mode === 'selfprof' || mode === 'selfprof-als' || mode === 'selfprof-labels' || mode === 'baseline-labels') {
     const profiler = new selfprof.Profiler({ sampleInterval: intervalMs, maxBufferSize: 1e6 });
     stop = () => profiler.stop();
-    if (mode !== 'selfprof') {
+    if (mode === 'selfprof-labels' || mode === 'baseline-labels') {
       label = (i, endpoint, fn) => selfprof.withLabels({ endpoint, span_id: spanId(i) }, fn);
     }
   } else if (mode === 'datadog') {
@@ -691,7 +698,20 @@ async function parent() {
       console.log(`${MODES[mode].padEnd(30)}${cols.join('')}`);
     }
   }
-  if (!results['selfprof-labels']) return;
+  // What a bare run() per request costs under each profiler: the floor of any labeling
+  // that rides AsyncLocalStorage there.
+  for (const [withRun, without] of [['inspector-als', 'inspector'], ['selfprof-als', 'selfprof']]) {
+    if (!results[withRun] || !results[without]) continue;
+    const ratios = perRound.map((got) => got[withRun].perCpuSecond / got[without].perCpuSecond);
+    console.log(`${MODES[withRun]} ÷ ${MODES[without]}, per round (CPU efficiency): ${range(ratios)}`);
+  }
+  if (!results['selfprof-labels']) {
+    if (results['baseline-labels'] && results['selfprof-als']) {
+      const ratios = perRound.map((got) => got['baseline-labels'].perCpuSecond / got['selfprof-als'].perCpuSecond);
+      console.log(`${MODES['baseline-labels']} ÷ ${MODES['selfprof-als']}, per round (CPU efficiency): ${range(ratios)}`);
+    }
+    return;
+  }
   const summary = (key) => {
     const labels = median(results['selfprof-labels'][key]);
     const vs = (other, name) => (results[other] ? `, ${(labels / median(results[other][key])).toFixed(3)}× ${name}` : '');
@@ -701,7 +721,7 @@ async function parent() {
   console.log(`selfprof with labels, CPU efficiency: ${summary('cpuRatio')}`);
   // Paired within each round (the machine's load shifts between rounds more than between
   // modes of one round): labels' requests per CPU-second ÷ another mode's, median [min, max].
-  for (const [other, name] of [['selfprof', 'selfprof without labels'], ['datadog', '@datadog/pprof with contexts'], ['baseline-labels', 'the baseline']]) {
+  for (const [other, name] of [['selfprof', 'selfprof without labels'], ['selfprof-als', 'selfprof without labels, a bare run() a request'], ['datadog', '@datadog/pprof with contexts'], ['baseline-labels', 'the baseline']]) {
     if (!results[other]) continue;
     const ratios = perRound.map((got) => got['selfprof-labels'].perCpuSecond / got[other].perCpuSecond);
     console.log(`selfprof with labels ÷ ${name}, per round (CPU efficiency): ${range(ratios)}`);
