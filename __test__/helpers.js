@@ -275,11 +275,13 @@ function assertRequestLabels(samples, calls, { what = 'labels', floor = LABEL_FL
   const sorted = [...calls].sort((a, b) => a.t0 - b.t0);
   const counts = Object.fromEntries([...new Set(calls.map((c) => c.work))].map((w) => [w, { right: 0, unlabeled: 0, all: 0 }]));
   const wrong = [];
+  const unlabeled = [];
   for (const s of samples) {
     const c = (counts[s.work] ??= { right: 0, unlabeled: 0, all: 0 });
     c.all++;
     if (!s.labels) {
       c.unlabeled++;
+      unlabeled.push(s);
       continue;
     }
     const call = callAt(sorted, s.t);
@@ -292,7 +294,16 @@ function assertRequestLabels(samples, calls, { what = 'labels', floor = LABEL_FL
   assert.deepEqual(wrong.slice(0, 3), [], `${what}: samples with labels not their request's (${wrong.length} in all)`);
   for (const [work, c] of Object.entries(counts)) {
     assert.ok(c.all >= min, `${what}: ${c.all} samples in ${work}, fewer than ${min}`);
-    assert.ok(c.right >= Math.floor(floor * c.all), `${what}: ${c.right} of ${c.all} samples in ${work} carry their request's labels (${c.unlabeled} unlabeled; floor ${floor})`);
+    if (c.right < Math.floor(floor * c.all)) {
+      // Where in their calls the unlabeled ones fell: the first ms of a call, its last, a
+      // call's middle, or between calls, tell a late switch from a lost one.
+      const where = unlabeled.filter((u) => u.work === work).slice(0, 8).map((u) => {
+        const call = callAt(sorted, u.t);
+        if (!call) return `t=${u.t.toFixed(1)} outside any call`;
+        return `call ${sorted.indexOf(call)} of ${sorted.length} at +${(u.t - call.t0).toFixed(1)} ms, ${(call.t1 - u.t).toFixed(1)} ms before its end`;
+      });
+      assert.fail(`${what}: ${c.right} of ${c.all} samples in ${work} carry their request's labels (${c.unlabeled} unlabeled; floor ${floor}): ${where.join('; ')}`);
+    }
   }
   return Object.entries(counts)
     .map(([work, c]) => `${work} ${c.right}/${c.all}`)
