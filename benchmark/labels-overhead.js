@@ -443,32 +443,40 @@ async function runTogether(node, modes, seconds, interval) {
       stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
     }),
   );
-  const ports = await Promise.all(
-    servers.map(
-      (srv) =>
-        new Promise((resolve, reject) => {
-          srv.on('error', reject);
-          srv.stdout.once('data', (port) => resolve(Number(port)));
-        }),
-    ),
+  // A server that ends early fails the run (naming its mode) instead of leaving it waiting;
+  // its reply, sent just before it exits, still wins.
+  const ended = servers.map(
+    (srv, i) =>
+      new Promise((resolve, reject) => {
+        srv.on('error', reject);
+        srv.once('exit', (code, signal) => setTimeout(() => reject(new Error(`the ${modes[i]} server ended (${signal ?? `exit code ${code}`})`)), 1000));
+      }),
   );
-  const cl = spawn(...pinned(0, [node, __filename, '--client', ports.join(','), '--seconds', String(seconds), '--warmup', String(WARMUP_MS / 1000)]), {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let out = '';
-  cl.stdout.on('data', (d) => (out += d));
-  setTimeout(() => servers.forEach((srv) => srv.send('mark')), WARMUP_MS); // the client's warm-up
-  const code = await new Promise((resolve) => cl.on('exit', resolve));
-  if (code !== 0) throw new Error(`client failed (${code})`);
-  const { rps } = JSON.parse(out.trim());
-  const got = await Promise.all(
-    servers.map((srv) => {
-      const reply = new Promise((resolve) => srv.once('message', resolve));
-      srv.send('stop');
-      return reply;
-    }),
-  );
-  return Object.fromEntries(modes.map((mode, i) => [mode, { rps: rps[i], ...got[i] }]));
+  ended.forEach((p) => p.catch(() => {}));
+  let cl;
+  try {
+    const ports = await Promise.all(servers.map((srv, i) => Promise.race([ended[i], new Promise((resolve) => srv.stdout.once('data', (port) => resolve(Number(port))))])));
+    cl = spawn(...pinned(0, [node, __filename, '--client', ports.join(','), '--seconds', String(seconds), '--warmup', String(WARMUP_MS / 1000)]), {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    cl.stdout.on('data', (d) => (out += d));
+    setTimeout(() => servers.forEach((srv) => srv.connected && srv.send('mark')), WARMUP_MS); // the client's warm-up
+    const code = await Promise.race([new Promise((resolve) => cl.on('exit', resolve)), ...ended]);
+    if (code !== 0) throw new Error(`client failed (${code})`);
+    const { rps } = JSON.parse(out.trim());
+    const got = await Promise.all(
+      servers.map((srv, i) => {
+        const reply = new Promise((resolve) => srv.once('message', resolve));
+        srv.send('stop');
+        return Promise.race([reply, ended[i]]);
+      }),
+    );
+    return Object.fromEntries(modes.map((mode, i) => [mode, { rps: rps[i], ...got[i] }]));
+  } finally {
+    // On a failure, no server or client is left running.
+    for (const child of [...servers, cl]) if (child && child.exitCode === null && child.signalCode === null) child.kill();
+  }
 }
 
 function runInproc(node, mode, seconds, interval) {
