@@ -449,7 +449,7 @@ async function runTogether(node, modes, seconds, interval) {
     (srv, i) =>
       new Promise((resolve, reject) => {
         srv.on('error', reject);
-        srv.once('exit', (code, signal) => setTimeout(() => reject(new Error(`the ${modes[i]} server ended (${signal ?? `exit code ${code}`})`)), 1000));
+        srv.once('exit', (code, signal) => setTimeout(() => reject(new Error(`the ${modes[i]} server ended (${signal ?? `exit code ${code}`})`)), 1000).unref());
       }),
   );
   ended.forEach((p) => p.catch(() => {}));
@@ -706,18 +706,19 @@ async function parent() {
       console.log(`${MODES[mode].padEnd(30)}${cols.join('')}`);
     }
   }
+  // Paired within each round (the machine's load shifts between rounds more than between
+  // modes of one round): one mode's requests per CPU-second ÷ another's, median [min, max].
+  const paired = (mode, other, name = `${MODES[mode]} ÷ ${MODES[other]}`) => {
+    if (!results[mode] || !results[other]) return;
+    const ratios = perRound.map((got) => got[mode].perCpuSecond / got[other].perCpuSecond);
+    console.log(`${name}, per round (CPU efficiency): ${range(ratios)}`);
+  };
   // What a bare run() per request costs under each profiler: the floor of any labeling
   // that rides AsyncLocalStorage there.
-  for (const [withRun, without] of [['inspector-als', 'inspector'], ['selfprof-als', 'selfprof']]) {
-    if (!results[withRun] || !results[without]) continue;
-    const ratios = perRound.map((got) => got[withRun].perCpuSecond / got[without].perCpuSecond);
-    console.log(`${MODES[withRun]} ÷ ${MODES[without]}, per round (CPU efficiency): ${range(ratios)}`);
-  }
+  paired('inspector-als', 'inspector');
+  paired('selfprof-als', 'selfprof');
   if (!results['selfprof-labels']) {
-    if (results['baseline-labels'] && results['selfprof-als']) {
-      const ratios = perRound.map((got) => got['baseline-labels'].perCpuSecond / got['selfprof-als'].perCpuSecond);
-      console.log(`${MODES['baseline-labels']} ÷ ${MODES['selfprof-als']}, per round (CPU efficiency): ${range(ratios)}`);
-    }
+    paired('baseline-labels', 'selfprof-als');
     return;
   }
   const summary = (key) => {
@@ -727,12 +728,8 @@ async function parent() {
   };
   console.log(`\nselfprof with labels, throughput:     ${summary('ratio')}`);
   console.log(`selfprof with labels, CPU efficiency: ${summary('cpuRatio')}`);
-  // Paired within each round (the machine's load shifts between rounds more than between
-  // modes of one round): labels' requests per CPU-second ÷ another mode's, median [min, max].
   for (const [other, name] of [['selfprof', 'selfprof without labels'], ['selfprof-als', 'selfprof without labels, a bare run() a request'], ['datadog', '@datadog/pprof with contexts'], ['baseline-labels', 'the baseline']]) {
-    if (!results[other]) continue;
-    const ratios = perRound.map((got) => got['selfprof-labels'].perCpuSecond / got[other].perCpuSecond);
-    console.log(`selfprof with labels ÷ ${name}, per round (CPU efficiency): ${range(ratios)}`);
+    paired('selfprof-labels', other, `selfprof with labels ÷ ${name}`);
   }
   console.log('(targets: ≥ 0.97× selfprof without labels and ≥ 1.05× @datadog/pprof, CPU efficiency)');
 }
