@@ -52,6 +52,9 @@
 
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
+const served = require('./served');
+
+const { median, shuffle, serve, countedClient, startTracer, expressService } = served;
 
 const MODES = {
   none: 'no profiler',
@@ -262,52 +265,24 @@ async function tracedServer(mode, intervalMs) {
   const selfprof = mode.startsWith('baseline') ? require(process.env.SELFPROF_BASELINE) : require('..');
   const labeled = mode !== 'none' && mode !== 'selfprof';
   if (TRACED[WORKLOAD] === 'dd-trace') {
-    Object.assign(process.env, { DD_TRACE_AGENT_URL: 'http://127.0.0.1:9', DD_INSTRUMENTATION_TELEMETRY_ENABLED: 'false', DD_REMOTE_CONFIGURATION_ENABLED: 'false', DD_TRACE_STARTUP_LOGS: 'false' });
-    require('dd-trace').init({ profiling: false, logLevel: 'error' });
+    startTracer('dd-trace');
     if (labeled) selfprof.ddTraceIntegration();
   } else {
-    const { NodeTracerProvider, BatchSpanProcessor } = require('@opentelemetry/sdk-trace-node');
-    const { registerInstrumentations } = require('@opentelemetry/instrumentation');
-    const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
-    const { ExpressInstrumentation } = require('@opentelemetry/instrumentation-express');
-    const discard = { export: (spans, done) => done({ code: 0 }), shutdown: () => Promise.resolve(), forceFlush: () => Promise.resolve() };
-    const spanProcessors = [new BatchSpanProcessor(discard)];
-    if (labeled) spanProcessors.unshift(selfprof.openTelemetrySpanProcessor());
-    new NodeTracerProvider({ spanProcessors }).register();
-    registerInstrumentations({ instrumentations: [new HttpInstrumentation(), new ExpressInstrumentation()] });
+    startTracer('otel', { spanProcessors: labeled ? [selfprof.openTelemetrySpanProcessor()] : [] });
   }
   let stop = async () => {};
   if (mode !== 'none') {
     const profiler = new selfprof.Profiler({ sampleInterval: intervalMs, maxBufferSize: 1e6 });
     stop = () => profiler.stop();
   }
-  const http = require('node:http');
-  const express = require('express');
-  const { setImmediate: immediate } = require('node:timers/promises');
-  const users = Array.from({ length: 500 }, (_, i) => ({ id: i, name: `user-${i}`, email: `u${i}@example.test`, tags: ['a', 'b', 'c'] }));
-  const app = express();
   let requests = 0;
   const exitAfter = Number(arg('exit-after', 0));
   let finished = 0;
-  app.use((req, res, next) => {
+  const srv = expressService((req, res) => {
     requests++;
     if (exitAfter) res.on('finish', () => ++finished === exitAfter && stop().then(exitCounted));
-    next();
   });
-  app.get('/users/:id', async (req, res) => {
-    await immediate(); // the "database"
-    res.json(users[Number(req.params.id) % users.length]);
-  });
-  app.post('/orders', express.json({ type: () => true }), async (req, res) => {
-    await immediate();
-    res.json({ ok: true, total: req.body.items.reduce((s, it) => s + it.qty * it.price, 0) });
-  });
-  app.get('/search/:q', async (req, res) => {
-    await immediate();
-    res.json(users.filter((u) => u.name.includes(String(Number(req.params.q) % 10))).slice(0, 20));
-  });
-  app.get('/health', (req, res) => res.json({ status: 'ok', uptime: process.uptime() }));
-  serve(http.createServer(app), () => requests, stop);
+  serve(srv, () => requests, stop);
 }
 
 /** A counted server's end (--exit-after): under --allocations (--expose-gc), a last
@@ -317,166 +292,15 @@ function exitCounted() {
   process.exit(0);
 }
 
-/** Listens on loopback, prints the port, and answers the parent's 'mark' and 'stop'. */
-function serve(srv, served, stop) {
-  srv.keepAliveTimeout = 60_000;
-  srv.listen(0, '127.0.0.1', () => process.stdout.write(`${srv.address().port}\n`));
-  let mark = null;
-  process.on('message', async (msg) => {
-    if (msg === 'mark') {
-      mark = { requests: served(), cpu: process.cpuUsage(), main: process.threadCpuUsage?.() };
-    } else if (msg === 'stop') {
-      const cpu = process.cpuUsage(mark.cpu);
-      const main = process.threadCpuUsage?.(mark.main);
-      const count = served() - mark.requests;
-      const all = process.cpuUsage();
-      const trace = await stop();
-      // Samples over the whole recording's CPU: how often the mode's profiler sampled.
-      const samples = Array.isArray(trace?.samples) ? trace.samples.length / ((all.user + all.system) / 1e6) : undefined;
-      // The main thread's share: the rest is V8's and libuv's threads (profiler, collector).
-      const mainShare = main ? (main.user + main.system) / (cpu.user + cpu.system) : undefined;
-      // A request's CPU in µs, where it went: the main thread's user and system time, the
-      // other threads' (a ratio says how much; this says on which side it is).
-      const us = (t) => t / count;
-      const perRequest = main
-        ? { mainUser: us(main.user), mainSystem: us(main.system), otherUser: us(cpu.user - main.user), otherSystem: us(cpu.system - main.system) }
-        : undefined;
-      process.send({ perCpuSecond: count / ((cpu.user + cpu.system) / 1e6), samplesPerCpuSecond: samples, mainShare, perRequest }, () => {
-        srv.close();
-        process.exit(0);
-      });
-    }
-  });
-}
-
-/** Sends exactly `count` requests (8 at a time) to the server, then exits. */
-async function countedClient(port, count) {
-  const http = require('node:http');
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
-  const order = JSON.stringify({ items: Array.from({ length: 10 }, (_, k) => ({ sku: `s${k}`, qty: k, price: 3 })) });
-  const paths = [['GET', '/users/'], ['POST', '/orders'], ['GET', '/search/'], ['GET', '/health']];
-  let next = 0;
-  const one = (i) =>
-    new Promise((resolve, reject) => {
-      const [method, p] = paths[i % 4];
-      const req = http.request({ host: '127.0.0.1', port, method, path: p.endsWith('/') ? p + i : p, agent }, (res) => {
-        res.resume();
-        res.on('end', resolve);
-      });
-      req.on('error', reject);
-      req.end(method === 'POST' ? order : undefined);
-    });
-  await Promise.all(Array.from({ length: 8 }, async () => {
-    while (next < count) await one(next++);
-  }));
-  agent.destroy();
-}
-
-/** Keeps 32 requests in flight to each of `ports` (one server per mode, or one) for
- * `seconds` after a warm-up; returns each server's requests per second. */
-async function client(ports, seconds) {
-  const http = require('node:http');
-  const order = JSON.stringify({ items: Array.from({ length: 10 }, (_, k) => ({ sku: `s${k}`, qty: k, price: 3 })) });
-  const paths = [['GET', '/users/'], ['POST', '/orders'], ['GET', '/search/'], ['GET', '/health']];
-  const done = ports.map(() => 0);
-  let failed = 0;
-  let measuring = false;
-  let running = true;
-  const agents = ports.map(() => new http.Agent({ keepAlive: true, maxSockets: 32 }));
-  function one(s, i) {
-    const [method, path] = paths[i % 4];
-    return new Promise((resolve) => {
-      const req = http.request({ host: '127.0.0.1', port: ports[s], method, path: path.endsWith('/') ? path + i : path, agent: agents[s] }, (res) => {
-        res.resume();
-        res.on('end', () => {
-          if (res.statusCode !== 200) failed++;
-          else if (measuring) done[s]++;
-          resolve();
-        });
-      });
-      req.on('error', () => {
-        failed++;
-        resolve();
-      });
-      if (method === 'POST') req.end(order);
-      else req.end();
-    });
-  }
-  let n = 0;
-  const loops = ports.flatMap((_, s) =>
-    Array.from({ length: 32 }, async () => {
-      while (running) await one(s, n++);
-    }),
-  );
-  await new Promise((r) => setTimeout(r, WARMUP_MS));
-  measuring = true;
-  const t0 = performance.now();
-  await new Promise((r) => setTimeout(r, seconds * 1000));
-  const rps = done.map((d) => d / ((performance.now() - t0) / 1000));
-  running = false;
-  await Promise.all(loops);
-  agents.forEach((agent) => agent.destroy());
-  if (failed) throw new Error(`${failed} requests failed`);
-  return { rps };
-}
-
-// With two or more cores, the server and the client each get a core of their own (when
-// taskset is there), so that neither's scheduling noise lands on the other.
-const pinned = (cpu, argv) =>
-  require('node:os').availableParallelism() >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0
-    ? ['taskset', ['-c', String(cpu), ...argv]]
-    : [argv[0], argv.slice(1)];
-
 /** One mode's server alone on the server core (`runTogether` with one mode). */
 async function runHttp(node, mode, seconds, interval) {
   return (await runTogether(node, [mode], seconds, interval))[mode];
 }
 
-/** --together: one server per mode, all at once on the server core, one client keeping
- * each busy: the machine's drift between and within rounds falls on every mode alike.
- * Returns { mode: { rps, perCpuSecond, samplesPerCpuSecond } }. */
-async function runTogether(node, modes, seconds, interval) {
-  const { spawn } = require('node:child_process');
-  const servers = modes.map((mode) =>
-    spawn(...pinned(1, [node, __filename, '--server', mode, '--workload', WORKLOAD, '--interval', String(interval)]), {
-      cwd: path.join(__dirname, '..'),
-      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
-    }),
-  );
-  // A server that ends early fails the run (naming its mode) instead of leaving it waiting;
-  // its reply, sent just before it exits, still wins.
-  const ended = servers.map(
-    (srv, i) =>
-      new Promise((resolve, reject) => {
-        srv.on('error', reject);
-        srv.once('exit', (code, signal) => setTimeout(() => reject(new Error(`the ${modes[i]} server ended (${signal ?? `exit code ${code}`})`)), 1000).unref());
-      }),
-  );
-  ended.forEach((p) => p.catch(() => {}));
-  let cl;
-  try {
-    const ports = await Promise.all(servers.map((srv, i) => Promise.race([ended[i], new Promise((resolve) => srv.stdout.once('data', (port) => resolve(Number(port))))])));
-    cl = spawn(...pinned(0, [node, __filename, '--client', ports.join(','), '--seconds', String(seconds), '--warmup', String(WARMUP_MS / 1000)]), {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    let out = '';
-    cl.stdout.on('data', (d) => (out += d));
-    setTimeout(() => servers.forEach((srv) => srv.connected && srv.send('mark')), WARMUP_MS); // the client's warm-up
-    const code = await Promise.race([new Promise((resolve) => cl.on('exit', resolve)), ...ended]);
-    if (code !== 0) throw new Error(`client failed (${code})`);
-    const { rps } = JSON.parse(out.trim());
-    const got = await Promise.all(
-      servers.map((srv, i) => {
-        const reply = new Promise((resolve) => srv.once('message', resolve));
-        srv.send('stop');
-        return Promise.race([reply, ended[i]]);
-      }),
-    );
-    return Object.fromEntries(modes.map((mode, i) => [mode, { rps: rps[i], ...got[i] }]));
-  } finally {
-    // On a failure, no server or client is left running.
-    for (const child of [...servers, cl]) if (child && child.exitCode === null && child.signalCode === null) child.kill();
-  }
+/** --together: every mode's server at once on the server core, one client keeping each
+ * busy (served.js). */
+function runTogether(node, modes, seconds, interval) {
+  return served.runTogether({ node, script: __filename, modes, serverArgs: ['--workload', WORKLOAD, '--interval', String(interval)], seconds, warmupMs: WARMUP_MS });
 }
 
 function runInproc(node, mode, seconds, interval) {
@@ -493,20 +317,6 @@ function spanId(i) {
 }
 
 // --- parent: orchestrate -------------------------------------------------------------
-
-function shuffle(list) {
-  const a = [...list];
-  for (let i = a.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1));
-    [a[i], a[j]] = [a[j], a[i]];
-  }
-  return a;
-}
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 // V8's collector and compiler on the main thread, in the same order every run: counts of
 // one mode that moved by thousands of instructions a request between runs repeat closely.
@@ -685,7 +495,7 @@ async function parent() {
     }
     process.stderr.write(`round ${round + 1}/${rounds} done\n`);
   }
-  const range = (xs) => `${median(xs).toFixed(3)} [${Math.min(...xs).toFixed(3)}, ${Math.max(...xs).toFixed(3)}]`;
+  const { range } = served;
   console.log('\nmode                          req/s (median)  req/s × none [min, max]   req per CPU-s × none [min, max]');
   for (const mode of modes) {
     const [title, r] = [MODES[mode], results[mode]];
@@ -749,8 +559,6 @@ if (process.argv.includes('--inproc')) {
   instructions().catch(fail);
 } else if (process.argv.includes('--allocations')) {
   allocations().catch(fail);
-} else if (process.argv.includes('--client')) {
-  client(arg('client').split(',').map(Number), Number(arg('seconds'))).then(out, fail);
 } else {
   parent().catch(fail);
 }

@@ -1,0 +1,264 @@
+'use strict';
+// What the served benchmarks share (labels-overhead.js, traced-service.js): servers that
+// print their port and answer the parent's 'mark' and 'stop'; one client process keeping
+// every server busy at once; the traced Express service and its tracers; medians and
+// ranges. Run as a script it is the client: `node served.js --client PORTS --seconds S
+// --warmup W`.
+
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+/** `median [min, max]` of `xs`, to 3 decimals. */
+const range = (xs) => `${median(xs).toFixed(3)} [${Math.min(...xs).toFixed(3)}, ${Math.max(...xs).toFixed(3)}]`;
+
+function shuffle(list) {
+  const a = [...list];
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [a[i], a[j]] = [a[j], a[i]];
+  }
+  return a;
+}
+
+// With two or more cores, the server and the client each get a core of their own (when
+// taskset is there), so that neither's scheduling noise lands on the other.
+const pinned = (cpu, argv) =>
+  require('node:os').availableParallelism() >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0
+    ? ['taskset', ['-c', String(cpu), ...argv]]
+    : [argv[0], argv.slice(1)];
+
+/**
+ * Listens on loopback, prints the port, and answers the parent's 'mark' and 'stop': at
+ * 'stop', the requests served since 'mark' per CPU-second, how often the mode's profiler
+ * sampled, and a request's CPU by thread. `stop()` ends the mode's profiler (its result
+ * may be a trace).
+ */
+function serve(srv, served, stop) {
+  srv.keepAliveTimeout = 60_000;
+  srv.listen(0, '127.0.0.1', () => process.stdout.write(`${srv.address().port}\n`));
+  let mark = null;
+  process.on('message', async (msg) => {
+    if (msg === 'mark') {
+      mark = { requests: served(), cpu: process.cpuUsage(), main: process.threadCpuUsage?.() };
+    } else if (msg === 'stop') {
+      const cpu = process.cpuUsage(mark.cpu);
+      const main = process.threadCpuUsage?.(mark.main);
+      const count = served() - mark.requests;
+      const all = process.cpuUsage();
+      const trace = await stop();
+      // Samples over the whole recording's CPU: how often the mode's profiler sampled.
+      const samples = Array.isArray(trace?.samples) ? trace.samples.length / ((all.user + all.system) / 1e6) : undefined;
+      // The main thread's share: the rest is V8's and libuv's threads (profiler, collector).
+      const mainShare = main ? (main.user + main.system) / (cpu.user + cpu.system) : undefined;
+      // A request's CPU in µs, where it went: the main thread's user and system time, the
+      // other threads' (a ratio says how much; this says on which side it is).
+      const us = (t) => t / count;
+      const perRequest = main
+        ? { mainUser: us(main.user), mainSystem: us(main.system), otherUser: us(cpu.user - main.user), otherSystem: us(cpu.system - main.system) }
+        : undefined;
+      process.send({ perCpuSecond: count / ((cpu.user + cpu.system) / 1e6), samplesPerCpuSecond: samples, mainShare, perRequest }, () => {
+        srv.close();
+        process.exit(0);
+      });
+    }
+  });
+}
+
+const ORDER = JSON.stringify({ items: Array.from({ length: 10 }, (_, k) => ({ sku: `s${k}`, qty: k, price: 3 })) });
+const PATHS = [['GET', '/users/'], ['POST', '/orders'], ['GET', '/search/'], ['GET', '/health']];
+
+/** Sends exactly `count` requests (8 at a time) to the server, then exits. */
+async function countedClient(port, count) {
+  const http = require('node:http');
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+  let next = 0;
+  const one = (i) =>
+    new Promise((resolve, reject) => {
+      const [method, p] = PATHS[i % 4];
+      const req = http.request({ host: '127.0.0.1', port, method, path: p.endsWith('/') ? p + i : p, agent }, (res) => {
+        res.resume();
+        res.on('end', resolve);
+      });
+      req.on('error', reject);
+      req.end(method === 'POST' ? ORDER : undefined);
+    });
+  await Promise.all(Array.from({ length: 8 }, async () => {
+    while (next < count) await one(next++);
+  }));
+  agent.destroy();
+}
+
+/** Keeps 32 requests in flight to each of `ports` (one server per mode, or one) for
+ * `seconds` after `warmupMs`; returns each server's requests per second. */
+async function client(ports, seconds, warmupMs) {
+  const http = require('node:http');
+  const done = ports.map(() => 0);
+  let failed = 0;
+  let measuring = false;
+  let running = true;
+  const agents = ports.map(() => new http.Agent({ keepAlive: true, maxSockets: 32 }));
+  function one(s, i) {
+    const [method, p] = PATHS[i % 4];
+    return new Promise((resolve) => {
+      const req = http.request({ host: '127.0.0.1', port: ports[s], method, path: p.endsWith('/') ? p + i : p, agent: agents[s] }, (res) => {
+        res.resume();
+        res.on('end', () => {
+          if (res.statusCode !== 200) failed++;
+          else if (measuring) done[s]++;
+          resolve();
+        });
+      });
+      req.on('error', () => {
+        failed++;
+        resolve();
+      });
+      if (method === 'POST') req.end(ORDER);
+      else req.end();
+    });
+  }
+  let n = 0;
+  const loops = ports.flatMap((_, s) =>
+    Array.from({ length: 32 }, async () => {
+      while (running) await one(s, n++);
+    }),
+  );
+  await new Promise((r) => setTimeout(r, warmupMs));
+  measuring = true;
+  const t0 = performance.now();
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  const rps = done.map((d) => d / ((performance.now() - t0) / 1000));
+  running = false;
+  await Promise.all(loops);
+  agents.forEach((agent) => agent.destroy());
+  if (failed) throw new Error(`${failed} requests failed`);
+  return { rps };
+}
+
+/**
+ * One server per mode (`node script --server MODE ...serverArgs`), all at once on the
+ * server core, one client keeping each busy: the machine's drift between and within rounds
+ * falls on every mode alike. Returns `{ mode: { rps, perCpuSecond, samplesPerCpuSecond,
+ * mainShare, perRequest } }`. A server that ends early fails the run, naming its mode; on
+ * any failure no server or client is left running.
+ */
+async function runTogether({ node, script, modes, serverArgs, seconds, warmupMs, env }) {
+  const { spawn } = require('node:child_process');
+  const servers = modes.map((mode) =>
+    spawn(...pinned(1, [node, script, '--server', mode, ...serverArgs]), {
+      cwd: path.join(__dirname, '..'),
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+      env: { ...process.env, ...env },
+    }),
+  );
+  // Its reply, sent just before it exits, still wins over its exit.
+  const ended = servers.map(
+    (srv, i) =>
+      new Promise((resolve, reject) => {
+        srv.on('error', reject);
+        srv.once('exit', (code, signal) => setTimeout(() => reject(new Error(`the ${modes[i]} server ended (${signal ?? `exit code ${code}`})`)), 1000).unref());
+      }),
+  );
+  ended.forEach((p) => p.catch(() => {}));
+  let cl;
+  try {
+    const ports = await Promise.all(servers.map((srv, i) => Promise.race([ended[i], new Promise((resolve) => srv.stdout.once('data', (port) => resolve(Number(port))))])));
+    cl = spawn(...pinned(0, [node, __filename, '--client', ports.join(','), '--seconds', String(seconds), '--warmup', String(warmupMs / 1000)]), {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    cl.stdout.on('data', (d) => (out += d));
+    setTimeout(() => servers.forEach((srv) => srv.connected && srv.send('mark')), warmupMs); // the client's warm-up
+    const code = await Promise.race([new Promise((resolve) => cl.on('exit', resolve)), ...ended]);
+    if (code !== 0) throw new Error(`client failed (${code})`);
+    const { rps } = JSON.parse(out.trim());
+    const got = await Promise.all(
+      servers.map((srv, i) => {
+        const reply = new Promise((resolve) => srv.once('message', resolve));
+        srv.send('stop');
+        return Promise.race([reply, ended[i]]);
+      }),
+    );
+    return Object.fromEntries(modes.map((mode, i) => [mode, { rps: rps[i], ...got[i] }]));
+  } finally {
+    for (const child of [...servers, cl]) if (child && child.exitCode === null && child.signalCode === null) child.kill();
+  }
+}
+
+// --- the traced Express service ------------------------------------------------------
+
+/**
+ * Starts the tracer `kind` ('otel': OpenTelemetry's HTTP and Express instrumentations, spans
+ * batched to an exporter that drops them; 'dd-trace': dd-trace with its own plugins,
+ * sending traces to a closed port). `spanProcessors` go before OpenTelemetry's batch
+ * processor; `ddOptions` are merged into dd-trace's init options.
+ */
+function startTracer(kind, { spanProcessors = [], ddOptions = {}, ddEnv = {} } = {}) {
+  if (kind === 'dd-trace') {
+    Object.assign(process.env, {
+      DD_TRACE_AGENT_URL: 'http://127.0.0.1:9',
+      DD_INSTRUMENTATION_TELEMETRY_ENABLED: 'false',
+      DD_REMOTE_CONFIGURATION_ENABLED: 'false',
+      DD_TRACE_STARTUP_LOGS: 'false',
+      ...ddEnv,
+    });
+    return require('dd-trace').init({ profiling: false, logLevel: 'error', ...ddOptions });
+  }
+  if (kind !== 'otel') throw new Error(`no tracer ${kind}: otel or dd-trace`);
+  const { NodeTracerProvider, BatchSpanProcessor } = require('@opentelemetry/sdk-trace-node');
+  const { registerInstrumentations } = require('@opentelemetry/instrumentation');
+  const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
+  const { ExpressInstrumentation } = require('@opentelemetry/instrumentation-express');
+  const discard = { export: (spans, done) => done({ code: 0 }), shutdown: () => Promise.resolve(), forceFlush: () => Promise.resolve() };
+  const provider = new NodeTracerProvider({ spanProcessors: [...spanProcessors, new BatchSpanProcessor(discard)] });
+  provider.register();
+  registerInstrumentations({ instrumentations: [new HttpInstrumentation(), new ExpressInstrumentation()] });
+  return provider;
+}
+
+/**
+ * The Express service (four routes, JSON in and out, an await on "I/O" in three), as an
+ * HTTP server; `onRequest(req, res)` runs first in each request. Load it after the tracer.
+ */
+function expressService(onRequest = () => {}) {
+  const http = require('node:http');
+  const express = require('express');
+  const { setImmediate: immediate } = require('node:timers/promises');
+  const users = Array.from({ length: 500 }, (_, i) => ({ id: i, name: `user-${i}`, email: `u${i}@example.test`, tags: ['a', 'b', 'c'] }));
+  const app = express();
+  app.use((req, res, next) => {
+    onRequest(req, res);
+    next();
+  });
+  app.get('/users/:id', async (req, res) => {
+    await immediate(); // the "database"
+    res.json(users[Number(req.params.id) % users.length]);
+  });
+  app.post('/orders', express.json({ type: () => true }), async (req, res) => {
+    await immediate();
+    res.json({ ok: true, total: req.body.items.reduce((s, it) => s + it.qty * it.price, 0) });
+  });
+  app.get('/search/:q', async (req, res) => {
+    await immediate();
+    res.json(users.filter((u) => u.name.includes(String(Number(req.params.q) % 10))).slice(0, 20));
+  });
+  app.get('/health', (req, res) => res.json({ status: 'ok', uptime: process.uptime() }));
+  return http.createServer(app);
+}
+
+module.exports = { median, range, shuffle, pinned, serve, countedClient, client, runTogether, startTracer, expressService };
+
+if (require.main === module && process.argv.includes('--client')) {
+  const arg = (name) => process.argv[process.argv.indexOf(`--${name}`) + 1];
+  client(arg('client').split(',').map(Number), Number(arg('seconds')), Number(arg('warmup')) * 1000).then(
+    (result) => process.stdout.write(JSON.stringify(result) + '\n'),
+    (err) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}

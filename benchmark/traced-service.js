@@ -1,0 +1,158 @@
+'use strict';
+// What a traced service pays for profiling, as teams run it: the Express service of
+// served.js under OpenTelemetry or dd-trace, profiled by selfprof's service mode at its
+// defaults (99 Hz, heap on, labels from the tracer, a profile a minute to the file
+// exporter), beside the tracer alone, V8's bare inspector Profiler at 99 Hz (the limit) and
+// dd-trace's own profiler at its defaults (wall with endpoint labels, heap; dd-trace only).
+// Every mode's server runs at once on the server core, one client process keeping each busy
+// (served.js), for --rounds rounds; requests per server CPU-second, paired within each
+// round, median [min, max] over the rounds.
+//
+//   node benchmark/traced-service.js --tracer otel|dd-trace [--node PATH] [--rounds 7]
+//        [--seconds 3] [--warmup 2] [--modes a,b,...] [--baseline DIR]
+//
+// Modes (--modes picks; the tracer alone always runs):
+//   tracer                   the tracer, no profiler
+//   inspector                V8's inspector Profiler at 99 Hz, nothing else
+//   dd-profiler              dd-trace's profiler, its defaults (dd-trace only)
+//   service                  selfprof's service mode, its defaults
+//   service-nolabels         the same with spanLabels: false (SELFPROF_SPAN_LABELS=0)
+//   service-noheap           the same with heap: false
+//   service-nolabels-noheap  both off
+//   baseline                 service mode at its defaults from --baseline DIR (another
+//                            checkout, built): a change's before and after in one run
+
+const path = require('node:path');
+const fs = require('node:fs');
+const os = require('node:os');
+const { spawnSync } = require('node:child_process');
+const { parseArgs } = require('node:util');
+const { median, range, shuffle, serve, runTogether, startTracer, expressService } = require('./served');
+
+const { values: opts } = parseArgs({
+  options: {
+    tracer: { type: 'string' },
+    node: { type: 'string', default: process.execPath },
+    rounds: { type: 'string', default: '7' },
+    seconds: { type: 'string', default: '3' },
+    warmup: { type: 'string', default: '2' },
+    modes: { type: 'string' },
+    baseline: { type: 'string' },
+    server: { type: 'string' },
+  },
+  strict: true,
+});
+
+const MODES = {
+  tracer: 'the tracer alone',
+  inspector: 'bare inspector Profiler, 99 Hz',
+  'dd-profiler': "dd-trace's profiler (defaults)",
+  service: 'selfprof service mode (defaults)',
+  'service-nolabels': 'service mode, no tracer labels',
+  'service-noheap': 'service mode, no heap',
+  'service-nolabels-noheap': 'service mode, no labels, no heap',
+  baseline: 'service mode (defaults), baseline',
+};
+const TRACERS = ['otel', 'dd-trace'];
+if (!TRACERS.includes(opts.tracer)) throw new Error(`--tracer is otel or dd-trace, not ${opts.tracer}`);
+const INTERVAL_MS = 1000 / 99;
+
+/** Starts `mode` in this process (a server); returns what stops its profiler. */
+async function startMode(mode) {
+  const selfprof = mode === 'baseline' ? require(process.env.SELFPROF_BASELINE) : require('..');
+  if (mode === 'dd-profiler') {
+    startTracer('dd-trace', { ddOptions: { profiling: true }, ddEnv: { DD_PROFILING_ENABLED: 'true' } });
+    return async () => {};
+  }
+  startTracer(opts.tracer);
+  if (mode === 'inspector') {
+    const inspector = require('node:inspector');
+    const session = new inspector.Session();
+    session.connect();
+    const post = (m, p) => new Promise((res, rej) => session.post(m, p, (e, r) => (e ? rej(e) : res(r))));
+    await post('Profiler.enable');
+    await post('Profiler.setSamplingInterval', { interval: Math.round(INTERVAL_MS * 1000) });
+    await post('Profiler.start');
+    return () => post('Profiler.stop');
+  }
+  if (mode.startsWith('service') || mode === 'baseline') {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-traced-service-'));
+    process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+    const session = selfprof.start({
+      service: 'traced-service',
+      exporters: [{ type: 'file', dir }],
+      ...(mode.includes('nolabels') ? { spanLabels: false } : {}),
+      ...(mode.includes('noheap') ? { heap: false } : {}),
+    });
+    return async () => {
+      await session.stop?.();
+    };
+  }
+  return async () => {};
+}
+
+async function server(mode) {
+  const stop = await startMode(mode);
+  let requests = 0;
+  serve(
+    expressService(() => requests++),
+    () => requests,
+    stop,
+  );
+}
+
+function modesOf() {
+  const all = Object.keys(MODES).filter((m) => (m !== 'dd-profiler' || opts.tracer === 'dd-trace') && (m !== 'baseline' || opts.baseline));
+  const asked = opts.modes?.split(',') ?? all;
+  for (const m of asked) if (!all.includes(m)) throw new Error(`no mode ${m} here: ${all.join(', ')}`);
+  return ['tracer', ...asked.filter((m) => m !== 'tracer')];
+}
+
+async function parent() {
+  const rounds = Number(opts.rounds);
+  const seconds = Number(opts.seconds);
+  const warmupMs = Number(opts.warmup) * 1000;
+  if (!(Number.isInteger(rounds) && rounds >= 1 && rounds <= 100)) throw new Error(`--rounds is 1 to 100, not ${opts.rounds}`);
+  if (!(seconds > 0 && seconds <= 600)) throw new Error(`--seconds is over 0 and at most 600, not ${opts.seconds}`);
+  if (!(warmupMs >= 0 && warmupMs <= 600_000)) throw new Error(`--warmup is 0 to 600 seconds, not ${opts.warmup}`);
+  const modes = modesOf();
+  const version = spawnSync(opts.node, ['--version'], { encoding: 'utf8' }).stdout.trim();
+  console.log(`traced service (Express under ${opts.tracer}): node ${version}, ${rounds} rounds × ${seconds} s, every mode at once on one core`);
+  const env = opts.baseline ? { SELFPROF_BASELINE: path.resolve(opts.baseline) } : {};
+  const perRound = [];
+  for (let round = 0; round < rounds; round++) {
+    perRound.push(
+      await runTogether({ node: opts.node, script: __filename, modes: shuffle(modes), serverArgs: ['--tracer', opts.tracer], seconds, warmupMs, env }),
+    );
+    process.stderr.write(`round ${round + 1}/${rounds} done\n`);
+  }
+  const ratios = (mode, other) => perRound.map((got) => got[mode].perCpuSecond / got[other].perCpuSecond);
+  console.log('\nrequests per server CPU-second, × the tracer alone, median [min, max] of the rounds');
+  for (const mode of modes) {
+    const cpu = median(perRound.map((got) => got[mode].perCpuSecond));
+    console.log(`${MODES[mode].padEnd(36)}${cpu.toFixed(0).padStart(8)}  ${range(ratios(mode, 'tracer'))}`);
+  }
+  // Node >= 22 splits a request's CPU by thread (process.threadCpuUsage).
+  if (perRound[0].tracer.perRequest) console.log('\nCPU µs a request, medians: main thread user, system; other threads user, system');
+  for (const mode of perRound[0].tracer.perRequest ? modes : []) {
+    const cols = ['mainUser', 'mainSystem', 'otherUser', 'otherSystem'].map((k) => median(perRound.map((got) => got[mode].perRequest?.[k] ?? NaN)).toFixed(1).padStart(8));
+    console.log(`${MODES[mode].padEnd(36)}${cols.join('')}`);
+  }
+  // The targets of issue 49, each paired within its rounds.
+  console.log('\npaired within each round, median [min, max]');
+  const pairs = [
+    ['service', 'service-nolabels', 'labels ÷ no labels (target ≥ 0.985 on Node 24/26, ≥ 0.975 on 20)'],
+    ['service-noheap', 'service-nolabels-noheap', 'labels ÷ no labels, without heap'],
+    ['service', 'dd-profiler', "selfprof ÷ dd-trace's profiler (target ≥ 1.15)"],
+    ['service-nolabels-noheap', 'inspector', 'selfprof without labels or heap ÷ the bare inspector (target ≥ 0.98)'],
+    ['service', 'baseline', 'service mode ÷ the baseline'],
+  ];
+  for (const [a, b, what] of pairs) if (modes.includes(a) && modes.includes(b)) console.log(`${what}: ${range(ratios(a, b))}`);
+}
+
+const fail = (err) => {
+  console.error(err);
+  process.exit(1);
+};
+if (opts.server) server(opts.server).catch(fail);
+else parent().catch(fail);
