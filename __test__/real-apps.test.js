@@ -22,6 +22,9 @@ const apps = path.join(__dirname, 'fixtures', 'apps');
 const tracing = (name) => path.join(apps, 'tracing', `${name}.js`);
 const START = path.join(root, 'start.js');
 const WORK = ['userWork', 'orderWork'];
+/** Whether the handler reads the frame here: Node >= 24 with a V8 whose layout this build has. */
+const frameExpected =
+  Number(process.versions.node.split('.')[0]) >= 24 && require('../lib/native').native.frameLayouts().some((l) => process.versions.v8.startsWith(`${l.v8}.`));
 /** Of the samples in the handlers' work, at least this share carries the request's labels. */
 const FLOOR = 0.99;
 /** The work function of a call, by its method. */
@@ -134,6 +137,13 @@ async function check(t, { framework, preloads, routed = true, env }) {
     assert.match(c.spanId ?? '', /^[0-9a-f]{16}$/, 'the handler saw its request span');
   }
   const endpointOf = (call) => (routed ? `${call.method} ${call.method === 'GET' ? '/users/:id' : '/orders'}` : call.method);
+  // Where the handler reads the frame, it reads the tracer's own contexts there: nothing is
+  // entered per request (capture/labels/tracers.js). Else the integration enters its own.
+  const tracerName = preloads.includes(tracing('dd-trace')) ? 'dd-trace' : 'OpenTelemetry';
+  const read = run.labelState.tracers[tracerName];
+  if (frameExpected) assert.equal(run.labelState.path, 'context-frame', JSON.stringify(run.labelState));
+  if (run.labelState.path === 'context-frame') assert.equal(read, 'frame', `${framework}: ${tracerName}'s contexts read from the frame (${JSON.stringify(run.labelState)})`);
+  else assert.notEqual(read, 'frame', JSON.stringify(run.labelState));
 
   // The trace object.
   const fromTrace = [];

@@ -238,6 +238,10 @@ struct FakeFrame {
   hash: u32,
   /// The store's tagged address.
   store: usize,
+  /// A tracer's key (in a slot) and store: another AsyncLocalStorage's entry in the frame.
+  tracer_slot: usize,
+  tracer_hash: u32,
+  tracer_store: usize,
   /// The objects the addresses point into, freed with the frame (after the test cleared
   /// the thread's frame), so LeakSanitizer sees no leak.
   _objects: Vec<Box<[usize]>>,
@@ -281,15 +285,28 @@ fn fake_frame(id: u32) -> FakeFrame {
   table[7] = tag(key);
   table[8] = tag(store);
   table[9] = smi(-1);
+  // The tracer's entry, in the other bucket.
+  let tracer_hash = hash + 1;
+  let tracer_key = object(vec![tag(hidden), 0, 0, 1]);
+  let tracer_store = object(vec![tag(hidden), 0, 0, 0x2001]);
+  table[2] = smi(2);
+  table[5 + (tracer_hash as usize & (buckets - 1))] = smi(1);
+  table[10] = tag(tracer_key);
+  table[11] = tag(tracer_store);
+  table[12] = smi(-1);
   let table = object(table);
   let map = object(vec![tag(hidden), 0, 0, tag(table)]);
   let cped_slot = object(vec![tag(map)]);
   let key_slot = object(vec![tag(key)]);
+  let tracer_slot = object(vec![tag(tracer_key)]);
   FakeFrame {
     cped_slot,
     key_slot,
     hash,
     store: tag(store),
+    tracer_slot,
+    tracer_hash,
+    tracer_store: tag(tracer_store),
     _objects: objects,
   }
 }
@@ -303,13 +320,14 @@ fn reading_the_context_frame_allocates_nothing_and_reads_the_store_id() {
   layout.js_object_header.store(24, Ordering::Relaxed);
   layout.fixed_array_header.store(16, Ordering::Relaxed);
   layout.js_map_type.store(u32::from(JS_MAP_TYPE), Ordering::Relaxed);
+  layout.oddball_type.store(0x83, Ordering::Relaxed);
   let (slot, _) = capture::threads::register_thread().unwrap();
   let t = &signal::THREADS[slot];
   t.cell[signal::slot::CONTEXT].store(0, Ordering::Relaxed);
   let frame = fake_frame(4242);
   t.frame.cped.store(frame.cped_slot, Ordering::Relaxed);
-  t.frame.key.store(frame.key_slot, Ordering::Relaxed);
-  t.frame.hash.store(frame.hash, Ordering::Relaxed);
+  t.frame.keys[signal::SELF_KEY].store(frame.key_slot, Ordering::Relaxed);
+  t.frame.hashes[signal::SELF_KEY].store(frame.hash, Ordering::Relaxed);
   t.frame.enabled.store(true, Ordering::Release);
   assert_eq!(signal::frame_context(&t.frame), Some(4242));
 
@@ -322,8 +340,9 @@ fn reading_the_context_frame_allocates_nothing_and_reads_the_store_id() {
       assert_eq!(*signal::errno_location(), libc::ENOENT, "errno restored");
     }
   }
-  // A collection in progress: the id read when it began.
+  // A collection in progress: the id read when it began (its store held in a handle).
   t.frame.gc_context.store(17, Ordering::Relaxed);
+  t.frame.gc_stores[signal::SELF_KEY].store(frame.key_slot, Ordering::Relaxed);
   t.frame.gc_depth.store(1, Ordering::Release);
   unsafe { libc::raise(libc::SIGPROF) };
   t.frame.gc_depth.store(0, Ordering::Release);
@@ -346,7 +365,42 @@ fn reading_the_context_frame_allocates_nothing_and_reads_the_store_id() {
   assert_eq!(t.cell[slot::QUEUE + 1].load(Ordering::Relaxed), 17);
   // With where each store is: the address read, and during the collection the marker for
   // the store held since its start.
-  assert_eq!(t.frame.objects[0].load(Ordering::Relaxed), frame.store);
-  assert_eq!(t.frame.objects[1].load(Ordering::Relaxed), signal::GC_STORE);
+  assert_eq!(
+    t.frame.objects[0][signal::SELF_KEY].load(Ordering::Relaxed),
+    frame.store
+  );
+  assert_eq!(
+    t.frame.objects[1][signal::SELF_KEY].load(Ordering::Relaxed),
+    signal::GC_STORE
+  );
+
+  // A tracer's key too: each sample is the pair (selfprof's set, the tracer's store), which
+  // takes a fresh id from those JS reserved, once, and the same id after, allocating nothing.
+  t.frame.gc_stores[signal::SELF_KEY].store(0, Ordering::Relaxed);
+  t.frame.hashes[1].store(frame.tracer_hash, Ordering::Relaxed);
+  t.frame.keys[1].store(frame.tracer_slot, Ordering::Relaxed);
+  t.cell[slot::FRESH_NEXT].store(9000, Ordering::Relaxed);
+  t.cell[slot::FRESH_END].store(9010, Ordering::Relaxed);
+  let write = signal::RING_WRITE.load(Ordering::Acquire);
+  let armed_before = ALLOCATIONS_WHILE_ARMED.load(Ordering::Relaxed);
+  for _ in 0..1_000 {
+    unsafe { libc::raise(libc::SIGPROF) };
+  }
+  assert_eq!(
+    ALLOCATIONS_WHILE_ARMED.load(Ordering::Relaxed),
+    armed_before,
+    "the handler allocated (or freed) memory"
+  );
+  let end = signal::RING_WRITE.load(Ordering::Acquire);
+  let entries = selfprof::capture::ring::snapshot(&signal::RING, end, signal::gettid(), 0, u64::MAX);
+  let ours = &entries[entries.len() - (end - write) as usize..];
+  assert!(ours.iter().all(|e| e.context == 9000), "the pair's id");
+  assert_eq!(t.cell[slot::QUEUE_HEAD].load(Ordering::Relaxed), 3);
+  assert_eq!(t.cell[slot::QUEUE + 2].load(Ordering::Relaxed), 9000);
+  assert_eq!(
+    t.frame.objects[2][signal::SELF_KEY].load(Ordering::Relaxed),
+    frame.store
+  );
+  assert_eq!(t.frame.objects[2][1].load(Ordering::Relaxed), frame.tracer_store);
   t.frame.clear();
 }

@@ -1,10 +1,9 @@
 'use strict';
 // dd-trace integration (opt-in, no dependency: dd-trace is never required here). dd-trace
-// publishes each span it starts on the `dd-trace:span:start` diagnostics channel; like the
-// OpenTelemetry processor, when the span is a local root (the first span of its trace in
-// this process) of a request or message (span.kind server or consumer, as dd-trace tags it
-// right after it starts), its ids and endpoint become the labels of the async context that
-// started it, so every sample of the request carries them:
+// publishes each span it starts and finishes on diagnostics channels. A local root span (the
+// first span of its trace in this process) of a request or message (span.kind server or
+// consumer, or span.type web, as dd-trace tags it right after it starts) gives every sample
+// of its request these labels:
 //
 //   span_id   the local root span's id, 16 hex digits (Datadog's pprof gets it in decimal)
 //   trace_id  the trace id, 32 hex digits
@@ -16,17 +15,34 @@
 //   require('dd-trace').init();
 //   require('selfprof').ddTraceIntegration();
 //
+// Where the handler reads the async context frame (Node >= 24), it reads dd-trace's own
+// storage there (capture/labels/tracers.js): a sample's labels are worked out from the
+// dd-trace context it was taken in, and nothing is entered per request. Each span notes its
+// local root as it starts (on its context), and that is all this does per span.
+// Elsewhere (Node 20 and 22) the local root enters selfprof's own set as it starts
+// (capture/labels/spans.js); whether it is a request is read with its labels. Nothing here
+// listens to dd-trace's many tag updates a request: its span is read when needed.
+//
 // Web requests are counted by endpoint when their local root span finishes (Datadog's
 // endpoint_counts), as dd-trace's own profiler counts them.
 
 const dc = require('node:diagnostics_channel');
-const { enterSpanLabels, watchSpanRequests, requestDerived, endRequest, markDerived } = require('../capture/labels');
+const labels = require('../capture/labels');
+const { enterSpanLabels, watchSpanRequests, requestDerived, endRequest, derivedValue, watchTracer, drainIfBatched } = labels;
+const { native } = require('../native');
 const { warnOnce } = require('../log');
 const { countRequest } = require('./requests');
 
 const START = 'dd-trace:span:start';
-const TAGS = 'dd-trace:span:tags:update';
 const FINISH = 'dd-trace:span:finish';
+/** On a span's context: its local root span (its parent's, where the parent is a span of
+ * this process; else itself, where it is the first span of its trace here). */
+const ROOT = Symbol('selfprof.localRoot');
+/** On a local root's context: its request's record `{ span, derived, ended, endpoint }`
+ * (`derived` made when its labels are first needed). */
+const RECORD = Symbol('selfprof.request');
+/** dd-trace's storage's key in the frame (tracers.js). */
+const FRAME_KEY = 1;
 
 let active = null;
 
@@ -59,9 +75,58 @@ function hexIds(span) {
 /** The endpoint of a request's root span now. */
 const rootEndpoint = (root) => endpointOf(root.span);
 
-/** A request's labels, worked out when a sample (or getLabels) needs them: `enterSpanLabels`. */
+/** A request's labels, worked out when a sample (or getLabels) needs them. */
 function labelsOfRoot(root) {
   return { labels: hexIds(root.span), derived: requestDerived(root, rootEndpoint) };
+}
+
+/** The same for a local root that may not be a request (a store entered as it started):
+ * null unless its tags now say it is one. */
+function labelsOfRequest(root) {
+  return isRequest(root.span) ? labelsOfRoot(root) : null;
+}
+
+// --- dd-trace's contexts read from the frame -------------------------------------------
+
+/** The local root span of dd-trace's store `store` (`{ span, ... }`), if it knows one. */
+function rootOfStore(store) {
+  const span = store?.span;
+  return typeof span?.context === 'function' ? span.context()[ROOT] : undefined;
+}
+
+/** The request labels of a sample taken in dd-trace's context `store`, or null. */
+function labelsOfStore(store) {
+  const root = rootOfStore(store);
+  if (root === undefined) return null;
+  const ctx = root.context();
+  let record = ctx[RECORD];
+  if (record === undefined || record === null) {
+    if (!isRequest(root)) return null;
+    // Its first sample may be drained after the span ended: its labels are final then.
+    const ended = ctx._isFinished === true;
+    record = { span: root, derived: null, ended, endpoint: ended ? derivedValue(endpointOf(root)) : undefined };
+    ctx[RECORD] = record;
+  }
+  return labelsOfRequest(record);
+}
+
+/**
+ * dd-trace's AsyncLocalStorage, found where it is used: the key of the current frame's
+ * entry whose store holds a probe span that dd-trace's scope activated. Null where it
+ * cannot be found (no frame reader here, a scope that enters no storage).
+ */
+function findStorage() {
+  const scope = global._ddtrace?.scope?.();
+  if (typeof scope?.activate !== 'function' || typeof native?.frameCurrent !== 'function') return null;
+  const probe = Object.freeze({ selfprofProbe: true });
+  let found = null;
+  scope.activate(probe, () => {
+    const [frame] = native.frameCurrent();
+    // Node's AsyncContextFrame: a Map of Node's own realm's (not `instanceof Map` here).
+    if (typeof frame?.entries !== 'function') return;
+    for (const [key, store] of frame.entries()) if (store?.span === probe) found = key;
+  });
+  return typeof found?.getStore === 'function' && typeof found?.run === 'function' ? found : null;
 }
 
 /**
@@ -83,59 +148,60 @@ function ddTraceIntegration() {
 function subscribeDdTrace() {
   if (active) return active;
   watchSpanRequests();
-  /** Local root span -> `{ span, derived, ended, endpoint }` of its request (`derived`
-   * made when its labels are first needed), or null until its tags say it is a request. */
-  const roots = new WeakMap();
-  // A local root labels what follows only once its tags say it is a request or message
-  // entering the service (dd-trace sets them right after the span starts, in the same
-  // turn): a DNS lookup or connection at start-up would label everything after it.
-  const label = (span) => {
-    if (roots.get(span) !== null || !isRequest(span)) return;
-    const root = { span, derived: null, ended: false, endpoint: undefined };
-    roots.set(span, root);
-    enterSpanLabels(root, labelsOfRoot);
-  };
-  const onStart = ({ span }) => {
+  // Whether the handler reads dd-trace's contexts from the frame; looked for once labels
+  // are read from the frame and dd-trace has started a span.
+  let framed = () => false;
+  let looked = false;
+  const lookForStorage = () => {
+    if (looked || labels.labelPath() !== 'context-frame') return;
+    looked = true;
     try {
-      if (!isLocalRoot(span)) return;
-      roots.set(span, null);
-      label(span);
+      const als = findStorage();
+      if (als !== null) framed = watchTracer(FRAME_KEY, 'dd-trace', { als, requestOf: rootOfStore, resolve: labelsOfStore });
     } catch (err) {
-      warnOnce('ddtrace', `selfprof: could not label a dd-trace span: ${err.message}`);
+      warnOnce('ddtrace', `selfprof: could not find dd-trace's storage: ${err.message}`);
     }
   };
-  // Routing sets the route after the request began: the request's labels follow.
-  const onTags = (span) => {
+  const onStart = ({ span, fields }) => {
     try {
-      label(span);
-      markDerived(roots.get(span)?.derived);
+      const ctx = span.context();
+      const root = fields?.parent?.[ROOT] ?? (isLocalRoot(span) ? span : undefined);
+      if (root === undefined) return;
+      ctx[ROOT] = root;
+      if (root !== span) return;
+      lookForStorage();
+      if (framed()) {
+        drainIfBatched();
+        return;
+      }
+      // Selfprof's own set, entered now: whether the span is a request (dd-trace tags it
+      // right after it starts) is read with its labels, when a sample took it. A local
+      // root of another kind (a DNS lookup or connection at start-up) then labels nothing.
+      const record = { span, derived: null, ended: false, endpoint: undefined };
+      ctx[RECORD] = record;
+      enterSpanLabels(record, labelsOfRequest);
     } catch (err) {
       warnOnce('ddtrace', `selfprof: could not label a dd-trace span: ${err.message}`);
     }
   };
   const onFinish = (span) => {
     try {
-      const root = roots.get(span);
-      if (root === undefined) return;
-      // An entry whose span dies young, still in the map, costs the collector several
-      // times what deleting it does (docs/performance.md, "WeakMap entries").
-      roots.delete(span);
-      if (root === null) return;
+      const ctx = span.context();
+      if (ctx[ROOT] !== span) return;
       // The request's samples carry the endpoint it ends with, those drained later too.
-      const endpoint = endRequest(root, rootEndpoint);
-      const tags = span.context().getTags?.() ?? {};
+      const record = ctx[RECORD];
+      const endpoint = record !== undefined ? endRequest(record, rootEndpoint) : derivedValue(endpointOf(span));
+      const tags = ctx.getTags?.() ?? {};
       if (tags['span.type'] === 'web') countRequest(endpoint ?? '');
     } catch {
       // A span we cannot read is not counted.
     }
   };
   dc.subscribe(START, onStart);
-  dc.subscribe(TAGS, onTags);
   dc.subscribe(FINISH, onFinish);
   active = {
     disable() {
       dc.unsubscribe(START, onStart);
-      dc.unsubscribe(TAGS, onTags);
       dc.unsubscribe(FINISH, onFinish);
       active = null;
     },

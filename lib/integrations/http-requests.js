@@ -25,8 +25,8 @@ let watching = false;
 let emitting = null;
 let runWith = null;
 
-/** Whether requests' events are bound now: not where a tracer's contexts ride selfprof's
- * stores (otel.js), since the tracer binds them to its context itself. */
+/** Whether requests' events are bound now: not where every tracer's contexts are read from
+ * the frame (capture/labels/spans.js), since a tracer binds them to its context itself. */
 let binding = () => true;
 
 function onRequestStart({ request, response }) {

@@ -17,16 +17,18 @@
 // the route known then). When the span ends, the request is counted by that endpoint
 // (Datadog's endpoint_counts).
 //
-// Where the registered context manager is OpenTelemetry's AsyncLocalStorageContextManager,
-// its contexts ride selfprof's store instead of its own (below: adoptManager), and the
-// request's labels are worked out from a context only when a sample took it.
+// Where the registered context manager is OpenTelemetry's AsyncLocalStorageContextManager
+// and the handler reads the async context frame (Node >= 24), it reads the manager's own
+// entry there (capture/labels/tracers.js): a sample's labels are worked out from the
+// context it was taken in, and the processor enters nothing per request. Elsewhere (Node 20
+// and 22, another manager) the local root enters selfprof's own set as it starts
+// (capture/labels/spans.js).
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const labels = require('../capture/labels');
-const { enterSpanLabels, watchSpanRequests, requestDerived, endRequest, markDerived } = labels;
-const { warnOnce, envSwitchOn } = require('../log');
+const { enterSpanLabels, watchSpanRequests, requestDerived, endRequest, markDerived, watchTracer, drainIfBatched } = labels;
+const { warnOnce } = require('../log');
 const { countRequest } = require('./requests');
-const { bindRequestsWhile } = require('./http-requests');
 
 // Context keys as @opentelemetry/api's createContextKey makes them (Symbol.for of their
 // names, the same from every copy of the API): the active span, and @opentelemetry/core's
@@ -76,124 +78,57 @@ function handlerRouteOf(span) {
   return route;
 }
 
-/** Local root span -> `{ span, rpc, handlerRoute, derived, server, ended, endpoint }` (`derived`
- * made when the request's labels are first needed). */
-const roots = new WeakMap();
+/** On a local root span: its request's record `{ span, rpc, handlerRoute, derived, server,
+ * ended, endpoint }` (`derived` made when the request's labels are first needed). A symbol
+ * property, not a WeakMap entry: a span dies young, and an entry that outlives its key in
+ * a WeakMap costs the collector several times more (docs/performance.md). */
+const RECORD = Symbol('selfprof.request');
+/** On a span of a request without RPC metadata (a message's): its local root's record. */
+const ROOT_OF = Symbol('selfprof.localRoot');
 
-/** The endpoint of a request's local root span now (`root` its entry). */
+/** The endpoint of a request's local root span now (`root` its record). */
 const rootEndpoint = (root) => endpointOf(root.span, root.rpc, root.handlerRoute);
-/** A span of a request without RPC metadata (a message's) -> its local root span. */
-const rootOf = new WeakMap();
 
-// --- the context manager's contexts on selfprof's AsyncLocalStorage ------------------
-//
-// OpenTelemetry's AsyncLocalStorageContextManager enters each context with its own
-// AsyncLocalStorage, and selfprof entered the request's labels with another: two entries
-// in the async context frame per request, each a copy of the frame's Map. Adopted, the
-// manager's contexts ride selfprof's AsyncLocalStorage instead (labels.js: contextStore):
-// one entry per context, and a request's labels are worked out from the context only if
-// a sample takes it. Only where stores live in the frame (Node >= 24): on async_hooks
-// (Node 20, 22) an entry costs no copy, and the processor enters the labels itself, as it
-// does with any other manager, one another copy adopted, or SELFPROF_OTEL_CONTEXTS=0. Checked
-// on the manager before it is kept.
+// --- the context manager's contexts read from the frame ---------------------------------
 
-/** The manager looked at last, and whether its contexts ride selfprof's. */
+/** OpenTelemetry's contexts' key in the frame (tracers.js). */
+const FRAME_KEY = 2;
+/** The manager looked at last, and whether the handler reads its contexts. */
 let manager = null;
-let adopted = false;
-/** Managers adopted, with their own methods to put back if they are disabled. */
-const adoptedManagers = new WeakMap();
-/** Marks a manager some copy of selfprof adopted (jest's registry loads one per file). */
-const ADOPTED = Symbol.for('selfprof.adoptedContextManager');
+let framed = () => false;
 
-function adoptManager(current) {
+/** Reads the contexts of `current` (the registered context manager) from the frame, where
+ * it keeps them in an AsyncLocalStorage (OpenTelemetry's AsyncLocalStorageContextManager). */
+function watchManager(current) {
   manager = current;
-  adopted = adoptedManagers.has(current);
-  if (adopted || !envSwitchOn('SELFPROF_OTEL_CONTEXTS') || !labels.storesInFrame()) return;
-  const store = current?._asyncLocalStorage;
-  if (!(store instanceof AsyncLocalStorage) || typeof current.with !== 'function' || typeof current.active !== 'function') return;
-  // Another copy's contexts ride its own stores: this one's processor enters its labels.
-  if (current[ADOPTED] === true) return;
-  const own = { with: current.with, active: current.active, attach: current.attach, disable: current.disable };
-  const has = (name) => Object.hasOwn(current, name);
-  const shadowed = { with: has('with'), active: has('active'), attach: has('attach'), disable: has('disable') };
-  const restore = () => {
-    adoptedManagers.delete(current);
-    delete current[ADOPTED];
-    for (const name of Object.keys(own)) {
-      if (shadowed[name]) current[name] = own[name];
-      else delete current[name];
-    }
-    if (manager === current) adopted = false;
-  };
-  current.active = function active() {
-    const ctx = labels.currentContext();
-    return ctx !== undefined ? ctx : own.active.call(this);
-  };
-  current.with = function withContext(ctx, fn, thisArg, ...args) {
-    if (ctx === null || typeof ctx !== 'object') return own.with.call(this, ctx, fn, thisArg, ...args);
-    return labels.runInContext(ctx, fn, thisArg ?? undefined, args);
-  };
-  if (typeof own.attach === 'function') {
-    current.attach = function attach(ctx) {
-      if (ctx === null || typeof ctx !== 'object') return own.attach.call(this, ctx);
-      const leave = labels.enterContext(ctx);
-      let disposed = false;
-      return {
-        dispose() {
-          if (disposed) return;
-          disposed = true;
-          leave();
-        },
-        [Symbol.dispose]() {
-          this.dispose();
-        },
-      };
-    };
-  }
-  current.disable = function disable() {
-    restore();
-    return own.disable.call(this);
-  };
-  // Proved before it is kept: a context entered is the one active inside, and not after.
-  const probe = Object.freeze({ getValue: () => undefined });
-  let inside;
-  try {
-    current.with(probe, () => {
-      inside = current.active();
-    });
-  } catch {
-    inside = undefined;
-  }
-  if (inside !== probe || current.active() === probe) {
-    restore();
-    return;
-  }
-  adoptedManagers.set(current, restore);
-  Object.defineProperty(current, ADOPTED, { value: true, configurable: true });
-  adopted = true;
+  framed = () => false;
+  const als = current?._asyncLocalStorage;
+  if (!(als instanceof AsyncLocalStorage) || !labels.storesInFrame()) return;
+  framed = watchTracer(FRAME_KEY, 'OpenTelemetry', { als, requestOf: requestOfContext, resolve: labelsOfContext });
 }
 
-/** The context's request labels (`labels.js`: resolveContext): its local root span's ids
- * and its endpoint as the span goes, or null outside a request this processor saw. */
+/** The record of the request a context belongs to: its RPC metadata's span's (an HTTP
+ * request's), else its span's own or its span's local root's (a message's). */
+function requestOfContext(ctx) {
+  if (typeof ctx?.getValue !== 'function') return undefined;
+  const rpcSpan = ctx.getValue(RPC_METADATA)?.span;
+  const record = rpcSpan?.[RECORD];
+  if (record !== undefined) return record;
+  const span = ctx.getValue(SPAN_KEY);
+  return span?.[RECORD] ?? span?.[ROOT_OF];
+}
+
+/** The context's request labels (tracers.js `resolve`): its local root span's ids and its
+ * endpoint as the span goes, or null outside a request this processor saw. */
 function labelsOfContext(ctx) {
-  const span = typeof ctx?.getValue === 'function' ? ctx.getValue(SPAN_KEY) : undefined;
-  if (span === undefined || span === null) return null;
-  const rpc = ctx.getValue(RPC_METADATA);
-  const rootSpan = rpc?.span !== undefined && roots.has(rpc.span) ? rpc.span : roots.has(span) ? span : rootOf.get(span);
-  const root = rootSpan === undefined ? undefined : roots.get(rootSpan);
+  const root = requestOfContext(ctx);
   return root === undefined ? null : labelsOfRoot(root);
 }
-/** A request's labels, worked out when first needed (`labelsOfContext`, `enterSpanLabels`). */
+/** A request's labels, worked out when first needed. */
 function labelsOfRoot(root) {
   const { spanId, traceId } = root.span.spanContext();
   return { labels: { span_id: spanId, trace_id: traceId }, derived: requestDerived(root, rootEndpoint) };
 }
-/** A context's request: its RPC metadata, one object for all of the request's contexts. */
-function requestOfContext(ctx) {
-  return typeof ctx.getValue === 'function' ? (ctx.getValue(RPC_METADATA) ?? undefined) : undefined;
-}
-labels.setContextResolver(labelsOfContext, requestOfContext);
-bindRequestsWhile(() => !adopted);
 
 /**
  * Labels samples with the local root spans of OpenTelemetry's traces; see the top of this
@@ -206,7 +141,7 @@ function openTelemetrySpanProcessor() {
     onStart(span, parentContext) {
       try {
         const current = globalThis[API_GLOBAL]?.context;
-        if (current !== manager) adoptManager(current);
+        if (current !== manager) watchManager(current);
         const parentSpan = parentContext?.getValue?.(SPAN_KEY);
         const parent = parentSpan?.spanContext?.();
         if (parent && !parent.isRemote) {
@@ -214,13 +149,12 @@ function openTelemetrySpanProcessor() {
           // metadata in its context is where routing writes the route. The request's
           // labels take what it says now.
           const rpc = parentContext.getValue(RPC_METADATA);
-          let rootSpan = rpc?.span;
-          if (rootSpan === undefined && adopted) {
+          let root = rpc?.span?.[RECORD];
+          if (root === undefined) {
             // No RPC metadata (a message's spans): the root is found through the parents.
-            rootSpan = roots.has(parentSpan) ? parentSpan : rootOf.get(parentSpan);
-            if (rootSpan !== undefined) rootOf.set(span, rootSpan);
+            root = parentSpan[RECORD] ?? parentSpan[ROOT_OF];
+            if (root !== undefined) span[ROOT_OF] = root;
           }
-          const root = rootSpan === undefined ? undefined : roots.get(rootSpan);
           if (root && !root.ended) {
             if (rpc) root.rpc = rpc;
             root.handlerRoute = handlerRouteOf(span) ?? root.handlerRoute;
@@ -233,9 +167,12 @@ function openTelemetrySpanProcessor() {
         // outside any request) would label everything after it in its async context.
         if (span.kind !== SERVER && span.kind !== CONSUMER) return;
         const root = { span, rpc: undefined, handlerRoute: undefined, derived: null, server: span.kind === SERVER, ended: false, endpoint: undefined };
-        roots.set(span, root);
-        // Adopted, the contexts that carry the span give its labels when sampled.
-        if (adopted) return;
+        span[RECORD] = root;
+        // Read from the frame, the contexts that carry the span give its labels when sampled.
+        if (framed()) {
+          drainIfBatched();
+          return;
+        }
         enterSpanLabels(root, labelsOfRoot);
       } catch (err) {
         warnOnce('otel', `selfprof: could not label a span: ${err.message}`);
@@ -243,15 +180,13 @@ function openTelemetrySpanProcessor() {
     },
     onEnding() {},
     onEnd(span) {
-      const root = roots.get(span);
+      const root = span[RECORD];
       if (!root || root.ended) return;
       try {
         endRequest(root, rootEndpoint);
+        // The span waits in an exporter's batch for seconds: what routed it goes now.
+        // (Its contexts may still be sampled and drained: they find the endpoint.)
         root.rpc = undefined;
-        // The span waits in an exporter's batch for seconds: what labeled it goes now,
-        // instead of being copied by every scavenge. (Its contexts, where they ride
-        // selfprof's stores, may still be sampled and drained: they find the endpoint.)
-        if (!adopted) roots.delete(span);
         // Requests are what a server span stands for (Datadog counts web requests).
         if (root.server) countRequest(root.endpoint);
       } catch (err) {

@@ -213,6 +213,8 @@ pub struct CellSlots {
   pub queue_tail: u32,
   pub last_pushed: u32,
   pub logging: u32,
+  pub fresh_next: u32,
+  pub fresh_end: u32,
   pub queue: u32,
   pub queue_len: u32,
 }
@@ -268,6 +270,8 @@ impl CellSlots {
       queue_tail: slot::QUEUE_TAIL as u32,
       last_pushed: slot::LAST_PUSHED as u32,
       logging: slot::LOGGING as u32,
+      fresh_next: slot::FRESH_NEXT as u32,
+      fresh_end: slot::FRESH_END as u32,
       queue: slot::QUEUE as u32,
       queue_len: QUEUE_LEN as u32,
     }

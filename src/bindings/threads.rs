@@ -7,7 +7,7 @@
 use super::objects::{CellSlots, FrameLayoutInfo};
 use crate::capture::install::{self, Install};
 use crate::capture::{self, signal, signal::slot, threads};
-use napi::bindgen_prelude::{Array, JsValue, Object, Uint32Array};
+use napi::bindgen_prelude::{Array, JsValue, Null, Object, Uint32Array};
 use napi::{Env, Error, Result};
 use napi_derive::napi;
 use std::sync::atomic::Ordering;
@@ -109,13 +109,17 @@ pub fn cell_slots() -> CellSlots {
 #[napi]
 pub fn frame_set_up(env: Env, v8_version: String, store_key: Object, map: Object) -> Result<()> {
   let t = threads::this_thread().ok_or_else(|| Error::from_reason("this thread has no cell (registerThread first)"))?;
-  // SAFETY: both are this call's arguments, live in its handle scope.
+  let mut undefined = std::ptr::null_mut();
+  // SAFETY: a plain Node-API call on this call's env.
+  napi::check_status!(unsafe { napi::sys::napi_get_undefined(env.raw(), &mut undefined) })?;
+  // SAFETY: the values are this call's arguments and a value it got, live in its handle scope.
   let installed = unsafe {
     capture::context_frame::set_up(
       t,
       &v8_version,
       store_key.raw() as *const std::ffi::c_void,
       map.raw() as *const std::ffi::c_void,
+      undefined as *const std::ffi::c_void,
     )
   }
   .map_err(Error::from_reason)?;
@@ -138,25 +142,37 @@ pub fn frame_read() -> i64 {
 }
 
 /// The stores of the label sets the handler recorded on the calling thread since the last
-/// drain, as `[id, store, id, store, ...]` (a store is `undefined` where it could not be
-/// kept: JS checks each store's id before trusting it). `capture::context_frame::drain_begin`.
+/// drain, as `[id, store, tracer store 1, tracer store 2, id, ...]` (`frameDrainStride()`
+/// elements each; a store is `undefined` where none was read, `null` where one was but it
+/// could not be kept: JS checks each of selfprof's stores' id before trusting it).
+/// `capture::context_frame::drain_begin`.
 #[napi]
 pub fn frame_drain<'env>(env: &'env Env) -> Result<Array<'env>> {
   let Some(t) = threads::this_thread() else {
     return env.create_array(0);
   };
   let drained = capture::context_frame::drain_begin(t);
+  let stride = 1 + signal::KEYS as u32;
   let filled = (|| {
-    let mut out = env.create_array(drained.len() as u32 * 2)?;
-    for (n, &(id, held)) in drained.iter().enumerate() {
-      out.set(n as u32 * 2, id)?;
-      if held != 0 {
+    let mut out = env.create_array(drained.len() as u32 * stride)?;
+    for (n, (id, held)) in drained.iter().enumerate() {
+      let at = n as u32 * stride;
+      out.set(at, *id)?;
+      for (k, &h) in held.iter().enumerate() {
+        if h == 0 {
+          continue;
+        }
+        if h == capture::signal::GC_STORE {
+          // There, but lost (see `Drained`): null, never "none".
+          out.set(at + 1 + k as u32, Null)?;
+          continue;
+        }
         // A global handle's slot is what a Node-API value is here (a pointer to a slot
         // holding the tagged address; the self-check proved it), and the collector keeps
         // it current if setting the element allocates.
-        // SAFETY: `held` is a live global handle of this thread's isolate.
+        // SAFETY: `h` is a live global handle of this thread's isolate.
         napi::check_status!(unsafe {
-          napi::sys::napi_set_element(env.raw(), out.raw(), n as u32 * 2 + 1, held as napi::sys::napi_value)
+          napi::sys::napi_set_element(env.raw(), out.raw(), at + 1 + k as u32, h as napi::sys::napi_value)
         })?;
       }
     }
@@ -164,6 +180,44 @@ pub fn frame_drain<'env>(env: &'env Env) -> Result<Array<'env>> {
   })();
   capture::context_frame::drain_end(t, &drained);
   filled
+}
+
+/// The calling thread's current async context frame (Node's AsyncContextFrame: a Map from
+/// each AsyncLocalStorage to its store), as `[frame]`, or `[]` where the reader is not set
+/// up or the frame is empty: how JS finds the AsyncLocalStorage a tracer keeps its
+/// contexts in (integrations/ddtrace.js). Read it, never change it.
+#[napi]
+pub fn frame_current<'env>(env: &'env Env) -> Result<Array<'env>> {
+  let held = threads::this_thread().map_or(0, capture::context_frame::hold_current);
+  let filled = (|| {
+    let out = env.create_array(0)?;
+    if held != 0 {
+      // SAFETY: `held` is a live global handle of this thread's isolate (see `frame_drain`).
+      napi::check_status!(unsafe {
+        napi::sys::napi_set_element(env.raw(), out.raw(), 0, held as napi::sys::napi_value)
+      })?;
+    }
+    Ok(out)
+  })();
+  capture::context_frame::release(held);
+  filled
+}
+
+/// Elements per queued id in `frameDrain`'s array: the id, then its store under each key.
+#[napi]
+pub fn frame_drain_stride() -> u32 {
+  1 + signal::KEYS as u32
+}
+
+/// Makes the calling thread's handler also read tracer key `key` (1 or 2) of its frame:
+/// the tracer's AsyncLocalStorage `store` (its stores are the tracer's contexts), or none
+/// (`null`). The frame reader must be set up (`frameSetUp`).
+#[napi]
+pub fn frame_set_tracer(key: u32, store: Option<Object>) -> Result<()> {
+  let t = threads::this_thread().ok_or_else(|| Error::from_reason("this thread has no cell (registerThread first)"))?;
+  // SAFETY: the object is this call's argument, live in its handle scope.
+  unsafe { capture::context_frame::set_tracer_key(t, key as usize, store.map(|s| s.raw() as *const std::ffi::c_void)) }
+    .map_err(Error::from_reason)
 }
 
 /// Runs the handler's read of the calling thread's frame as a signal would, queueing what
@@ -190,6 +244,13 @@ pub fn frame_layouts() -> Vec<FrameLayoutInfo> {
 #[napi]
 pub fn frame_queue_full() -> f64 {
   signal::QUEUE_FULL.load(Ordering::Relaxed) as f64
+}
+
+/// Pairs with a tracer's store the handler could give no id (a thread's reserved ids ran
+/// out before JS reserved more), process-wide.
+#[napi]
+pub fn frame_fresh_out() -> f64 {
+  signal::FRESH_OUT.load(Ordering::Relaxed) as f64
 }
 
 /// Makes the handler read (or stop reading) the calling thread's frame.

@@ -123,7 +123,7 @@ pub struct ThreadContext {
   pub frame: FrameReader,
 }
 
-/// The elements of a thread's cell (lib/capture/labels.js gets them from `cellSlots()`).
+/// The elements of a thread's cell (lib/capture/labels/thread.js gets them from `cellSlots()`).
 pub mod slot {
   /// Published: the id of the thread's current label set.
   pub const CONTEXT: usize = 0;
@@ -142,8 +142,13 @@ pub mod slot {
   /// Recordings of the thread not built yet (`capture::switches::set_logging`): where
   /// samples are joined by time (Windows), JS logs its switches while this is not 0.
   pub const LOGGING: usize = 7;
+  /// Read: ids the handler may give pairs with a tracer's store (`read_context`), from
+  /// `FRESH_NEXT` up to `FRESH_END` (excluded). JS reserves them (zeroing `FRESH_END`
+  /// first, then `FRESH_NEXT`, then `FRESH_END` again: a signal between sees no ids).
+  pub const FRESH_NEXT: usize = 8;
+  pub const FRESH_END: usize = 9;
   /// Read: the ring of ids, `QUEUE_LEN` of them.
-  pub const QUEUE: usize = 8;
+  pub const QUEUE: usize = 10;
 }
 
 /// Ids the queue holds (a power of two). JS drains it once 64 are queued (at the next
@@ -162,38 +167,55 @@ impl ThreadContext {
   }
 }
 
-/// How the handler reads a thread's label-set id from its async context frame (set up by
+/// The keys the handler looks up in a thread's async context frame: selfprof's
+/// AsyncLocalStorage (`SELF_KEY`), whose stores carry their label set's id, and up to two
+/// tracers' (dd-trace's storage, OpenTelemetry's context manager), whose stores are the
+/// tracers' own context objects (`capture::context_frame::set_up_tracer`).
+pub const KEYS: usize = 3;
+/// selfprof's own key: `FrameReader::keys[SELF_KEY]`.
+pub const SELF_KEY: usize = 0;
+
+/// How the handler reads a thread's label set from its async context frame (set up by
 /// `capture::context_frame`, outside signal context; all zero while not set up). On
 /// Node >= 24 AsyncLocalStorage keeps its stores in V8's continuation-preserved embedder
 /// data: a JS Map (Node's AsyncContextFrame) from each AsyncLocalStorage to its store,
 /// which V8 swaps at every continuation. selfprof's store is an object whose first
-/// in-object property is its set's id, a Smi.
+/// in-object property is its set's id, a Smi. A tracer's store carries no id: where one is
+/// in the frame, the sample's set is the pair (selfprof's set, the tracers' stores), which
+/// the handler gives an id of its own (`read_context`) and JS resolves when it drains.
 pub struct FrameReader {
   /// The handler reads the frame (else the published id).
   pub enabled: AtomicBool,
   /// The address of the isolate's continuation-preserved embedder data slot.
   pub cped: AtomicUsize,
-  /// The address of a global handle holding selfprof's AsyncLocalStorage (the GC keeps
-  /// the object's current address there), and that object's identity hash.
-  pub key: AtomicUsize,
-  pub hash: AtomicU32,
+  /// Per key: the address of a global handle holding the AsyncLocalStorage (the GC keeps
+  /// the object's current address there; 0: no such key), and that object's identity hash.
+  pub keys: [AtomicUsize; KEYS],
+  pub hashes: [AtomicU32; KEYS],
   /// While the isolate collects garbage (objects move): how deep, and the id read at the
   /// collection's start, which samples during it carry.
   pub gc_depth: AtomicU32,
   pub gc_context: AtomicU32,
-  /// Where the store of each queued id is (by queue position): the tagged address the
-  /// handler read (valid until the next collection moves objects; a collection's start
-  /// turns each into a global handle, `capture::context_frame`), a global handle's slot
-  /// once turned, `GC_STORE` for an id read during a collection (its store is the one
-  /// `gc_store` holds, if the id is still its), or 0. JS gets the stores themselves
+  /// Where the stores of each queued id are (by queue position, then key): the tagged
+  /// address the handler read (valid until the next collection moves objects; a
+  /// collection's start turns each into a global handle, `capture::context_frame`), a
+  /// global handle's slot once turned, `GC_STORE` for an id read during a collection (its
+  /// store is the one `gc_stores` holds for that key), or 0. JS gets the stores themselves
   /// (`context_frame::drain`), so no set needs keeping by id for later.
-  pub objects: [AtomicUsize; QUEUE_LEN],
-  /// A global handle's slot holding the store read at the last collection's start (0 if
-  /// none); only the JS thread touches it, outside signal context.
-  pub gc_store: AtomicUsize,
+  pub objects: [[AtomicUsize; KEYS]; QUEUE_LEN],
+  /// Per key, a global handle's slot holding the store read at the last collection's start
+  /// (0 if none); only the JS thread touches them, outside signal context.
+  pub gc_stores: [AtomicUsize; KEYS],
+  /// The selfprof id and the tracers' stores (tagged addresses) of the pair pushed last:
+  /// a sample of the same pair takes its id (`LAST_PUSHED`). A collection's start zeroes
+  /// the stores (objects move, and a freed address may hold another object after it).
+  pub last_self: AtomicU32,
+  pub last_stores: [AtomicUsize; KEYS],
 }
 
-/// `FrameReader::objects`: the id was read during a collection (see `gc_store`).
+/// `FrameReader::objects`: the id was read during a collection (see `gc_stores`), or,
+/// once a drain or a later collection has looked, its store was there but could not be
+/// kept (the collection it was read in was followed by another).
 pub const GC_STORE: usize = 2;
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -203,12 +225,14 @@ const EMPTY_THREAD: CachePadded<ThreadContext> = CachePadded::new(ThreadContext 
   frame: FrameReader {
     enabled: AtomicBool::new(false),
     cped: AtomicUsize::new(0),
-    key: AtomicUsize::new(0),
-    hash: AtomicU32::new(0),
+    keys: [const { AtomicUsize::new(0) }; KEYS],
+    hashes: [const { AtomicU32::new(0) }; KEYS],
     gc_depth: AtomicU32::new(0),
     gc_context: AtomicU32::new(0),
-    objects: [const { AtomicUsize::new(0) }; QUEUE_LEN],
-    gc_store: AtomicUsize::new(0),
+    objects: [const { [const { AtomicUsize::new(0) }; KEYS] }; QUEUE_LEN],
+    gc_stores: [const { AtomicUsize::new(0) }; KEYS],
+    last_self: AtomicU32::new(0),
+    last_stores: [const { AtomicUsize::new(0) }; KEYS],
   },
 });
 
@@ -224,6 +248,10 @@ pub struct FrameLayout {
   pub fixed_array_header: AtomicUsize,
   /// The instance type of a JS Map (read from a Map at set-up).
   pub js_map_type: AtomicU32,
+  /// The instance type of an Oddball (`undefined`, `null`, booleans; read from `undefined`
+  /// at set-up): a store that is one stands for none. (`run()` from a context with no store
+  /// puts `undefined` back as the store on its way out.)
+  pub oddball_type: AtomicU32,
 }
 
 pub static FRAME_LAYOUT: FrameLayout = FrameLayout {
@@ -231,6 +259,7 @@ pub static FRAME_LAYOUT: FrameLayout = FrameLayout {
   js_object_header: AtomicUsize::new(0),
   fixed_array_header: AtomicUsize::new(0),
   js_map_type: AtomicU32::new(0),
+  oddball_type: AtomicU32::new(0),
 };
 
 /// A word of V8's heap at `addr`. SAFETY: the caller got `addr` from V8's heap structures
@@ -257,42 +286,77 @@ fn smi(v: usize) -> Option<i64> {
   (v & 0xffff_ffff == 0).then_some((v as i64) >> 32)
 }
 
+/// What a thread's frame holds for the handler: selfprof's label-set id (0 if none) and,
+/// by key, each store's tagged address (0 if none; `GC_STORE` during a collection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FrameRead {
+  pub id: u32,
+  pub stores: [usize; KEYS],
+}
+
+impl FrameRead {
+  /// Whether a tracer's store is in the frame (the sample's set is then a pair).
+  #[inline(always)]
+  pub fn has_tracer(&self) -> bool {
+    self.stores[SELF_KEY + 1..].iter().any(|&s| s != 0)
+  }
+}
+
 /// The label-set id of the store that selfprof's AsyncLocalStorage holds in the thread's
 /// current async context frame: `Some(0)` when it holds none, `None` when the frame cannot
-/// be read. Plain loads only; every pointer is checked (tag, instance type, table bounds,
-/// bounded chain walk) before it is followed. During a garbage collection (objects move)
-/// it answers the id read when the collection began.
+/// be read. During a garbage collection (objects move) it answers the id read when the
+/// collection began.
 #[inline(always)]
 pub fn frame_context(f: &FrameReader) -> Option<u32> {
   frame_store(f).map(|(id, _)| id)
 }
 
-/// `frame_context` with where the store is: its tagged address (0 with no store), or
-/// `GC_STORE` during a collection.
+/// `frame_context` with where selfprof's store is: its tagged address (0 with no store),
+/// or `GC_STORE` during a collection.
 #[inline(always)]
 pub fn frame_store(f: &FrameReader) -> Option<(u32, usize)> {
-  if f.gc_depth.load(Ordering::Acquire) > 0 {
-    return Some((f.gc_context.load(Ordering::Relaxed), GC_STORE));
-  }
-  frame_store_now(f)
+  frame_read(f).map(|r| (r.id, r.stores[SELF_KEY]))
 }
 
-/// `frame_store` outside a collection (also what a collection's start reads).
+/// What the thread's frame holds for each key; during a collection, the id read at its
+/// start, with `GC_STORE` for each key whose store was held then.
 #[inline(always)]
-pub fn frame_store_now(f: &FrameReader) -> Option<(u32, usize)> {
-  let (cped_slot, key_slot) = (f.cped.load(Ordering::Relaxed), f.key.load(Ordering::Relaxed));
+pub fn frame_read(f: &FrameReader) -> Option<FrameRead> {
+  if f.gc_depth.load(Ordering::Acquire) > 0 {
+    let mut stores = [0; KEYS];
+    for (k, s) in stores.iter_mut().enumerate() {
+      if f.gc_stores[k].load(Ordering::Relaxed) != 0 {
+        *s = GC_STORE;
+      }
+    }
+    return Some(FrameRead {
+      id: f.gc_context.load(Ordering::Relaxed),
+      stores,
+    });
+  }
+  frame_read_now(f)
+}
+
+/// `frame_read` outside a collection (also what a collection's start reads). Plain loads
+/// only; every pointer is checked (tag, instance type, table bounds, bounded chain walk)
+/// before it is followed.
+#[inline(always)]
+pub fn frame_read_now(f: &FrameReader) -> Option<FrameRead> {
+  let cped_slot = f.cped.load(Ordering::Relaxed);
   let map_type_at = FRAME_LAYOUT.map_instance_type.load(Ordering::Relaxed);
   let header = FRAME_LAYOUT.js_object_header.load(Ordering::Relaxed);
   let array_header = FRAME_LAYOUT.fixed_array_header.load(Ordering::Relaxed);
   let js_map = FRAME_LAYOUT.js_map_type.load(Ordering::Relaxed);
-  if cped_slot == 0 || key_slot == 0 || header == 0 || array_header == 0 || js_map == 0 {
+  let oddball = FRAME_LAYOUT.oddball_type.load(Ordering::Relaxed);
+  let self_slot = f.keys[SELF_KEY].load(Ordering::Relaxed);
+  if cped_slot == 0 || self_slot == 0 || header == 0 || array_header == 0 || js_map == 0 || oddball == 0 {
     return None;
   }
-  // SAFETY: set up by context_frame: the isolate's CPED slot and a global handle's slot.
-  let (frame, key) = unsafe { (word(cped_slot), word(key_slot)) };
-  if !is_heap_object(frame) || !is_heap_object(key) {
+  // SAFETY: set up by context_frame: the isolate's CPED slot.
+  let frame = unsafe { word(cped_slot) };
+  if !is_heap_object(frame) {
     // No frame yet (undefined is a heap object too: its type is not a Map's).
-    return Some((0, 0));
+    return Some(FrameRead::default());
   }
   let frame = frame - HEAP_OBJECT_TAG;
   // SAFETY: `frame` is a tagged heap object: its first word is its Map (hidden class).
@@ -303,47 +367,108 @@ pub fn frame_store_now(f: &FrameReader) -> Option<(u32, usize)> {
   // SAFETY: a Map's instance type is a u16 at its fixed offset.
   let instance_type = unsafe { std::ptr::read_volatile((hidden - HEAP_OBJECT_TAG + map_type_at) as *const u16) };
   if u32::from(instance_type) != js_map {
-    return Some((0, 0));
+    return Some(FrameRead::default());
   }
   // SAFETY: a JSMap's table (OrderedHashMap) is its first field after the header.
   let table = unsafe { word(frame + header) };
   if !is_heap_object(table) {
     return None;
   }
-  let table = table - HEAP_OBJECT_TAG;
-  // SAFETY: the table is a FixedArray: [map, length, elements, deleted, buckets, ...].
-  let at = |i: usize| unsafe { word(table + array_header + i * 8) };
-  // SAFETY: the FixedArray's length follows its map.
-  let length = smi(unsafe { word(table + 8) })?;
-  let (elements, deleted, buckets) = (smi(at(0))?, smi(at(1))?, smi(at(2))?);
-  if length < 3 || buckets <= 0 || buckets & (buckets - 1) != 0 || elements < 0 || deleted < 0 {
-    return None;
-  }
-  let (buckets, entries) = (buckets as usize, (elements + deleted) as usize);
-  let capacity = buckets * LOAD_FACTOR;
-  if entries > capacity || (length as usize) < 3 + buckets + ENTRY_SIZE * capacity {
-    return None;
-  }
-  let hash = f.hash.load(Ordering::Relaxed) as usize;
-  let mut entry = smi(at(3 + (hash & (buckets - 1))))?;
-  // A chain never has more links than entries: a cycle cannot hold the handler.
-  for _ in 0..entries {
-    if entry < 0 || entry as usize >= entries {
-      return Some((0, 0));
+  let table = Table::read(table - HEAP_OBJECT_TAG, array_header)?;
+  let mut read = FrameRead::default();
+  for k in 0..KEYS {
+    let slot = f.keys[k].load(Ordering::Relaxed);
+    if slot == 0 {
+      continue;
     }
-    let index = 3 + buckets + entry as usize * ENTRY_SIZE;
-    if at(index) == key {
-      let store = at(index + 1);
-      if !is_heap_object(store) {
-        return Some((0, 0));
-      }
+    // SAFETY: a global handle's slot, set up by context_frame.
+    let key = unsafe { word(slot) };
+    if !is_heap_object(key) {
+      continue;
+    }
+    let store = table.find(key, f.hashes[k].load(Ordering::Relaxed) as usize)?;
+    if !is_heap_object(store) {
+      continue;
+    }
+    // SAFETY: `store` is a tagged heap object: its first word is its Map (hidden class).
+    let store_map = unsafe { word(store - HEAP_OBJECT_TAG) };
+    if !is_heap_object(store_map) {
+      return None;
+    }
+    // SAFETY: a Map's instance type is a u16 at its fixed offset.
+    let store_type = unsafe { std::ptr::read_volatile((store_map - HEAP_OBJECT_TAG + map_type_at) as *const u16) };
+    if u32::from(store_type) == oddball {
+      continue;
+    }
+    if k == SELF_KEY {
       // SAFETY: selfprof's stores are objects whose first in-object property is the id.
       let id = smi(unsafe { word(store - HEAP_OBJECT_TAG + header) })?;
-      return u32::try_from(id).ok().map(|id| (id, if id == 0 { 0 } else { store }));
+      read.id = u32::try_from(id).ok()?;
+      // A store with id 0 stands for no labels (withLabels of none).
+      read.stores[k] = if read.id == 0 { 0 } else { store };
+    } else {
+      read.stores[k] = store;
     }
-    entry = smi(at(index + 2))?;
   }
-  Some((0, 0))
+  Some(read)
+}
+
+/// An OrderedHashMap's table, checked: [map, length, elements, deleted, buckets, ...].
+struct Table {
+  at: usize,
+  array_header: usize,
+  buckets: usize,
+  entries: usize,
+}
+
+impl Table {
+  #[inline(always)]
+  fn read(table: usize, array_header: usize) -> Option<Table> {
+    let t = Table {
+      at: table,
+      array_header,
+      buckets: 0,
+      entries: 0,
+    };
+    // SAFETY: the FixedArray's length follows its map.
+    let length = smi(unsafe { word(table + 8) })?;
+    let (elements, deleted, buckets) = (smi(t.word(0))?, smi(t.word(1))?, smi(t.word(2))?);
+    if length < 3 || buckets <= 0 || buckets & (buckets - 1) != 0 || elements < 0 || deleted < 0 {
+      return None;
+    }
+    let (buckets, entries) = (buckets as usize, (elements + deleted) as usize);
+    let capacity = buckets * LOAD_FACTOR;
+    if entries > capacity || (length as usize) < 3 + buckets + ENTRY_SIZE * capacity {
+      return None;
+    }
+    Some(Table { buckets, entries, ..t })
+  }
+
+  /// Element `i` of the table. SAFETY (of the read): `i` is within the length checked.
+  #[inline(always)]
+  fn word(&self, i: usize) -> usize {
+    // SAFETY: see above; every caller's index is bounded by the checked length.
+    unsafe { word(self.at + self.array_header + i * 8) }
+  }
+
+  /// The value of `key` (a tagged address) whose identity hash is `hash`: `Some(0)` if the
+  /// table does not hold it, `None` if the table is inconsistent.
+  #[inline(always)]
+  fn find(&self, key: usize, hash: usize) -> Option<usize> {
+    let mut entry = smi(self.word(3 + (hash & (self.buckets - 1))))?;
+    // A chain never has more links than entries: a cycle cannot hold the handler.
+    for _ in 0..self.entries {
+      if entry < 0 || entry as usize >= self.entries {
+        return Some(0);
+      }
+      let index = 3 + self.buckets + entry as usize * ENTRY_SIZE;
+      if self.word(index) == key {
+        return Some(self.word(index + 1));
+      }
+      entry = smi(self.word(index + 2))?;
+    }
+    Some(0)
+  }
 }
 
 pub static THREADS: [CachePadded<ThreadContext>; MAX_THREADS] = [EMPTY_THREAD; MAX_THREADS];
@@ -665,13 +790,19 @@ pub(super) fn context_of(tid: i32) -> (u32, u32) {
 }
 
 /// The id read from thread `t`'s async context frame (0 if none or unreadable), pushed to
-/// its queue for JS unless it was the last one pushed. The record's generation is the
-/// signal's number: no switches are counted on this path, so two signals never vouch for
-/// a sample between them (`ring::Match::Between`).
+/// its queue for JS with its stores unless it was the last one pushed. The record's
+/// generation is the signal's number: no switches are counted on this path, so two
+/// signals never vouch for a sample between them (`ring::Match::Between`).
 #[cfg(any(unix, test))]
 #[inline(always)]
 pub(crate) fn read_context(t: &ThreadContext) -> u32 {
-  let (id, store) = frame_store(&t.frame).unwrap_or((0, 0));
+  let read = frame_read(&t.frame).unwrap_or_default();
+  let id = if t.frame.gc_depth.load(Ordering::Acquire) > 0 {
+    // The collection's start gave the id of what it read (`context_frame::gc_prologue`).
+    read.id
+  } else {
+    pair_id(t, &read)
+  };
   if id != 0 && t.cell[slot::LAST_PUSHED].load(Ordering::Relaxed) != id {
     let head = t.cell[slot::QUEUE_HEAD].load(Ordering::Relaxed);
     let tail = t.cell[slot::QUEUE_TAIL].load(Ordering::Relaxed);
@@ -679,16 +810,66 @@ pub(crate) fn read_context(t: &ThreadContext) -> u32 {
       let at = head as usize & (QUEUE_LEN - 1);
       if let (Some(c), Some(o)) = (t.cell.get(slot::QUEUE + at), t.frame.objects.get(at)) {
         c.store(id, Ordering::Relaxed);
-        o.store(store, Ordering::Relaxed);
+        for (slot, &store) in o.iter().zip(read.stores.iter()) {
+          slot.store(store, Ordering::Relaxed);
+        }
       }
       t.cell[slot::QUEUE_HEAD].store(head.wrapping_add(1), Ordering::Release);
       t.cell[slot::LAST_PUSHED].store(id, Ordering::Relaxed);
+      remember_pair(t, &read);
     } else {
       QUEUE_FULL.fetch_add(1, Ordering::Relaxed);
     }
   }
   id
 }
+
+/// The id of what the frame holds outside a collection: selfprof's set's own id where no
+/// tracer's store is there; else the id of the pair pushed last if this is that pair,
+/// else a fresh one from the thread's reserved ids (0, no labels, if none is left).
+#[cfg(any(unix, test))]
+#[inline(always)]
+pub(crate) fn pair_id(t: &ThreadContext, read: &FrameRead) -> u32 {
+  if !read.has_tracer() {
+    return read.id;
+  }
+  let f = &t.frame;
+  let last = t.cell[slot::LAST_PUSHED].load(Ordering::Relaxed);
+  let same = last != 0
+    && f.last_self.load(Ordering::Relaxed) == read.id
+    && (SELF_KEY + 1..KEYS).all(|k| f.last_stores[k].load(Ordering::Relaxed) == read.stores[k]);
+  if same {
+    return last;
+  }
+  let (next, end) = (
+    t.cell[slot::FRESH_NEXT].load(Ordering::Relaxed),
+    t.cell[slot::FRESH_END].load(Ordering::Relaxed),
+  );
+  if next == 0 || next >= end {
+    FRESH_OUT.fetch_add(1, Ordering::Relaxed);
+    return 0;
+  }
+  t.cell[slot::FRESH_NEXT].store(next + 1, Ordering::Relaxed);
+  next
+}
+
+/// Notes the pair just pushed (see `FrameReader::last_stores`).
+#[cfg(any(unix, test))]
+#[inline(always)]
+pub(crate) fn remember_pair(t: &ThreadContext, read: &FrameRead) {
+  let f = &t.frame;
+  f.last_self.store(read.id, Ordering::Relaxed);
+  for k in SELF_KEY + 1..KEYS {
+    // During a collection the stores are markers, never an address: nothing matches them.
+    f.last_stores[k].store(
+      if read.stores[k] == GC_STORE { 0 } else { read.stores[k] },
+      Ordering::Relaxed,
+    );
+  }
+}
+
+/// Pairs with a tracer's store the handler could give no id (a thread's reserved ids ran out).
+pub static FRESH_OUT: AtomicU64 = AtomicU64::new(0);
 
 /// Ids the handler could not push because a thread's queue was full.
 pub static QUEUE_FULL: AtomicU64 = AtomicU64::new(0);

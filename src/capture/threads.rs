@@ -84,16 +84,20 @@ impl FrameReader {
   pub fn clear(&self) {
     self.enabled.store(false, Ordering::Release);
     self.cped.store(0, Ordering::Relaxed);
-    self.key.store(0, Ordering::Relaxed);
-    self.hash.store(0, Ordering::Relaxed);
     self.gc_depth.store(0, Ordering::Relaxed);
     self.gc_context.store(0, Ordering::Relaxed);
+    self.last_self.store(0, Ordering::Relaxed);
     // Global handles left here belong to an isolate that is gone (`context_frame::tear_down`
     // disposes them while it lives).
-    for o in self.objects.iter() {
+    for o in self.objects.iter().flatten() {
       o.store(0, Ordering::Relaxed);
     }
-    self.gc_store.store(0, Ordering::Relaxed);
+    for a in self.keys.iter().chain(&self.gc_stores).chain(&self.last_stores) {
+      a.store(0, Ordering::Relaxed);
+    }
+    for h in self.hashes.iter() {
+      h.store(0, Ordering::Relaxed);
+    }
   }
 }
 

@@ -1,0 +1,142 @@
+'use strict';
+// A tracer's requests labeled from the tracer's own contexts (Node >= 24: the handler reads
+// the tracer's entry of the async context frame, capture/labels/tracers.js; Node 20 and
+// 22: the integration enters selfprof's own set), under dd-trace and under OpenTelemetry:
+// the request's span ids and endpoint through awaits, timers and a request body's stream
+// events; withLabels inside a request (its keys over the request's) and a request inside
+// withLabels (the request's over withLabels'); collections while sampled. Every sample
+// judged against what the test ran, exactly.
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+
+// dd-trace first, as apps load it (its http plugin traces the server below).
+process.env.DD_TRACE_AGENT_URL = 'http://127.0.0.1:9';
+process.env.DD_INSTRUMENTATION_TELEMETRY_ENABLED = 'false';
+process.env.DD_REMOTE_CONFIGURATION_ENABLED = 'false';
+process.env.DD_TRACE_STARTUP_LOGS = 'false';
+const ddTracer = require('dd-trace').init({ logLevel: 'error', flushInterval: 600_000 });
+const api = require('@opentelemetry/api');
+const { BasicTracerProvider } = require('@opentelemetry/sdk-trace-base');
+const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
+const { Profiler, withLabels, getLabels, ddTraceIntegration, openTelemetrySpanProcessor } = require('..');
+const { labelState } = require('../lib/capture/labels');
+const { native } = require('../lib/native');
+const { spin, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
+
+/** Whether the handler reads the frame here (Node >= 24 with a V8 whose layout this build has). */
+const frameRead = Number(process.versions.node.split('.')[0]) >= 24 && native.frameLayouts().some((l) => process.versions.v8.startsWith(`${l.v8}.`));
+
+function requestWork(ms) {
+  return spin(ms);
+}
+function allocatingWork(ms) {
+  const end = performance.now() + ms;
+  let kept = [];
+  while (performance.now() < end) {
+    kept.push({ at: performance.now(), pad: new Array(16).fill(kept.length) });
+    if (kept.length > 4096) kept = [];
+  }
+  return kept.length;
+}
+
+/** Each tracer as the tests use it: `request(endpoint, fn)` runs `fn(ids)` in a new local
+ * root span of a request to `endpoint`; `message(name, fn)` the same for a message. */
+const tracers = {
+  'dd-trace': () => {
+    ddTraceIntegration();
+    const run = (kind, endpoint, fn) =>
+      ddTracer.trace(kind === 'server' ? 'web.request' : 'queue.consume', { childOf: null, type: kind === 'server' ? 'web' : 'worker', tags: { 'span.kind': kind, 'resource.name': endpoint } }, (span) =>
+        fn({ span_id: span.context().toSpanId(true), trace_id: span.context().toTraceId(true), endpoint }),
+      );
+    return { name: 'dd-trace', request: (endpoint, fn) => run('server', endpoint, fn), message: (name, fn) => run('consumer', name, fn) };
+  },
+  OpenTelemetry: () => {
+    api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    api.trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [openTelemetrySpanProcessor()] }));
+    const tracer = api.trace.getTracer('selfprof-test');
+    const run = (kind, endpoint, fn) =>
+      tracer.startActiveSpan(endpoint, { kind, root: true }, async (span) => {
+        try {
+          return await fn({ span_id: span.spanContext().spanId, trace_id: span.spanContext().traceId, endpoint });
+        } finally {
+          span.end();
+        }
+      });
+    return { name: 'OpenTelemetry', request: (endpoint, fn) => run(api.SpanKind.SERVER, endpoint, fn), message: (name, fn) => run(api.SpanKind.CONSUMER, name, fn) };
+  },
+};
+
+/** `fn()` started in a callback of its own, as a server starts each request in its
+ * 'request' event (on the hooks' path a request's span labels the rest of the context it
+ * starts in: spans.js). */
+const onItsOwn = (fn) => new Promise((resolve, reject) => setImmediate(() => fn().then(resolve, reject)));
+
+/** Requests until labels are read the way they will be (the frame's check, then the
+ * tracer's): what the tests judge runs on the path this Node gives. */
+async function settled(t, tracer) {
+  const profiler = new Profiler({ sampleInterval: 5, maxBufferSize: 10_000 });
+  for (let i = 0; i === 0 || (i < 300 && frameRead && labelState().tracers[tracer.name] !== 'frame'); i++) {
+    await onItsOwn(() => tracer.request('GET /warm', () => new Promise((resolve) => setTimeout(resolve, 2))));
+  }
+  await profiler.stop();
+  t.diagnostic(JSON.stringify(labelState()));
+  if (frameRead) assert.equal(labelState().tracers[tracer.name], 'frame', JSON.stringify(labelState()));
+}
+
+for (const [name, setUp] of Object.entries(tracers)) {
+  test(`${name}: each request's samples carry its span ids and endpoint through awaits, timers, a body's events and collections; withLabels over and under requests`, async (t) => {
+    const tracer = setUp();
+    await settled(t, tracer);
+    const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+    const log = new WorkLog({ signals: 12 });
+    const server = http.createServer();
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.after(() => server.close());
+
+    // Requests side by side, each through an await, a timer, and a stream's events.
+    await Promise.all(
+      [0, 1, 2].map((i) =>
+        onItsOwn(() => tracer.request(`POST /orders/${i}`, async (ids) => {
+          log.run(ids, requestWork, 3);
+          await null;
+          log.run(ids, requestWork, 3);
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          log.run(ids, allocatingWork, 3);
+          // A body's events, emitted by a stream the request made.
+          const { PassThrough } = require('node:stream');
+          const body = new PassThrough();
+          const done = new Promise((resolve) => body.on('end', resolve));
+          body.on('data', () => log.run(ids, requestWork, 2));
+          for (let k = 0; k < 3; k++) body.write(`chunk ${k}`);
+          body.end();
+          await done;
+          // withLabels inside the request: its keys over the request's.
+          await withLabels({ tenant: `t${i}` }, async () => {
+            assert.deepEqual({ ...getLabels() }, { ...ids, tenant: `t${i}` });
+            log.run({ ...ids, tenant: `t${i}` }, requestWork, 3);
+            await new Promise((resolve) => setTimeout(resolve, 1));
+            log.run({ ...ids, tenant: `t${i}` }, requestWork, 3);
+            withLabels({ endpoint: 'custom' }, () => log.run({ ...ids, tenant: `t${i}`, endpoint: 'custom' }, requestWork, 3));
+          });
+          log.run(ids, requestWork, 3);
+        })),
+      ),
+    );
+    // Messages consumed one after another inside withLabels, in the loop's own context (a
+    // consumer's loop): each message's span ids and name over withLabels' labels.
+    await withLabels({ worker: 'consumer', endpoint: 'loop' }, async () => {
+      log.run({ worker: 'consumer', endpoint: 'loop' }, requestWork, 3);
+      for (let m = 0; m < 3; m++) {
+        await tracer.message(`consume orders ${m}`, async (ids) => {
+          log.run({ worker: 'consumer', ...ids }, requestWork, 3);
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          log.run({ worker: 'consumer', ...ids }, requestWork, 3);
+        });
+      }
+    });
+    const trace = await profiler.stop();
+    t.diagnostic(`${labelState().path}, ${JSON.stringify(labelState().tracers)}: ${assertRequestLabels(traceWork(trace, ['requestWork', 'allocatingWork']), log.calls, { what: name, min: 10, exact: true })}`);
+    assert.equal(labelState().pairsWithoutId, 0, 'every pair had an id');
+  });
+}

@@ -1,0 +1,80 @@
+'use strict';
+// A tracer's requests labeled with selfprof's own sets: where the handler does not read the
+// tracer's contexts from the frame (Node 20 and 22, whose AsyncLocalStorage runs on
+// async_hooks; a check that failed; another copy's tracer), an integration enters a lazy
+// store for each request as its span starts (`enterSpanLabels`), whose labels are worked
+// out only when a sample took it or they are asked for, and binds the request's events to
+// it (integrations/http-requests.js).
+
+const { executionAsyncResource } = require('node:async_hooks');
+const { als, currentStore, storesInFrame, path } = require('./thread');
+const { lazyStore, endRequestDerived } = require('./sets');
+const { publish, runWithStore } = require('./switching');
+const { drainIfBatched } = require('./frame');
+const { useLabels } = require('./activity');
+const { allTracersRead } = require('./tracers');
+const { watchRequests, claimRequest, bindRequestsWhile } = require('../../integrations/http-requests');
+
+// A request's events need binding only where its tracer's contexts are not read from the
+// frame (the tracer binds them to its own context).
+bindRequestsWhile(() => !(path.frameRead && allTracersRead()));
+
+/**
+ * The tracing integrations' `setLabels`: labels the rest of the current async context with
+ * a request's span, and the HTTP request being handled, if any, runs its events with them
+ * too. The labels are worked out only when needed (a sample took the store, the labels
+ * are asked for, labels are merged over them): `resolve(span)` gives them then, as
+ * `{ labels, derived }` (sets.js `derivedLabels`) or null. Most requests are never sampled,
+ * and their span is then never read. `span` is the integration's record of the span;
+ * `leaveSpanLabels(span)` as the span ends.
+ */
+function enterSpanLabels(span, resolve) {
+  watchSpanRequests();
+  useLabels();
+  const current = currentStore();
+  // Its labels are its base's with the span's over them. Another span's store in effect
+  // here (a consumer's loop starts each message where the last one's labels are) gives
+  // way to its own base: the span's labels replace that span's, and a chain of them would
+  // keep every earlier request alive.
+  const base = current.resolve !== undefined ? current.base : current;
+  const store = lazyStore(base, span, resolve);
+  drainIfBatched();
+  if (!storesInFrame()) {
+    // AsyncLocalStorage on async_hooks (Node < 24) keeps the store on the resource being
+    // run, which for a request is its connection's: note it, to take it back at the span's
+    // end, or the next request on the connection starts with this one's.
+    const resource = executionAsyncResource();
+    span.entered = { resource, store, outer: resource[als.kResourceStore] };
+  }
+  als.enterWith(store);
+  // Claimed now, where the frame holds the store: on the frame path the request's events
+  // run in this frame (http-requests.js).
+  claimRequest(store, path.frameRead);
+  publish(store);
+}
+
+/** The span `enterSpanLabels` labeled with ended. */
+function leaveSpanLabels(span) {
+  const entered = span.entered;
+  if (entered === undefined) return;
+  span.entered = undefined;
+  if (entered.resource[als.kResourceStore] === entered.store) {
+    entered.resource[als.kResourceStore] = entered.outer;
+    publish(currentStore());
+  }
+}
+
+/** The request's span ended: its samples carry the endpoint it ended with (returned), its
+ * store leaves the connection it was entered on. */
+function endRequest(root, endpointOf) {
+  leaveSpanLabels(root);
+  return endRequestDerived(root, endpointOf);
+}
+
+/** Starts watching HTTP requests for `enterSpanLabels`: an integration calls it as it is set
+ * up, so that its first request's events are bound too (http-requests.js). */
+function watchSpanRequests() {
+  watchRequests(runWithStore);
+}
+
+module.exports = { enterSpanLabels, leaveSpanLabels, endRequest, watchSpanRequests };
