@@ -43,8 +43,8 @@ const onlyOn = Object.fromEntries([
 //   on), on a newer V8: the files of labels, the signal handler beside V8's, threads and
 //   the stress suite run there.
 const filesOn = {
-  22: ['labels', 'labels-hostile', 'context-frame', 'otel', 'workers', 'threads', 'signal', 'chain', 'profiler', 'fallback', 'heap', 'stress'],
-  25: ['context-frame', 'labels', 'labels-hostile'],
+  22: ['labels', 'labels-hostile', 'context-frame', 'otel', 'tracer-contexts', 'workers', 'threads', 'signal', 'chain', 'profiler', 'fallback', 'heap', 'stress'],
+  25: ['context-frame', 'labels', 'labels-hostile', 'tracer-contexts'],
 };
 for (const m in filesOn) filesOn[m] = filesOn[m].map(testFile);
 /** Test files run two at a time, as `npm test` runs them: most of a file's time is spent
