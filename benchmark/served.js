@@ -35,10 +35,10 @@ const pinned = (cpu, argv) =>
 /**
  * Listens on loopback, prints the port, and answers the parent's 'mark' and 'stop': at
  * 'stop', the requests served since 'mark' per CPU-second, how often the mode's profiler
- * sampled, and a request's CPU by thread. `stop()` ends the mode's profiler (its result
- * may be a trace).
+ * sampled, a request's CPU by thread, and `info()` (what the mode says of itself). `stop()`
+ * ends the mode's profiler (its result may be a trace).
  */
-function serve(srv, served, stop) {
+function serve(srv, served, stop, info = () => undefined) {
   srv.keepAliveTimeout = 60_000;
   srv.listen(0, '127.0.0.1', () => process.stdout.write(`${srv.address().port}\n`));
   let mark = null;
@@ -50,6 +50,7 @@ function serve(srv, served, stop) {
       const main = process.threadCpuUsage?.(mark.main);
       const count = served() - mark.requests;
       const all = process.cpuUsage();
+      const about = info();
       const trace = await stop();
       // Samples over the whole recording's CPU: how often the mode's profiler sampled.
       const samples = Array.isArray(trace?.samples) ? trace.samples.length / ((all.user + all.system) / 1e6) : undefined;
@@ -61,7 +62,7 @@ function serve(srv, served, stop) {
       const perRequest = main
         ? { mainUser: us(main.user), mainSystem: us(main.system), otherUser: us(cpu.user - main.user), otherSystem: us(cpu.system - main.system) }
         : undefined;
-      process.send({ perCpuSecond: count / ((cpu.user + cpu.system) / 1e6), samplesPerCpuSecond: samples, mainShare, perRequest }, () => {
+      process.send({ perCpuSecond: count / ((cpu.user + cpu.system) / 1e6), samplesPerCpuSecond: samples, mainShare, perRequest, info: about }, () => {
         srv.close();
         process.exit(0);
       });

@@ -94,10 +94,14 @@ async function startMode(mode) {
 async function server(mode) {
   const stop = await startMode(mode);
   let requests = 0;
+  // How selfprof's modes labeled samples (a label path not taken shows here).
+  const root = mode === 'baseline' ? process.env.SELFPROF_BASELINE : path.join(__dirname, '..');
+  const info = () => (mode.startsWith('service') || mode === 'baseline' ? require(path.join(root, 'lib', 'capture', 'labels')).labelState?.() : undefined);
   serve(
     expressService(() => requests++),
     () => requests,
     stop,
+    info,
   );
 }
 
@@ -127,6 +131,8 @@ async function parent() {
     process.stderr.write(`round ${round + 1}/${rounds} done\n`);
   }
   const ratios = (mode, other) => perRound.map((got) => got[mode].perCpuSecond / got[other].perCpuSecond);
+  const last = perRound[perRound.length - 1];
+  for (const mode of modes) if (last[mode].info) console.log(`${MODES[mode]}: labels ${JSON.stringify(last[mode].info)}`);
   console.log('\nrequests per server CPU-second, × the tracer alone, median [min, max] of the rounds');
   for (const mode of modes) {
     const cpu = median(perRound.map((got) => got[mode].perCpuSecond));
