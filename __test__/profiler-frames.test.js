@@ -79,6 +79,29 @@ function assertHiddenFrom(shown, hidden, what) {
   return selfprof;
 }
 
+/**
+ * Asserts the heap profile `hidden` is `shown` with selfprof's frames hidden: its
+ * allocations at a leaf run (selfprof's own memory) left out, every other sample kept in
+ * order with its bytes, its stack hidden. Returns the bytes left out.
+ */
+function assertHeapHiddenFrom(shown, hidden, what) {
+  const kept = [];
+  let left = 0;
+  shown.samples.forEach((s, i) => {
+    const expect = s.stackId === undefined ? [] : expectedHidden(shown, s.stackId);
+    if (expect.at(-1)?.startsWith('(selfprof) ')) left += shown.weight.values[i];
+    else kept.push({ expect, bytes: shown.weight.values[i], objects: shown.weight.counts[i] });
+  });
+  assert.equal(hidden.samples.length, kept.length, `${what}: the samples of selfprof's own allocations left out, the others kept`);
+  hidden.samples.forEach((h, i) => {
+    const got = h.stackId === undefined ? [] : framesOf(hidden, h.stackId).map((f) => keyOf(hidden, f));
+    assert.deepEqual(got, kept[i].expect, `${what}: sample ${i}`);
+    assert.deepEqual([hidden.weight.values[i], hidden.weight.counts[i]], [kept[i].bytes, kept[i].objects], `${what}: sample ${i}'s bytes and objects`);
+  });
+  assert.deepEqual(hidden.frames.filter((f) => f.name === '(selfprof)'), [], `${what}: no (selfprof) in a heap profile`);
+  return left;
+}
+
 /** Asserts no frame of selfprof's own files (or by its functions' names) is in `t`. */
 function assertNoOwnFrames(t, what) {
   assert.deepEqual(t.resources.filter((r) => OWN_FILE.test(r)), [], `${what}: no selfprof script`);
@@ -191,7 +214,11 @@ test('service mode: the uploaded CPU and heap profiles, the worker\'s samples in
   assert.ok([...threads].some((n) => /^Worker #\d+ Event Loop$/.test(n)), `the worker is in it (${[...threads]})`);
   assert.ok(on(cpu, 'resizeImage') > 0);
   assert.equal(api.heap.length, 1);
-  assertNoOwnFrames(readProfile(api.heap[0], { profilerFrames: true }), 'service heap pprof');
+  const heap = readProfile(api.heap[0], { profilerFrames: true });
+  assertNoOwnFrames(heap, 'service heap pprof');
+  // selfprof's own allocations are left out of a heap profile (its comment says how many bytes).
+  assert.deepEqual(heap.frames.filter((f) => f.name === '(selfprof)'), [], 'no (selfprof) in the heap profile');
+  assert.ok(heap.samples.length > 0);
 });
 
 test('start({ profilerFrames: true }) shows them, in the workers\' samples too', () => {
@@ -233,17 +260,18 @@ test('selfprof record: the top functions, trace, pprof and heap profile hide sel
   assert.equal(pprof.sum(0), trace.samples.length);
   const heap = readProfile(fs.readFileSync(path.join(dir, 'hidden', 'profile.heap.pb.gz')), { profilerFrames: true });
   assertNoOwnFrames(heap, 'record heap');
+  assert.deepEqual(heap.frames.filter((f) => f.name === '(selfprof)'), [], 'record heap: selfprof\'s own allocations left out');
 
   const shown = record(path.join(dir, 'shown'), '--profiler-frames');
   const shownTrace = gunzipJson(path.join(dir, 'shown', 'profile.trace.json.gz'));
   assert.ok(on(shownTrace, 'withLabels') > 0, 'withLabels as recorded');
   assert.ok(shownTrace.resources.some((r) => /\/lib\/cli\/record-hook\.js$/.test(r)), 'the preload as recorded');
   assert.ok(shown.stdout.length > 0);
-  // The heap profile as recorded, hidden when read: selfprof's allocations are (selfprof)'s.
+  // The heap profile as recorded, hidden when read: selfprof's own allocations left out.
   const shownHeap = readProfile(fs.readFileSync(path.join(dir, 'shown', 'profile.heap.pb.gz')), { profilerFrames: true });
   assert.ok(shownHeap.frames.some((f) => isOwn(shownHeap, f)), 'selfprof allocated');
-  const bytes = assertHiddenFrom(shownHeap, readProfile(fs.readFileSync(path.join(dir, 'shown', 'profile.heap.pb.gz'))), 'heap');
-  assert.ok(bytes > 0, 'some of the heap is (selfprof)\'s');
+  const bytes = assertHeapHiddenFrom(shownHeap, readProfile(fs.readFileSync(path.join(dir, 'shown', 'profile.heap.pb.gz'))), 'heap');
+  assert.ok(bytes > 0, 'some of the heap as recorded is selfprof\'s');
 
   // The CLI's views of the trace recorded with them: hidden unless --profiler-frames.
   const file = path.join(dir, 'shown', 'profile.trace.json.gz');

@@ -15,6 +15,9 @@
 //!   leaf is selfprof's own work: it becomes one frame `(selfprof)` under the frame above
 //!   the run. So every sample stays (its time is real), and what selfprof's code took is
 //!   named as selfprof's, never spread over the user's functions.
+//! - In a weighted trace (a heap profile), such a sample is memory selfprof's own code
+//!   allocated, not the app's: it is left out, with its weight (`HideCounts::hidden_weight`).
+//!   What the user's code allocated under `withLabels` stays, linked around it.
 //!
 //! Frames above the run stay, runtime ones included (a timer's `listOnTimeout` over a
 //! rotation). A frame without a script but with a line is `eval`/`new Function` code: the
@@ -115,10 +118,12 @@ struct Hidden {
 
 /// What hiding did: samples whose leaf was selfprof's own work (now under `(selfprof)`),
 /// and profiler frames taken out of the trace.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
 pub struct HideCounts {
   pub profiler_samples: usize,
   pub removed_frames: usize,
+  /// The weight of the samples left out of a weighted trace (bytes of a heap profile).
+  pub hidden_weight: f64,
 }
 
 /// Hides selfprof's own frames in `trace` (see the module's comment). Samples, their
@@ -179,6 +184,8 @@ pub fn hide(trace: &mut Trace, files: &ProfilerFiles) -> HideCounts {
   };
   let mut profiler_stack: HashMap<Option<u32>, u32> = HashMap::new();
   let mut profiler_frame: Option<u32> = None;
+  let weighted = trace.weight.is_some();
+  let mut left_out: Vec<bool> = Vec::new();
   for i in 0..trace.samples.len() {
     let Some(old) = trace.samples[i].stack_id else { continue };
     let h = hidden[old as usize];
@@ -187,6 +194,17 @@ pub fn hide(trace: &mut Trace, files: &ProfilerFiles) -> HideCounts {
       continue;
     }
     counts.profiler_samples += 1;
+    if weighted {
+      left_out.resize(trace.samples.len(), false);
+      left_out[i] = true;
+      counts.hidden_weight += trace
+        .weight
+        .as_ref()
+        .and_then(|w| w.values.get(i))
+        .copied()
+        .unwrap_or(0.0);
+      continue;
+    }
     let frame_id = *profiler_frame.get_or_insert_with(|| {
       let frame = Frame {
         name: PROFILER_FRAME.into(),
@@ -200,6 +218,10 @@ pub fn hide(trace: &mut Trace, files: &ProfilerFiles) -> HideCounts {
       .entry(h.kept)
       .or_insert_with(|| rb.stack(trace, frame_id, h.kept));
     trace.samples[i].stack_id = Some(id);
+  }
+
+  if !left_out.is_empty() {
+    leave_out(trace, &left_out);
   }
 
   // Line ticks are of a stack's leaf frame: they follow it, or go with it into a run.
@@ -235,6 +257,24 @@ pub fn hide(trace: &mut Trace, files: &ProfilerFiles) -> HideCounts {
     }
   }
   counts
+}
+
+/// Removes the samples `out` marks, with their weights and counts.
+fn leave_out(trace: &mut Trace, out: &[bool]) {
+  fn unmarked<T>(v: &mut Vec<T>, out: &[bool]) {
+    let mut i = 0;
+    v.retain(|_| {
+      i += 1;
+      !out.get(i - 1).copied().unwrap_or(false)
+    });
+  }
+  unmarked(&mut trace.samples, out);
+  if let Some(w) = trace.weight.as_mut() {
+    unmarked(&mut w.values, out);
+    if let Some(c) = w.counts.as_mut() {
+      unmarked(c, out);
+    }
+  }
 }
 
 /// Whether every id in `trace` is in range and every stack's parent comes before it, as

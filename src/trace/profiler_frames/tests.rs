@@ -210,18 +210,24 @@ fn mapped_frames_and_source_text_follow_the_rebuilt_tables() {
 }
 
 #[test]
-fn weighted_traces_keep_their_weights() {
+fn a_weighted_trace_leaves_out_selfprofs_own_allocations() {
+  // A heap profile: bytes allocated by selfprof's own code (at a leaf run) are its memory,
+  // not the app's; bytes the user's code allocated under withLabels stay, linked around it.
   let mut t = recording(&[5, 8, 14]);
   t.weight = Some(crate::trace::SampleWeights {
     kind: "inuse_space".into(),
     unit: "bytes".into(),
     values: vec![10.0, 20.0, 30.0],
-    count_kind: None,
-    counts: None,
+    count_kind: Some("inuse_objects".into()),
+    counts: Some(vec![1.0, 2.0, 3.0]),
   });
-  hide(&mut t, &ProfilerFiles::new([ROOT]));
-  assert_eq!(t.weight.as_ref().unwrap().values, vec![10.0, 20.0, 30.0]);
-  assert_eq!(all(&t)[1], vec!["handler", "(selfprof)"]);
+  let counts = hide(&mut t, &ProfilerFiles::new([ROOT]));
+  let w = t.weight.as_ref().unwrap();
+  assert_eq!(w.values, vec![10.0, 30.0]);
+  assert_eq!(w.counts.as_ref().unwrap(), &vec![1.0, 3.0]);
+  assert_eq!(all(&t), vec![vec!["handler", "work"], vec!["listOnTimeout", "work"]]);
+  assert_eq!((counts.profiler_samples, counts.hidden_weight), (1, 20.0));
+  assert!(t.frames.iter().all(|f| f.name != PROFILER_FRAME));
 }
 
 #[test]
