@@ -9,9 +9,20 @@ const path = require('node:path');
 const zlib = require('node:zlib');
 const { spawnSync } = require('node:child_process');
 const { start, convert, readProfile, htmlReport } = require('..');
-const { startHeapSampling } = require('../lib/capture/heap');
+const { pathToFileURL } = require('node:url');
+const { startHeapSampling, nativeReadUnavailable } = require('../lib/capture/heap');
 const { native } = require('../lib/native');
 const { decodePprof } = require('./helpers');
+
+/** How this host reads heap profiles: through V8's C++ API on Linux where the build was
+ * checked against this V8's headers (Node 20, 22, 24, 26), else through the inspector. */
+const V8_API_HERE = process.platform === 'linux' && native.heapProfileLayout().v8.includes(process.versions.v8.split('.').slice(0, 2).join('.'));
+const READ_HERE = V8_API_HERE ? 'v8-api' : 'inspector';
+/** The pprof's comment that says how its heap profiles were read. */
+const readOf = (d) => /^selfprof-heap: read=([\w,-]+)/.exec(d.p.comment.map(d.str).find((c) => c.startsWith('selfprof-heap:')) ?? '')?.[1];
+/** A heap chunk built alone: `[pprof, trace]`. */
+const buildChunk = (c, interval) =>
+  native.buildHeapProfileSync([{ profile: c.profile, urls: c.urls, atMs: c.atMs }], { startUnixMs: Date.now(), durationMs: 1, intervalBytes: interval, trace: true });
 
 const cli = path.join(__dirname, '..', 'bin', 'selfprof.js');
 const run = (args, opts = {}) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 120_000, ...opts });
@@ -71,6 +82,137 @@ test('a known allocation in a named function: most in-use bytes of the heap ppro
   } finally {
     heap.release();
     kept.length = 0;
+  }
+});
+
+test("a snapshot is read through V8's C++ API: the known function's bytes, objects and frames, as the inspector reads the same sampler", () => {
+  const heap = startHeapSampling(64 * 1024);
+  try {
+    heapHogFunction(32);
+    const snap = heap.snapshot();
+    const insp = heap.take();
+    assert.equal(snap.read, READ_HERE, `read through ${snap.read} on ${process.platform}, V8 ${process.versions.v8}`);
+    assert.equal(nativeReadUnavailable() === null, V8_API_HERE, String(nativeReadUnavailable()));
+    if (snap.read === 'v8-api') {
+      assert.ok(snap.profile instanceof Uint8Array, 'bytes, no JSON');
+      assert.ok(snap.urls.includes(pathToFileURL(__filename).href), 'this file, as the CPU profiler names it');
+    }
+    const [pprof, traceGz] = buildChunk(snap, heap.interval);
+    const d = decodePprof(pprof);
+    assert.equal(readOf(d), READ_HERE);
+    const by = bytesByLeaf(d);
+    const hog = by.get('heapHogFunction') ?? 0;
+    const total = [...by.values()].reduce((a, b) => a + b, 0);
+    // 32 MiB kept in 512 arrays of 8192 doubles; V8's estimate is statistical: within 25%.
+    assert.ok(Math.abs(hog - 32 * 2 ** 20) < 8 * 2 ** 20, `heapHogFunction holds ${(hog / 2 ** 20).toFixed(1)} MiB`);
+    assert.ok(hog > 0.8 * total, `most of ${(total / 2 ** 20).toFixed(1)} MiB is heapHogFunction's`);
+    const objects = d.p.sample.filter((s) => d.names(s)[0] === 'heapHogFunction').reduce((n, s) => n + Number(s.value[0]), 0);
+    assert.ok(objects >= 32 * 16 * 0.5 && objects <= 32 * 16 * 1.5, `${objects} objects of 512`);
+    // The trace the report shows: the hog's frame in this file, at its line.
+    const trace = JSON.parse(zlib.gunzipSync(traceGz));
+    const frame = trace.frames.find((f) => f.name === 'heapHogFunction');
+    assert.equal(trace.resources[frame.resourceId], pathToFileURL(__filename).href);
+    assert.equal(frame.line, fs.readFileSync(__filename, 'utf8').split('\n').findIndex((l) => l.startsWith('function heapHogFunction')) + 1);
+
+    // The same sampler through the inspector: the hog's stacks and bytes alike.
+    const di = decodePprof(buildChunk(insp, heap.interval)[0]);
+    const stacks = (x) =>
+      x.p.sample
+        .filter((s) => x.names(s)[0] === 'heapHogFunction')
+        .map((s) => `${x.frames(s).map((f) => `${x.str(f.name)}@${x.str(f.filename)}:${f.startLine}`).join(' < ')} ${s.value[1]}`)
+        .sort();
+    assert.deepEqual(stacks(d), stacks(di));
+  } finally {
+    heap.release();
+    kept.length = 0;
+  }
+});
+
+test("where V8's C++ API cannot read the profile, a snapshot is the inspector's, and its pprof says so", () => {
+  const unreadable = native.heapProfileUnreadable;
+  native.heapProfileUnreadable = () => 'V8 0.0 is not a version this build was checked against (a test)';
+  const heap = startHeapSampling(64 * 1024);
+  try {
+    heapHogFunction(8);
+    assert.match(nativeReadUnavailable(), /a test/);
+    const snap = heap.snapshot();
+    assert.equal(snap.read, 'inspector');
+    assert.equal(typeof snap.profile, 'string');
+    const d = decodePprof(buildChunk(snap, heap.interval)[0]);
+    assert.equal(readOf(d), 'inspector');
+    const hog = bytesByLeaf(d).get('heapHogFunction') ?? 0;
+    assert.ok(Math.abs(hog - 8 * 2 ** 20) < 2 * 2 ** 20, `heapHogFunction holds ${(hog / 2 ** 20).toFixed(1)} MiB`);
+  } finally {
+    native.heapProfileUnreadable = unreadable;
+    heap.release();
+    kept.length = 0;
+  }
+});
+
+test("service mode: a worker's heap read through V8's C++ API crosses to the main thread; where it cannot be read, one line says so", () => {
+  const root = path.join(__dirname, '..');
+  // A case's patch of the binding is preloaded, so it holds in the worker too.
+  const preload = (patch) => `const { native } = require(${JSON.stringify(path.join(root, 'lib', 'native'))});\n${patch}\n`;
+  const app = `
+    const session = require(${JSON.stringify(root)}).start({ service: 'heapw', period: 60000, heapSamplingInterval: 65536, exporters: [{ type: 'file', dir: process.argv[1] }] });
+    const { Worker } = require('node:worker_threads'); // the Worker start() wraps
+    const kept = [];
+    function mainHeapHog() { for (let i = 0; i < 64; i++) kept.push(new Array(8192).fill(i + 0.5)); }
+    mainHeapHog();
+    // Stopped once the worker allocated and the session knows it: the session answers the
+    // agent's hello (sent after its 'started') with a config, which this listener of
+    // selfprof's channel hears too.
+    const channel = new BroadcastChannel('selfprof:threads:v1');
+    let ready = false;
+    let known = false;
+    const stop = async () => { if (!ready || !known) return; channel.close(); await session.stop(); await w.terminate(); };
+    const w = new Worker(\`
+      const { parentPort } = require('node:worker_threads');
+      const kept = [];
+      function workerHeapHog() { for (let i = 0; i < 128; i++) kept.push(new Array(8192).fill(i + 0.5)); }
+      workerHeapHog();
+      parentPort.postMessage('ready');
+      setInterval(() => {}, 1000);
+    \`, { eval: true });
+    let started = false;
+    channel.onmessage = (e) => {
+      if (e.data?.type === 'started' && e.data.threadId === w.threadId) started = true;
+      else if (e.data?.type === 'config' && started) { known = true; stop(); }
+    };
+    w.once('message', () => { ready = true; stop(); });
+  `;
+  const cases = [
+    { name: 'as built', patch: '', read: READ_HERE, line: V8_API_HERE ? /heap too;/ : /heap too \(read through the inspector: / },
+    { name: 'unreadable here', patch: "native.heapProfileUnreadable = () => 'not on this host (a test)';", read: 'inspector', line: /heap too \(read through the inspector: not on this host \(a test\)\)/ },
+  ];
+  if (V8_API_HERE) {
+    // Readable as far as is known, then a read fails: one warning, the inspector's from then on.
+    cases.push({ name: 'a read that fails', patch: "native.heapProfileRead = () => { throw new Error('read failed (a test)'); };", read: 'inspector', line: /heap too;/, warning: /heap profiles are read through the inspector from now on, .*read failed \(a test\)/ });
+  }
+  for (const c of cases) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-heapw-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'patch.js'), preload(c.patch));
+      const r = spawnSync(process.execPath, ['-r', path.join(dir, 'patch.js'), '-e', app, dir], { encoding: 'utf8', timeout: 60_000 });
+      assert.equal(r.status, 0, r.stderr);
+      assert.match(r.stderr, c.line, `${c.name}: ${r.stderr}`);
+      // One warning a thread (the main thread's and the worker's).
+      if (c.warning) assert.equal(r.stderr.split('\n').filter((l) => c.warning.test(l)).length, 2, `${c.name}: one warning a thread: ${r.stderr}`);
+      else assert.doesNotMatch(r.stderr, /Warning/, `${c.name}: ${r.stderr}`);
+      const heaps = fs.readdirSync(dir).filter((f) => f.endsWith('.heap.pb.gz'));
+      assert.equal(heaps.length, 1, fs.readdirSync(dir).join());
+      const d = decodePprof(fs.readFileSync(path.join(dir, heaps[0])));
+      assert.equal(readOf(d), c.read, c.name);
+      const by = bytesByLeaf(d);
+      for (const [fn, mib] of [['mainHeapHog', 4], ['workerHeapHog', 8]]) {
+        const bytes = by.get(fn) ?? 0;
+        assert.ok(Math.abs(bytes - mib * 2 ** 20) < (mib * 2 ** 20) / 2, `${c.name}: ${fn} holds ${(bytes / 2 ** 20).toFixed(1)} MiB of ${mib}`);
+      }
+      const worker = d.p.sample.filter((s) => d.names(s)[0] === 'workerHeapHog');
+      assert.ok(worker.every((s) => /^Worker #\d+ Event Loop$/.test(d.labels(s)['thread name'])), `${c.name}: the worker's thread`);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   }
 });
 
@@ -176,9 +318,10 @@ test('taking a heap profile runs no garbage collection on the thread; it still h
     gcs.start();
     const flats = [];
     for (let i = 0; i < 5; i++) flats.push(JSON.parse(h.take().profile));
+    for (let i = 0; i < 5; i++) h.snapshot();
     const majors = gcs.stop().statistics.filter((s) => s.gcType === 'MarkSweepCompact').length;
     // The inspector's sampler ran a full collection before every profile.
-    assert.ok(majors <= 1, `${majors} full collections in 5 heap profiles`);
+    assert.ok(majors <= 1, `${majors} full collections in 10 heap profiles`);
     for (const flat of flats) {
       const hog = flat.nodes.findIndex((n) => n.name === 'heapHogFunction');
       assert.ok(hog >= 0, 'the function that keeps 4 MiB is in the profile');

@@ -36,15 +36,16 @@ const onlyOn = Object.fromEntries([
   ...['cli', 'cli-edges', 'convert', 'convert-hostile', 'datadog-agent', 'diff', 'env', 'git', 'otlp', 'pyroscope', 'service-hostile', 'service-options', 'sourcemaps-bounds', 'summary'].map((f) => [f, ['26']]),
 ].map(([f, on]) => [testFile(f), on]));
 // Majors that run some files only:
-// - Node 25's V8 (14.1) has no entry in the frame reader's table, as a Node released after
-//   this build would not: there the self-check must fall back to the hooks before it reads
-//   anything, say why, and the labels must be as right;
+// - Node 25's V8 (14.1) has no entry in the frame reader's table nor the heap profile
+//   reader's, as a Node released after this build would not: there the self-check must
+//   fall back to the hooks before it reads anything, say why, and the labels must be as
+//   right; heap profiles are read through the inspector, and as right;
 // - Node 22 carries labels as Node 20 does (async_hooks, which `npm test` runs everything
 //   on), on a newer V8: the files of labels, the signal handler beside V8's, threads and
 //   the stress suite run there.
 const filesOn = {
   22: ['labels', 'labels-hostile', 'context-frame', 'otel', 'tracer-contexts', 'workers', 'threads', 'signal', 'chain', 'profiler', 'fallback', 'heap', 'stress'],
-  25: ['context-frame', 'labels', 'labels-hostile', 'tracer-contexts'],
+  25: ['context-frame', 'labels', 'labels-hostile', 'tracer-contexts', 'heap'],
 };
 for (const m in filesOn) filesOn[m] = filesOn[m].map(testFile);
 /** Test files run two at a time, as `npm test` runs them: most of a file's time is spent
@@ -67,12 +68,15 @@ function nodeBinary(major) {
 }
 
 const results = [];
-// The frame reader's table of V8 layouts against each Node's own headers (Node 25's V8 is
-// not in the table: see filesOn).
+// The V8 layouts this build reads (the frame reader's table, the heap profile's structs)
+// against each Node's own headers, this Node's too where it has them (Node 25's V8 is in
+// neither table: see filesOn).
 const withLayouts = majors.filter((m) => m !== '25');
 if (withLayouts.length > 0) {
-  const layouts = spawnSync(process.execPath, [path.join(__dirname, 'check-frame-layouts.js'), ...withLayouts.map((m) => path.dirname(path.dirname(nodeBinary(m))))], { stdio: 'inherit' });
-  results.push({ version: 'frame layouts', ok: layouts.status === 0 });
+  const own = path.dirname(path.dirname(process.execPath));
+  const prefixes = [...(fs.existsSync(path.join(own, 'include', 'node', 'v8-profiler.h')) ? [own] : []), ...withLayouts.map((m) => path.dirname(path.dirname(nodeBinary(m))))];
+  const layouts = spawnSync(process.execPath, [path.join(__dirname, 'check-v8-layouts.js'), ...prefixes], { stdio: 'inherit' });
+  results.push({ version: 'V8 layouts', ok: layouts.status === 0 });
 }
 for (const major of majors) {
   const bin = nodeBinary(major);

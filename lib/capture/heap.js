@@ -11,6 +11,13 @@
 // a snapshot's cost. Without it a profile also holds sampled objects that died since V8
 // last collected. Elsewhere, the inspector starts it as before.
 //
+// A profile is read through V8's C++ API too where it can be (`snapshot()`:
+// `native.heapProfileRead`, src/capture/heap_profile.rs): V8's tree walked in Rust into a
+// compact binary form, with no inspector command, no JSON and no JS object per node, so a
+// snapshot costs the event loop about what V8's own copy of its tree does. Where it cannot
+// (another platform, a V8 whose layout the build was not checked against), `snapshot()` is
+// `take()`: the inspector's `getSamplingProfile`, flattened here to JSON.
+//
 // One sampler per isolate, shared: the first user's interval is the one in use; the last
 // to release it stops V8's sampler.
 
@@ -20,6 +27,7 @@ const { performance } = require('node:perf_hooks');
 const path = require('node:path');
 const { pathToFileURL } = require('node:url');
 const { runtimeScriptsOf } = require('../symbolize');
+const { warnOnce } = require('../log');
 
 /** @datadog/pprof's and @pyroscope/nodejs's default: one sample per 512 KiB allocated. */
 const DEFAULT_HEAP_INTERVAL = 512 * 1024;
@@ -61,21 +69,62 @@ function startSampler(s, samplingInterval) {
 }
 
 /**
- * The sampling heap profile as `{ interval, nodes: [{ parent, name, url, line, column,
- * selfSize }], samples: [nodeIndex, size, ...] }`, parents before children (iteratively:
- * V8's tree is as deep as the deepest allocating stack).
+ * Why this isolate's heap profile cannot be read through V8's C++ API, or null if it can
+ * (then `snapshot()` reads it so; service mode's start line says which).
  */
-function flatten(profile, samplingInterval) {
+function nativeReadUnavailable() {
+  if (!native?.heapProfileRead) return 'this build of selfprof cannot read it';
+  if (nativeReadFailed) return nativeReadFailed;
+  try {
+    return native.heapProfileUnreadable(process.versions.v8) ?? null;
+  } catch (err) {
+    return err.message;
+  }
+}
+
+/** Set when reading through V8's C++ API failed once: the inspector's from then on. */
+let nativeReadFailed = null;
+
+/** A script path as the CPU profiler names it: the same resource in both profiles. */
+function urlMaker() {
   const urls = new Map();
-  // The heap profiler names a CommonJS script by its path where the CPU profiler gives a
-  // file:// URL: the same URL in both, so their frames are the same resource and source
-  // maps and reports find the file.
-  const urlOf = (url) => {
+  return (url) => {
     if (typeof url !== 'string' || !path.isAbsolute(url)) return url ?? '';
     let u = urls.get(url);
     if (u === undefined) urls.set(url, (u = pathToFileURL(url).href));
     return u;
   };
+}
+
+/**
+ * The profile read through V8's C++ API: `{ profile, urls }` (the flat form's bytes, and
+ * the URL of each script they index), or null where it cannot be (the first failure says
+ * why, once). Throws if no sampler runs.
+ */
+function readNative() {
+  if (nativeReadUnavailable() !== null) return null;
+  let read;
+  try {
+    read = native.heapProfileRead(process.versions.v8);
+  } catch (err) {
+    nativeReadFailed = err.message;
+    warnOnce('heap-read', `selfprof: heap profiles are read through the inspector from now on, at more cost to the event loop: ${err.message}`);
+    return null;
+  }
+  if (read === null) throw new Error('the heap sampler is not running');
+  return { profile: read.profile, urls: read.scripts.map(urlMaker()) };
+}
+
+/**
+ * The sampling heap profile as `{ interval, nodes: [{ parent, name, url, line, column,
+ * selfSize }], samples: [nodeIndex, size, ...] }`, parents before children (iteratively:
+ * V8's tree is as deep as the deepest allocating stack).
+ */
+function flatten(profile, samplingInterval) {
+  // The heap profiler names a CommonJS script by its path where the CPU profiler gives a
+  // file:// URL: the same URL in both, so their frames are the same resource and source
+  // maps and reports find the file.
+  const urlOf = urlMaker();
   const nodes = [];
   const index = new Map();
   const todo = [[profile.head, -1]];
@@ -98,8 +147,10 @@ function flatten(profile, samplingInterval) {
 
 /**
  * Starts (or joins) this isolate's heap sampler. Returns a handle: `interval` (bytes, the
- * one in use), `take()` (the snapshot: `{ profile, atMs, interval, scripts }`, `profile` the flat JSON) and
- * `release()`. Throws if V8's sampler cannot start (another session holds it).
+ * one in use), `snapshot()` (`{ profile, urls?, atMs, interval, scripts, read }`: `profile`
+ * the flat form's bytes with `urls` its scripts' URLs, read `'v8-api'`, or the flat JSON,
+ * read `'inspector'`), `take()` (always through the inspector: `profile` the flat JSON)
+ * and `release()`. Throws if V8's sampler cannot start (another session holds it).
  */
 function startHeapSampling(samplingInterval = DEFAULT_HEAP_INTERVAL) {
   checkHeapInterval(samplingInterval);
@@ -127,6 +178,12 @@ function startHeapSampling(samplingInterval = DEFAULT_HEAP_INTERVAL) {
       // `scripts`: those whose source maps only this thread's Node may hold (see lib/symbolize).
       return { profile: flat.json, atMs: performance.now(), interval, scripts: runtimeScriptsOf(flat.urls) };
     },
+    snapshot() {
+      if (released || session === null) throw new Error('the heap profiler was stopped');
+      const read = readNative();
+      if (read === null) return { ...this.take(), read: 'inspector' };
+      return { profile: read.profile, urls: read.urls, atMs: performance.now(), interval, scripts: runtimeScriptsOf(read.urls), read: 'v8-api' };
+    },
     release() {
       if (released) return;
       released = true;
@@ -149,4 +206,4 @@ function startHeapSampling(samplingInterval = DEFAULT_HEAP_INTERVAL) {
   };
 }
 
-module.exports = { startHeapSampling, flatten, checkHeapInterval, DEFAULT_HEAP_INTERVAL, MIN_HEAP_INTERVAL, MAX_HEAP_INTERVAL };
+module.exports = { startHeapSampling, flatten, nativeReadUnavailable, checkHeapInterval, DEFAULT_HEAP_INTERVAL, MIN_HEAP_INTERVAL, MAX_HEAP_INTERVAL };

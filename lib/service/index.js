@@ -15,7 +15,7 @@ const { version: profilerVersion } = require('../../package.json');
 const { gitMetadata } = require('./git');
 const symbolize = require('../symbolize');
 const profilerFrames = require('../profiler-frames');
-const { startHeapSampling } = require('../capture/heap');
+const { startHeapSampling, nativeReadUnavailable } = require('../capture/heap');
 const { ThreadHub, wrapWorkers, threadName } = require('./threads');
 const { wireTracers } = require('../integrations/auto');
 
@@ -137,7 +137,8 @@ class Session {
     })
       .then(async ({ pprof, trace, encoded, start, end }) => {
         const { heaps } = await collected;
-        const chunks = heapChunk ? [{ profile: heapChunk.profile, atMs: heapChunk.atMs, ...(heaps.length && self) }, ...heaps] : heaps;
+        const own = heapChunk && { profile: heapChunk.profile, ...(heapChunk.urls && { urls: heapChunk.urls }), atMs: heapChunk.atMs };
+        const chunks = own ? [{ ...own, ...(heaps.length && self) }, ...heaps] : heaps;
         // Scripts whose maps Node holds in memory: this thread's maps serve the workers'
         // too when they ran the same code (a worker's own in-memory maps stay in it).
         const scripts = [heapChunk?.scripts ?? [], ...heaps.map((h) => (Array.isArray(h.scripts) ? h.scripts : []))].flat();
@@ -161,11 +162,11 @@ class Session {
       .catch((err) => warnOnce('service-export', `selfprof: a profile could not be encoded: ${err.message}`));
   }
 
-  /** This thread's heap snapshot, or null (heap off, or it failed: one warning). */
+  /** This thread's heap snapshot (through V8's C++ API where it can), or null (heap off, or it failed: one warning). */
   #takeHeap() {
     if (!this.#heap) return null;
     try {
-      return this.#heap.take();
+      return this.#heap.snapshot();
     } catch (err) {
       warnOnce('service-heap-take', `selfprof: the heap profile could not be taken: ${err.message}`);
       return null;
@@ -181,7 +182,7 @@ class Session {
   async #encodeHeap(chunks, interval, start, end, dialects, scripts) {
     try {
       const out = await native.buildHeapProfile(
-        chunks.map(({ profile, atMs, name, id, osId, offsetMs }) => ({ profile, atMs, name, id, osId, offsetMs })),
+        chunks.map(({ profile, urls, atMs, name, id, osId, offsetMs }) => ({ profile, urls, atMs, name, id, osId, offsetMs })),
         {
           startUnixMs: start,
           durationMs: end - start,
@@ -281,7 +282,10 @@ function announce(options, exporters) {
   if (!native) return;
   const hz = Math.round(1000 / options.sampleInterval);
   const where = exporters.map((e) => `${e.type} ${e.destination}`).join(', ');
-  const what = `selfprof: profiling ${JSON.stringify(options.service)}${options.env ? ` (${options.env})` : ''} at ${hz} Hz${options.heap ? ', heap too' : ''}`;
+  // Where heap profiles cannot be read through V8's C++ API, each costs the event loop more: said here.
+  const slowHeap = options.heap ? nativeReadUnavailable() : null;
+  const heap = options.heap ? `, heap too${slowHeap ? ` (read through the inspector: ${slowHeap})` : ''}` : '';
+  const what = `selfprof: profiling ${JSON.stringify(options.service)}${options.env ? ` (${options.env})` : ''} at ${hz} Hz${heap}`;
   if (exporters.length) {
     if ((process.env.SELFPROF_STARTUP_LOG ?? '').trim() !== '0') process.stderr.write(`${what}; a profile every ${options.period / 1000} s to ${where}\n`);
   } else {

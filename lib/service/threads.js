@@ -134,9 +134,11 @@ class ThreadHub {
     this.#pending = [];
     const origin = performance.timeOrigin;
     const identity = (r) => ({ name: r.name, id: String(r.threadId), osId: r.osId, offsetMs: r.timeOrigin - origin });
+    // A heap read through V8's API: its bytes, and the URLs of the scripts they index.
+    const urls = (u) => (Array.isArray(u) && u.every((x) => typeof x === 'string') ? { urls: u } : {});
     return {
       threads: taken.filter((r) => r.trace).map((r) => ({ trace: Buffer.from(r.trace), ...identity(r) })),
-      heaps: taken.filter((r) => r.heap).map((r) => ({ profile: r.heap.profile, atMs: r.heap.atMs, scripts: r.heap.scripts, ...identity(r) })),
+      heaps: taken.filter((r) => r.heap).map((r) => ({ profile: r.heap.profile, ...urls(r.heap.urls), atMs: r.heap.atMs, scripts: r.heap.scripts, ...identity(r) })),
     };
   }
 

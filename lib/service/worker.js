@@ -49,7 +49,7 @@ function agent() {
   };
   const takeHeap = () => {
     try {
-      return heap?.take() ?? null;
+      return heap?.snapshot() ?? null;
     } catch {
       return null;
     }

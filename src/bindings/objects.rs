@@ -1,14 +1,15 @@
 //! The objects JS hands the bindings and gets back (`#[napi(object)]`; their TypeScript
 //! shapes are in `binding.d.ts`), and their conversion into the modules' own types.
 
-use crate::formats::{self, heap::build::HeapBuild, heap::build::HeapInput, pprof, threads::ThreadTrace};
+use crate::formats::heap::build::{HeapBuild, HeapData, HeapInput};
+use crate::formats::{self, pprof, threads::ThreadTrace};
 use crate::trace::build::{Format, ProfileInput, ThreadMerge, TraceBuild};
 use crate::trace::join::LabelSource;
 use crate::trace::profiler_frames::ProfilerFiles;
 use crate::trace::segments::SegmentJoiner;
 use crate::trace::{self, Window};
 use crate::{capture, invalid, symbolize};
-use napi::bindgen_prelude::{Buffer, Float64Array, Int32Array, Uint32Array, Uint8Array};
+use napi::bindgen_prelude::{Buffer, Either, Float64Array, Int32Array, Uint32Array, Uint8Array};
 use napi::Result;
 use napi_derive::napi;
 use std::sync::Arc;
@@ -139,10 +140,13 @@ impl From<trace::columns::TraceColumns> for TraceParts {
   }
 }
 
-/// One thread's sampling heap profile, flattened (`lib/capture/heap.js`), and who it is.
+/// One thread's sampling heap profile and who it is: flattened JSON from the inspector
+/// (`lib/capture/heap.js`), or the bytes `heapProfileRead` gave with its scripts' URLs.
 #[napi(object)]
 pub struct HeapChunk {
-  pub profile: String,
+  pub profile: Either<String, Uint8Array>,
+  /// For bytes: the URL of each script they name by index.
+  pub urls: Option<Vec<String>>,
   /// When it was taken, in ms since the thread's time origin.
   pub at_ms: Option<f64>,
   pub name: Option<String>,
@@ -227,6 +231,60 @@ pub struct FrameLayoutInfo {
   pub map_instance_type: u32,
   pub js_object_header: u32,
   pub fixed_array_header: u32,
+}
+
+/// A sampling heap profile read through V8's C++ API (`heapProfileRead`): the bytes of its
+/// flat form (`formats::heap::flat`) and the names V8 gave the scripts they index.
+#[napi(object)]
+pub struct HeapRead {
+  pub profile: Buffer,
+  pub scripts: Vec<String>,
+}
+
+/// Where this build reads V8's `AllocationProfile` (`capture::heap_profile::LAYOUT`, bytes
+/// and vtable slots), and the V8 versions it reads it on, for the check against each
+/// Node's headers (`scripts/check-v8-layouts.js`).
+#[napi(object)]
+pub struct HeapLayoutInfo {
+  pub v8: Vec<String>,
+  pub node_size: u32,
+  pub name: u32,
+  pub script_name: u32,
+  pub script_id: u32,
+  pub line_number: u32,
+  pub column_number: u32,
+  pub children: u32,
+  pub allocations: u32,
+  pub allocation_size: u32,
+  pub allocation_count: u32,
+  pub vector_size: u32,
+  pub vtable_root: u32,
+  pub vtable_delete: u32,
+}
+
+impl HeapLayoutInfo {
+  pub fn of_build() -> HeapLayoutInfo {
+    let l = capture::heap_profile::LAYOUT;
+    HeapLayoutInfo {
+      v8: capture::heap_profile::V8_VERSIONS
+        .iter()
+        .map(|v| v.to_string())
+        .collect(),
+      node_size: l.node_size as u32,
+      name: l.name as u32,
+      script_name: l.script_name as u32,
+      script_id: l.script_id as u32,
+      line_number: l.line_number as u32,
+      column_number: l.column_number as u32,
+      children: l.children as u32,
+      allocations: l.allocations as u32,
+      allocation_size: l.allocation_size as u32,
+      allocation_count: l.allocation_count as u32,
+      vector_size: l.vector_size as u32,
+      vtable_root: l.vtable_root as u32,
+      vtable_delete: l.vtable_delete as u32,
+    }
+  }
 }
 
 impl LabelStats {
@@ -446,7 +504,13 @@ impl HeapOptions {
       inputs: chunks
         .into_iter()
         .map(|c| HeapInput {
-          profile: c.profile,
+          profile: match c.profile {
+            Either::A(json) => HeapData::Json(json),
+            Either::B(bytes) => HeapData::Binary {
+              bytes: bytes.to_vec(),
+              urls: c.urls.unwrap_or_default(),
+            },
+          },
           at_ms: c.at_ms.unwrap_or(0.0),
           name: c.name,
           id: c.id,

@@ -1,10 +1,10 @@
 //! The bindings of a JS thread's own state: the SIGPROF handler's install and counters,
 //! the thread's context cell (`capture::threads`), the reader of its async context frame
 //! (`capture::context_frame`), the cap on profiled workers, and the sampling heap
-//! profiler of its isolate (`capture::heap_sampler`). Each is a few lines calling into
+//! profiler of its isolate (`capture::heap_sampler`) and its profile (`capture::heap_profile`). Each is a few lines calling into
 //! `capture`; the rest of the bindings are in `src/lib.rs`.
 
-use super::objects::{CellSlots, FrameLayoutInfo};
+use super::objects::{CellSlots, FrameLayoutInfo, HeapLayoutInfo, HeapRead};
 use crate::capture::install::{self, Install};
 use crate::capture::{self, signal, signal::slot, threads};
 use napi::bindgen_prelude::{Array, JsValue, Null, Object, Uint32Array};
@@ -231,7 +231,7 @@ pub fn frame_sample() -> u32 {
 }
 
 /// The V8 versions whose layouts this build knows (checked against each Node's headers
-/// by `scripts/check-frame-layouts.js`).
+/// by `scripts/check-v8-layouts.js`).
 #[napi]
 pub fn frame_layouts() -> Vec<FrameLayoutInfo> {
   capture::context_frame::LAYOUTS
@@ -304,6 +304,34 @@ pub fn heap_sampler_start(env: Env, interval: u32) -> Result<&'static str> {
 #[napi]
 pub fn heap_sampler_stop() -> bool {
   capture::heap_sampler::stop()
+}
+
+/// This thread's isolate's sampling heap profile read through V8's C++ API, with no
+/// inspector and no JSON (`capture::heap_profile`): null when no sampler runs; throws why
+/// where it cannot be read here (another platform, a V8 version whose layout this build
+/// was not checked against, a host without V8's API), and JS uses the inspector.
+#[napi]
+pub fn heap_profile_read(env: Env, v8_version: String) -> Result<Option<HeapRead>> {
+  // SAFETY: a Node-API call on its JS thread, with its environment.
+  let read = unsafe { capture::heap_profile::read(env.raw(), &v8_version) }.map_err(Error::from_reason)?;
+  Ok(read.map(|r| HeapRead {
+    profile: r.bytes.into(),
+    scripts: r.scripts,
+  }))
+}
+
+/// Why `heapProfileRead` cannot read the heap profile on this host and V8 version, or
+/// null if it can.
+#[napi]
+pub fn heap_profile_unreadable(v8_version: String) -> Option<String> {
+  capture::heap_profile::unreadable(&v8_version)
+}
+
+/// Where this build reads V8's heap profile, and on which V8 versions (checked against
+/// each Node's headers by `scripts/check-v8-layouts.js`).
+#[napi]
+pub fn heap_profile_layout() -> HeapLayoutInfo {
+  HeapLayoutInfo::of_build()
 }
 
 /// How many threads hold a label cell now (of `signal::MAX_THREADS`): workers past the

@@ -9,8 +9,9 @@
 //! The functions are found at run time (`dlsym`: `capture::v8_symbols`), never linked: a host that does not
 //! export them (another runtime, a Node built otherwise) gets `Unavailable`, and the
 //! caller uses the inspector. Only functions whose arguments and results are pointers,
-//! integers and a bool are called (no V8 structs, strings or virtual calls), so their
-//! ABI is the platform's C one with `this` first.
+//! integers and a bool are called here (no V8 structs, strings or virtual calls), so their
+//! ABI is the platform's C one with `this` first; `capture::heap_profile` reads the
+//! profile `GetAllocationProfile` returns, whose structs have a layout per V8 version.
 
 use super::v8_symbols::{function, GetCurrent, GET_CURRENT};
 use std::ffi::{c_int, c_void};
@@ -24,15 +25,21 @@ const STACK_DEPTH: c_int = 128;
 type GetHeapProfiler = unsafe extern "C" fn(isolate: *mut c_void) -> *mut c_void;
 type Start = unsafe extern "C" fn(profiler: *mut c_void, interval: u64, depth: c_int, flags: c_int) -> bool;
 type Stop = unsafe extern "C" fn(profiler: *mut c_void);
+/// `v8::HeapProfiler::GetAllocationProfile()`: a `v8::AllocationProfile*` the caller owns,
+/// or null when no sampler runs (`capture::heap_profile` reads it).
+pub(super) type GetAllocationProfile = unsafe extern "C" fn(profiler: *mut c_void) -> *mut c_void;
 
-struct Api {
+pub(super) struct Api {
   get_current: GetCurrent,
   get_heap_profiler: GetHeapProfiler,
   start: Start,
   stop: Stop,
+  /// Optional: without it the sampler still starts here, and JS reads its profile
+  /// through the inspector.
+  pub(super) get_allocation_profile: Option<GetAllocationProfile>,
 }
 
-fn api() -> Option<&'static Api> {
+pub(super) fn api() -> Option<&'static Api> {
   static API: OnceLock<Option<Api>> = OnceLock::new();
   API
     .get_or_init(|| {
@@ -49,6 +56,7 @@ fn api() -> Option<&'static Api> {
           ])
           .ok()?,
           stop: function(&[c"_ZN2v812HeapProfiler24StopSamplingHeapProfilerEv"]).ok()?,
+          get_allocation_profile: function(&[c"_ZN2v812HeapProfiler20GetAllocationProfileEv"]).ok(),
         })
       }
     })
@@ -56,7 +64,7 @@ fn api() -> Option<&'static Api> {
 }
 
 /// This thread's isolate's `v8::HeapProfiler`, or None.
-fn profiler(api: &Api) -> Option<*mut c_void> {
+pub(super) fn profiler(api: &Api) -> Option<*mut c_void> {
   // SAFETY: called on a JS thread (from a napi call), where V8 has entered its isolate.
   let isolate = unsafe { (api.get_current)() };
   if isolate.is_null() {

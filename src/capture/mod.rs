@@ -5,11 +5,13 @@
 //! samples reference, by id (`id_map`: a map laid out for those ids), and `prefetch` looks
 //! a recording's up while V8 stops; `drain` copies the ring into per-thread logs. Where V8
 //! samples without a signal (Windows), `switches` logs the label switches with their time
-//! instead. `context_frame` sets the handler up to read the async context frame and
-//! `heap_sampler` runs V8's heap sampler, both through V8's C++ functions (`v8_symbols`).
+//! instead. `context_frame` sets the handler up to read the async context frame,
+//! `heap_sampler` runs V8's heap sampler and `heap_profile` reads its profile, all through
+//! V8's C++ functions (`v8_symbols`).
 
 pub mod context_frame;
 pub mod drain;
+pub mod heap_profile;
 pub mod heap_sampler;
 pub mod id_map;
 pub mod install;

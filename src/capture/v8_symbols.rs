@@ -1,7 +1,8 @@
 //! V8's C++ functions that the node executable exports, found at run time with `dlsym`,
 //! never linked: one build serves every Node version, and a host that does not export a
 //! function gets an error (its caller then falls back). Used by `context_frame` (reading
-//! the async context frame) and `heap_sampler` (the sampling heap profiler). The names are
+//! the async context frame), `heap_sampler` (the sampling heap profiler) and
+//! `heap_profile` (its profile). The names are
 //! Itanium-mangled (Linux, macOS); Windows executables export MSVC-mangled names, not
 //! looked up here.
 

@@ -1,15 +1,14 @@
-//! Heap profiles: V8's sampling heap profiler (the inspector's `HeapProfiler.startSampling`
-//! / `getSamplingProfile`) as a weighted trace, and that trace as a pprof heap profile.
+//! Heap profiles: V8's sampling heap profile as a weighted trace, and that trace as a pprof
+//! heap profile.
 //!
 //! V8 samples an allocation about every `interval` bytes and keeps the sampled objects that
-//! are still alive, each under the stack that allocated it. `getSamplingProfile` gives a
-//! call tree whose nodes hold `selfSize` (the bytes of the node's live sampled objects,
-//! scaled by V8 to stand for every allocation) and the samples themselves (`size`,
-//! `nodeId`). So a heap profile is a snapshot of the heap in use, not a rate.
+//! are still alive, each under the stack that allocated it: a call tree whose nodes hold
+//! the bytes of their live sampled objects (scaled by V8 to stand for every allocation)
+//! and the objects. So a heap profile is a snapshot of the heap in use, not a rate.
 //!
-//! JS flattens the tree (`lib/capture/heap.js`: nested JSON would hit serde's depth limit
-//! on deep stacks) into `{ nodes: [{ parent, name, url, line, column, selfSize }],
-//! samples: [nodeIndex, size, ...], interval }`, parents before children, node 0 the root.
+//! The tree reaches Rust flattened, parents before children (`flat`): read through V8's
+//! C++ API (`capture::heap_profile`, binary), or through the inspector's
+//! `getSamplingProfile` where that API is not reachable (`lib/capture/heap.js`, JSON).
 //!
 //! The pprof has the sample types the official Node clients write (@datadog/pprof's heap
 //! serializer, which dd-trace's `space.pprof` and @pyroscope/nodejs both use):
@@ -17,46 +16,19 @@
 //! sampling interval as period. One sample per allocating stack.
 
 pub mod build;
+pub mod flat;
 
 use super::dialect::Dialect;
 use super::pprof::{Function, Label, Line, Location, Profile, Sample, Strings, ValueType};
 use super::ConvertError;
 use crate::trace::{element_id, Context, Frame, Sample as TraceSample, SampleWeights, Stack, Trace};
+use flat::FlatHeap;
 use prost::Message;
-use serde::Deserialize;
 use std::collections::HashMap;
 use std::io::Write;
 
 pub const SPACE: &str = "inuse_space";
 pub const OBJECTS: &str = "inuse_objects";
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct FlatNode {
-  parent: i64,
-  #[serde(default)]
-  name: String,
-  #[serde(default)]
-  url: String,
-  #[serde(default = "minus_one")]
-  line: i64,
-  #[serde(default = "minus_one")]
-  column: i64,
-  #[serde(default)]
-  self_size: f64,
-}
-
-fn minus_one() -> i64 {
-  -1
-}
-
-#[derive(Deserialize)]
-struct FlatHeap {
-  nodes: Vec<FlatNode>,
-  #[serde(default)]
-  samples: Vec<f64>,
-  interval: f64,
-}
 
 /// The objects a sample of `size` bytes stands for when V8 samples every `interval` bytes
 /// on average (V8's own scaling, `SamplingHeapProfiler::ScaleSample`).
@@ -67,27 +39,24 @@ pub fn scale(size: f64, interval: f64) -> f64 {
   1.0 / (1.0 - (-size / interval).exp())
 }
 
-/// A flattened sampling heap profile as a weighted trace: one sample per node with live
-/// bytes, its weight those bytes (V8's `selfSize`) and its count the objects (the node's
-/// samples, scaled). Frames are 1-based as in every trace. `timestamp_ms` is when it was
-/// taken.
+/// A flattened sampling heap profile (JSON, `flat::FlatHeap::from_json`) as a weighted trace.
 pub fn from_flat_json(json: &str, timestamp_ms: f64) -> Result<Trace, ConvertError> {
-  let heap: FlatHeap =
-    serde_json::from_str(json).map_err(|e| ConvertError(format!("not a sampling heap profile: {e}")))?;
+  from_flat(&FlatHeap::from_json(json)?, timestamp_ms)
+}
+
+/// A flattened sampling heap profile as a weighted trace: one sample per node with live
+/// bytes, its weight those bytes and its count the objects they stand for. Frames are
+/// 1-based as in every trace. `timestamp_ms` is when it was taken.
+pub fn from_flat(heap: &FlatHeap, timestamp_ms: f64) -> Result<Trace, ConvertError> {
   let n = heap.nodes.len();
-  let mut objects = vec![0f64; n];
-  let mut sampled_bytes = vec![0f64; n];
-  for pair in heap.samples.chunks_exact(2) {
-    let (node, size) = (pair[0], pair[1]);
-    if !(node >= 0.0 && (node as usize) < n && size.is_finite()) {
-      return Err(ConvertError(format!(
-        "not a sampling heap profile: a sample names node {node} of {n}"
-      )));
-    }
-    let k = scale(size, heap.interval);
-    objects[node as usize] += k;
-    sampled_bytes[node as usize] += k * size;
-  }
+  let string = |i: u32| {
+    heap.strings.get(i as usize).ok_or_else(|| {
+      ConvertError(format!(
+        "not a sampling heap profile: a node names string {i} of {}",
+        heap.strings.len()
+      ))
+    })
+  };
   let mut trace = Trace::default();
   let mut resource_ids: HashMap<String, u32> = HashMap::new();
   let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
@@ -111,10 +80,17 @@ pub fn from_flat_json(json: &str, timestamp_ms: f64) -> Result<Trace, ConvertErr
       continue;
     };
     let position = |v: i64| u32::try_from(v).ok().and_then(|v| v.checked_add(1));
-    let resource_id =
-      (!node.url.is_empty()).then(|| element_id(&mut resource_ids, &mut trace.resources, node.url.clone(), |u| u));
+    let resource_id = match node.url {
+      Some(u) => Some(element_id(
+        &mut resource_ids,
+        &mut trace.resources,
+        string(u)?.clone(),
+        |u| u,
+      )),
+      None => None,
+    };
     let frame = Frame {
-      name: node.name.clone(),
+      name: string(node.name)?.clone(),
       resource_id,
       line: position(node.line),
       column: position(node.column),
@@ -126,12 +102,7 @@ pub fn from_flat_json(json: &str, timestamp_ms: f64) -> Result<Trace, ConvertErr
     };
     let stack_id = element_id(&mut stack_ids, &mut trace.stacks, stack, |s| s);
     stack_of.push(Some(stack_id));
-    let bytes = if node.self_size > 0.0 && node.self_size.is_finite() {
-      node.self_size
-    } else {
-      sampled_bytes[i]
-    };
-    if bytes > 0.0 {
+    if node.bytes > 0.0 && node.bytes.is_finite() {
       trace.samples.push(TraceSample {
         timestamp: timestamp_ms,
         stack_id: Some(stack_id),
@@ -139,8 +110,12 @@ pub fn from_flat_json(json: &str, timestamp_ms: f64) -> Result<Trace, ConvertErr
         context_id: None,
         cpu_time: None,
       });
-      values.push(bytes.round());
-      counts.push(objects[i].round().max(1.0));
+      values.push(node.bytes.round());
+      counts.push(if node.objects.is_finite() {
+        node.objects.round().max(1.0)
+      } else {
+        1.0
+      });
     }
   }
   trace.weight = Some(SampleWeights {
@@ -164,8 +139,8 @@ pub struct HeapTiming {
 }
 
 /// The pprof heap profile of a weighted trace: values `[inuse_objects, inuse_space]`, each
-/// sample's labels as the dialect names them.
-pub fn profile(trace: &Trace, timing: &HeapTiming, dialect: &Dialect) -> Profile {
+/// sample's labels as the dialect names them, and `comments`.
+pub fn profile(trace: &Trace, timing: &HeapTiming, dialect: &Dialect, comments: &[String]) -> Profile {
   let mut strings = Strings::new();
   let objects_type = ValueType {
     r#type: strings.id(OBJECTS),
@@ -241,15 +216,20 @@ pub fn profile(trace: &Trace, timing: &HeapTiming, dialect: &Dialect) -> Profile
     period_type: Some(space_type),
     period: timing.interval_bytes,
     default_sample_type: strings.id(SPACE),
+    comment: comments.iter().map(|c| strings.id(c)).collect(),
     string_table: strings.into_table(),
-    comment: Vec::new(),
   }
 }
 
 /// `profile`, gzip'd.
-pub fn encode_gzip(trace: &Trace, timing: &HeapTiming, dialect: &Dialect) -> std::io::Result<Vec<u8>> {
+pub fn encode_gzip(
+  trace: &Trace,
+  timing: &HeapTiming,
+  dialect: &Dialect,
+  comments: &[String],
+) -> std::io::Result<Vec<u8>> {
   let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-  gz.write_all(&profile(trace, timing, dialect).encode_to_vec())?;
+  gz.write_all(&profile(trace, timing, dialect, comments).encode_to_vec())?;
   gz.finish()
 }
 

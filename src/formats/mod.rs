@@ -318,7 +318,7 @@ pub fn to_format_with(p: &Profile, to: &str, lines: bool) -> Result<Vec<u8>, Con
         duration_nanos: ((timing.end_ms - timing.start_ms).max(0.0) * 1e6) as i64,
         interval_bytes: timing.period_ns,
       };
-      heap::encode_gzip(&p.trace, &heap_timing, &dialect::Dialect::Plain).map_err(io)
+      heap::encode_gzip(&p.trace, &heap_timing, &dialect::Dialect::Plain, &[]).map_err(io)
     }
     "cpuprofile" => {
       let t = expand(p)?;

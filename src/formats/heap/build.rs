@@ -1,7 +1,8 @@
 //! A heap profile built off the main thread (`buildHeapProfile` in `src/lib.rs`): each
 //! thread's flattened sampling heap profile as a weighted trace, selfprof's frames hidden,
 //! source-mapped, the threads merged, then encoded as a pprof heap profile, the trace
-//! (json-gzip) if asked, and one profile per backend dialect.
+//! (json-gzip) if asked, and one profile per backend dialect. Each pprof says in a comment
+//! how the profiles were read and what hiding selfprof's own allocations left out.
 
 use super::HeapTiming;
 use crate::formats::{self, dialect::Dialect, pprof, threads::ThreadTrace};
@@ -9,9 +10,37 @@ use crate::trace::profiler_frames::{self, ProfilerFiles};
 use crate::{invalid, symbolize};
 use napi::{Error, Result};
 
-/// One thread's sampling heap profile, flattened (`lib/capture/heap.js`), and who it is.
+/// The start of the comment that says how a heap profile was read.
+pub const HEAP_COMMENT: &str = "selfprof-heap:";
+
+/// A thread's sampling heap profile as JS hands it over (`super::flat`).
+pub enum HeapData {
+  /// Flattened from the inspector's profile (`lib/capture/heap.js`).
+  Json(String),
+  /// Read through V8's C++ API (`capture::heap_profile`); its scripts' URLs beside.
+  Binary { bytes: Vec<u8>, urls: Vec<String> },
+}
+
+impl HeapData {
+  /// How it was read, as the profile's comment says.
+  fn read(&self) -> &'static str {
+    match self {
+      HeapData::Json(_) => "inspector",
+      HeapData::Binary { .. } => "v8-api",
+    }
+  }
+
+  fn flat(&self) -> std::result::Result<super::FlatHeap, formats::ConvertError> {
+    match self {
+      HeapData::Json(json) => super::FlatHeap::from_json(json),
+      HeapData::Binary { bytes, urls } => super::FlatHeap::from_binary(bytes, urls),
+    }
+  }
+}
+
+/// One thread's sampling heap profile and who it is.
 pub struct HeapInput {
-  pub profile: String,
+  pub profile: HeapData,
   /// When it was taken, in ms since the thread's time origin.
   pub at_ms: f64,
   pub name: Option<String>,
@@ -39,10 +68,12 @@ impl HeapBuild {
   pub fn encoded(&self) -> Result<Vec<Vec<u8>>> {
     let named = self.inputs.len() > 1 || self.inputs.iter().any(|c| c.name.is_some());
     let mut threads = Vec::with_capacity(self.inputs.len());
+    let mut hidden_bytes = 0.0;
     for c in &self.inputs {
-      let mut trace = super::from_flat_json(&c.profile, c.at_ms).map_err(invalid)?;
+      let flat = c.profile.flat().map_err(invalid)?;
+      let mut trace = super::from_flat(&flat, c.at_ms).map_err(invalid)?;
       if let Some(files) = &self.hide {
-        profiler_frames::hide(&mut trace, files);
+        hidden_bytes += profiler_frames::hide(&mut trace, files).hidden_weight;
       }
       if let Some(runtime) = &self.source_maps {
         symbolize::symbolize(&mut trace, runtime);
@@ -60,8 +91,9 @@ impl HeapBuild {
     } else {
       threads.pop().map(|t| t.trace).unwrap_or_default()
     };
+    let comments = [self.comment(hidden_bytes)];
     let io = |e: std::io::Error| Error::from_reason(e.to_string());
-    let mut out = vec![super::encode_gzip(&trace, &self.timing, &Dialect::Plain).map_err(io)?];
+    let mut out = vec![super::encode_gzip(&trace, &self.timing, &Dialect::Plain, &comments).map_err(io)?];
     if self.trace {
       out.push(trace.to_json_gzip().map_err(io)?);
     }
@@ -80,9 +112,26 @@ impl HeapBuild {
           };
           formats::otlp::encode(&trace, &timing, options)
         }
-        d => super::encode_gzip(&trace, &self.timing, d).map_err(io)?,
+        d => super::encode_gzip(&trace, &self.timing, d, &comments).map_err(io)?,
       });
     }
     Ok(out)
+  }
+
+  /// `selfprof-heap: read=v8-api|inspector[,…][ hiddenBytes=N]`: how the threads' profiles
+  /// were read (through V8's C++ API, or the inspector where it could not be), and the
+  /// bytes of selfprof's own allocations left out.
+  fn comment(&self, hidden_bytes: f64) -> String {
+    let mut read: Vec<&str> = Vec::new();
+    for c in &self.inputs {
+      if !read.contains(&c.profile.read()) {
+        read.push(c.profile.read());
+      }
+    }
+    let mut s = format!("{HEAP_COMMENT} read={}", read.join(","));
+    if hidden_bytes > 0.0 {
+      s.push_str(&format!(" hiddenBytes={}", hidden_bytes.round()));
+    }
+    s
   }
 }

@@ -43,7 +43,7 @@ fn the_pprof_has_the_official_clients_sample_types() {
     duration_nanos: 2,
     interval_bytes: 1024,
   };
-  let p = profile(&t, &timing, &Dialect::Plain);
+  let p = profile(&t, &timing, &Dialect::Plain, &[]);
   let s = |i: i64| p.string_table[i as usize].as_str();
   let types: Vec<(&str, &str)> = p.sample_type.iter().map(|v| (s(v.r#type), s(v.unit))).collect();
   assert_eq!(types, vec![("inuse_objects", "count"), ("inuse_space", "bytes")]);
@@ -52,7 +52,7 @@ fn the_pprof_has_the_official_clients_sample_types() {
   let bytes: i64 = p.sample.iter().map(|x| x.value[1]).sum();
   assert_eq!(bytes, 1048576 + 2048 + 64);
   // Read back: a weighted trace again, bytes as they were.
-  let gz = encode_gzip(&t, &timing, &Dialect::Plain).unwrap();
+  let gz = encode_gzip(&t, &timing, &Dialect::Plain, &[]).unwrap();
   let back = crate::formats::read_input(&gz).unwrap();
   let w = back.trace.weight.as_ref().unwrap();
   assert_eq!(w.values.iter().sum::<f64>(), (1048576 + 2048 + 64) as f64);
