@@ -1,14 +1,15 @@
 'use strict';
 // The README as a user meets it: its quick start, copied out of the README, runs in a fresh
-// project with the package installed there (CommonJS, and as an ES module); and a user's
-// TypeScript file using the whole API compiles with --strict, CommonJS and ESM, without
-// @types/node.
+// project with the package installed there (CommonJS, as an ES module, and its TypeScript
+// form compiled with --strict against index.d.ts); and a user's TypeScript file using the
+// whole API compiles with --strict, CommonJS and ESM, without @types/node.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
+const { quickStart, checkQuickStart, TSCONFIG } = require('./readme');
 
 const root = path.join(__dirname, '..');
 
@@ -31,23 +32,10 @@ function project(t, files) {
   return dir;
 }
 
-/** The README's quick start: the first js block under "## Quick start". */
-function quickStart() {
-  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('## Quick start'));
-  const m = /```js\n([\s\S]*?)```/.exec(section);
-  assert.ok(m, 'the README has a quick start');
-  return m[1];
-}
-
-function check(output) {
-  const counts = eval(`(${output.trim().split('\n').pop()})`); // the object it logs
-  assert.ok(counts['POST /orders'] > counts['GET /users/:id'], output);
-  assert.ok(counts['GET /users/:id'] > 0, output);
-}
+const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');
 
 test("the README's quick start runs as written, CommonJS and ES module", (t) => {
-  const code = quickStart();
+  const code = quickStart('js');
   const esm = code
     .replace("const { Profiler, withLabels } = require('selfprof');", "import { Profiler, withLabels } from 'selfprof';")
     .replace(/\(async \(\) => \{\n([\s\S]*)\n\}\)\(\);/, (_, body) => body.replace(/^ {2}/gm, ''));
@@ -56,8 +44,28 @@ test("the README's quick start runs as written, CommonJS and ES module", (t) => 
   for (const file of ['app.js', 'app.mjs']) {
     const r = spawnSync(process.execPath, [file], { cwd: dir, encoding: 'utf8', timeout: 60_000 });
     assert.equal(r.status, 0, `${file}: ${r.stderr}`);
-    check(r.stdout);
+    checkQuickStart(r.stdout);
   }
+});
+
+test("the README's TypeScript quick start compiles with tsc --strict against index.d.ts, and runs", (t) => {
+  const dir = project(t, { 'app.ts': quickStart('ts'), 'package.json': '{"name":"user","private":true}', 'tsconfig.json': JSON.stringify({ ...TSCONFIG, files: ['app.ts'] }) });
+  const built = spawnSync(process.execPath, [tsc, '-p', dir], { cwd: dir, encoding: 'utf8', timeout: 120_000 });
+  assert.equal(built.status, 0, built.stdout + built.stderr);
+  const r = spawnSync(process.execPath, [path.join('dist', 'app.js')], { cwd: dir, encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 0, r.stderr);
+  checkQuickStart(r.stdout);
+});
+
+test("the README's JavaScript quick start, as a TypeScript user pastes it into a .ts file, compiles with --strict", (t) => {
+  // Its require becomes an import; nothing else changes (its object literal gets a type).
+  const code = quickStart('js')
+    .replace("const { Profiler, withLabels } = require('selfprof');", "import { Profiler, withLabels } from 'selfprof';")
+    .replace('function work(n) {', 'function work(n: number) {')
+    .replace('const samples = {};', 'const samples: Record<string, number> = {};');
+  const dir = project(t, { 'app.ts': code, 'package.json': '{"name":"user","private":true}', 'tsconfig.json': JSON.stringify({ ...TSCONFIG, files: ['app.ts'] }) });
+  const built = spawnSync(process.execPath, [tsc, '-p', dir, '--noEmit'], { cwd: dir, encoding: 'utf8', timeout: 120_000 });
+  assert.equal(built.status, 0, built.stdout + built.stderr);
 });
 
 test('a TypeScript user file using the whole API compiles with --strict, CommonJS and ESM, without @types/node', (t) => {
@@ -74,7 +82,6 @@ test('a TypeScript user file using the whole API compiles with --strict, CommonJ
       files: ['app.cts', 'app.mts'],
     }),
   });
-  const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');
   const r = spawnSync(process.execPath, [tsc, '-p', dir], { cwd: dir, encoding: 'utf8', timeout: 120_000 });
   assert.equal(r.status, 0, r.stdout + r.stderr);
   // And the declarations type what they must: a pprof is bytes, not a trace.

@@ -33,7 +33,7 @@ function testFile(name) {
 //   V8 runs everywhere (Node 22: see filesOn).
 const onlyOn = Object.fromEntries([
   ...['real-apps', 'report', 'report-labels', 'report-sources', 'views'].map((f) => [f, ['24']]),
-  ...['cli', 'cli-edges', 'convert', 'convert-hostile', 'datadog-agent', 'diff', 'env', 'git', 'otlp', 'pyroscope', 'service-hostile', 'service-options', 'sourcemaps-bounds', 'summary'].map((f) => [f, ['26']]),
+  ...['cli', 'cli-edges', 'install', 'convert', 'convert-hostile', 'datadog-agent', 'diff', 'env', 'git', 'otlp', 'pyroscope', 'service-hostile', 'service-options', 'sourcemaps-bounds', 'summary'].map((f) => [f, ['26']]),
 ].map(([f, on]) => [testFile(f), on]));
 // Majors that run some files only:
 // - Node 25's V8 (14.1) has no entry in the frame reader's table nor the heap profile

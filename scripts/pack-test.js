@@ -2,20 +2,28 @@
 // Installs selfprof as a user gets it, from the `npm pack` tarballs (no registry), into
 // scratch projects where cargo and rustc are not on PATH, and runs apps there:
 //
-// 1. main package + the host's platform package: __test__/fixtures/installed-app.js
-//    records labeled requests with a Profiler and service mode; the addon must come from
-//    the platform package, and every busy sample carry its own endpoint.
+// 1. main package + the host's platform package, installed with no npm warning:
+//    __test__/fixtures/installed-app.js records labeled requests with a Profiler and
+//    service mode; the addon must come from the platform package, and every busy sample
+//    carry its own endpoint. The README's quick start runs there as written, and its
+//    TypeScript form compiles with tsc --strict against the installed types, and runs.
 // 2. main package alone (a platform without a prebuilt binary, or npm leaving the
 //    optional dependency out): the app using withLabels and start() runs, with one
 //    warning naming the platform, and `new Profiler` throws.
 //
-// Needs the host's binary in npm/<platform>/ (npm run build:all). Prints its duration.
+// The host's binary is npm/<platform>/'s (npm run build:all), else the source build of
+// `npm install` in the root, as `node scripts/pack.js` takes it: right after `npm install`
+// in a fresh clone this is the README's install path. With --checkout it also installs a
+// fresh clone of this repository's HEAD with `npm install /path/to/clone` (Rust on PATH,
+// the registry reachable: a source build of a few minutes) and runs the quick start from
+// there. Prints its duration.
 
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { packMain, packPlatform, platforms } = require('./pack');
+const { packMain, packPlatform, binaryOf, elfSymbolTable, platforms, INSTALLED_FIELDS } = require('./pack');
+const { quickStart, checkQuickStart, TSCONFIG } = require('../__test__/readme');
 const { hostPlatform } = require('../lib/native');
 
 const root = path.resolve(__dirname, '..');
@@ -69,9 +77,15 @@ const tarballs = path.join(work, 'tarballs');
 fs.mkdirSync(tarballs);
 const main = packMain(tarballs);
 const platform = packPlatform(host, tarballs);
-console.log(`pack-test: ${path.basename(main.file)} (${(main.size / 1024).toFixed(0)} KiB, ${main.files.length} files, no binary), ${path.basename(platform.file)} (${(platform.size / 1024).toFixed(0)} KiB)`);
+console.log(`pack-test: ${path.basename(main.file)} (${(main.size / 1024).toFixed(0)} KiB, ${main.files.length} files, no binary), ${path.basename(platform.file)} (${(platform.size / 1024).toFixed(0)} KiB, binary from ${platform.from})`);
 check(!main.files.some((f) => f.endsWith('.node')), 'the main package ships no binary');
 check(platform.files.includes(`selfprof.${host}.node`), `the platform package ships selfprof.${host}.node`);
+if (host.startsWith('linux-')) check(elfSymbolTable(binaryOf(host).file) === false, `its binary is stripped (no symbol table): ${(fs.statSync(binaryOf(host).file).size / 1024).toFixed(0)} KiB`);
+{
+  const manifest = JSON.parse(spawnSync('tar', ['-xzOf', main.file, 'package/package.json'], { encoding: 'utf8' }).stdout || '{}');
+  const extra = Object.keys(manifest).filter((k) => !INSTALLED_FIELDS.includes(k));
+  check(manifest.name === 'selfprof' && extra.length === 0 && !manifest.scripts, `the packed package.json has only what an installed package reads: ${Object.keys(manifest).join(', ')}`);
+}
 
 /** A scratch project with these tarballs installed, offline: npm may use no registry. */
 function scratch(name, files) {
@@ -85,6 +99,8 @@ function scratch(name, files) {
     encoding: 'utf8',
   });
   check(r.status === 0, `${name}: npm install --offline ${files.map((f) => path.basename(f)).join(' ')} (${((Date.now() - t0) / 1000).toFixed(1)} s)${r.status === 0 ? '' : `\n${r.stdout}${r.stderr}`}`);
+  const warnings = `${r.stdout}\n${r.stderr}`.split('\n').filter((l) => /\bwarn/i.test(l));
+  check(warnings.length === 0, `${name}: npm printed no warning${warnings.length ? `:\n${warnings.join('\n')}` : ''}`);
   return dir;
 }
 
@@ -109,6 +125,7 @@ function scratch(name, files) {
   check(r.status === 0 && out.ok === true, `a labeled recording from the installed packages: ${out.inEndpoints} busy samples, ${out.wrong} mislabeled, ${out.unlabeled} unlabeled (${out.metadata?.unmatchedSamples} without a signal)`);
   check(out.addon?.[0] === path.join('node_modules', `selfprof-${host}`, `selfprof.${host}.node`), `the addon came from the platform package: ${out.addon}`);
   check(!/Warning/.test(r.stderr), 'no warning');
+  runQuickStarts(dir, 'with-binary');
 }
 
 // 2. The main package alone.
@@ -141,8 +158,71 @@ selfprof.withLabels({ endpoint: 'GET /x' }, async () => {
   check(/^selfprof: the Profiler is not available on /.test(out.profiler ?? ''), 'new Profiler throws a clear Error');
 }
 
+// 3. (--checkout) npm install /path/to/a-fresh-clone.
+if (process.argv.includes('--checkout')) checkoutInstall();
+
 fs.rmSync(work, { recursive: true, force: true });
 fs.rmSync(binDir, { recursive: true, force: true });
 console.log(`pack-test: ${((Date.now() - started) / 1000).toFixed(1)} s`);
 console.log(`pack-test: ${passes} passed, ${failures} failed`);
 process.exitCode = failures ? 1 : 0;
+
+/**
+ * The README's quick start in project `dir` (selfprof installed there): the JS block run as
+ * written, the TypeScript block compiled by tsc --strict against the installed index.d.ts
+ * (this repository's TypeScript; the project has no @types/node) and run.
+ */
+function runQuickStarts(dir, name) {
+  const js = path.join(dir, 'quick-start.js');
+  fs.writeFileSync(js, quickStart('js'));
+  const r = spawnSync(process.execPath, [js], { cwd: dir, env, encoding: 'utf8', timeout: 60_000 });
+  check(r.status === 0 && quietly(() => checkQuickStart(r.stdout)), `${name}: the README's quick start runs: ${r.stdout.trim()}${r.stderr.trim() ? ` (stderr: ${r.stderr.trim()})` : ''}`);
+  const tsDir = path.join(dir, 'ts');
+  fs.mkdirSync(tsDir);
+  fs.writeFileSync(path.join(tsDir, 'quick-start.ts'), quickStart('ts'));
+  fs.writeFileSync(path.join(tsDir, 'tsconfig.json'), JSON.stringify({ ...TSCONFIG, files: ['quick-start.ts'] }));
+  const tsc = spawnSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', tsDir], { cwd: tsDir, env, encoding: 'utf8', timeout: 120_000 });
+  check(tsc.status === 0, `${name}: the README's TypeScript quick start compiles with tsc --strict${tsc.status === 0 ? '' : `:\n${tsc.stdout}${tsc.stderr}`}`);
+  if (tsc.status !== 0) return;
+  const ts = spawnSync(process.execPath, [path.join('dist', 'quick-start.js')], { cwd: tsDir, env, encoding: 'utf8', timeout: 60_000 });
+  check(ts.status === 0 && quietly(() => checkQuickStart(ts.stdout)), `${name}: ... and runs: ${ts.stdout.trim()}${ts.stderr.trim() ? ` (stderr: ${ts.stderr.trim()})` : ''}`);
+}
+
+/** true if fn() does not throw. */
+function quietly(fn) {
+  try {
+    fn();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * `npm install /path/to/checkout` as the README says it works: a fresh clone of HEAD (no
+ * node_modules, no build), installed into a scratch project with Rust on PATH and the
+ * registry reachable (npm fetches the napi CLI); the build's dependencies come from this
+ * checkout's target/ (CARGO_TARGET_DIR) so that only selfprof itself compiles.
+ */
+function checkoutInstall() {
+  const clone = path.join(work, 'clone');
+  const git = spawnSync('git', ['clone', '--quiet', root, clone], { encoding: 'utf8' });
+  check(git.status === 0, `git clone of this checkout${git.status === 0 ? '' : `: ${git.stderr}`}`);
+  if (git.status !== 0) return;
+  const dir = path.join(work, 'from-checkout');
+  fs.mkdirSync(dir);
+  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'scratch-from-checkout', version: '1.0.0', private: true }));
+  const t0 = Date.now();
+  const r = spawnSync('npm', ['install', '--no-audit', '--no-fund', clone], {
+    cwd: dir,
+    env: { ...process.env, NODE_OPTIONS: '', CARGO_TARGET_DIR: process.env.CARGO_TARGET_DIR ?? path.join(root, 'target') },
+    encoding: 'utf8',
+  });
+  const took = ((Date.now() - t0) / 1000).toFixed(0);
+  check(r.status === 0 && fs.existsSync(path.join(dir, 'node_modules', 'selfprof', `selfprof.${host}.node`)), `npm install /path/to/a-fresh-clone builds the addon (${took} s)${r.status === 0 ? '' : `\n${r.stdout}${r.stderr}`}`);
+  if (r.status !== 0) return;
+  const js = path.join(dir, 'quick-start.js');
+  fs.writeFileSync(js, quickStart('js'));
+  const q = spawnSync(process.execPath, [js], { cwd: dir, env, encoding: 'utf8', timeout: 60_000 });
+  check(q.status === 0 && quietly(() => checkQuickStart(q.stdout)), `from the checkout: the README's quick start runs: ${q.stdout.trim()}${q.stderr.trim() ? ` (stderr: ${q.stderr.trim()})` : ''}`);
+}
