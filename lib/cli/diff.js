@@ -49,7 +49,7 @@ function diffCommand(argv) {
     noHeap(file, trace);
     const keys = new Set(trace.contexts.flatMap((c) => Object.keys(c.labels)));
     if (!keys.has(values.by)) {
-      throw new Error(`${file}: no sample has the label ${JSON.stringify(values.by)}${keys.size ? ` (labels: ${[...keys].sort().join(', ')})` : ''}`);
+      throw new Error(`${file}: ${require('../views/summary').missingLabel(values.by, [...keys].sort())}`);
     }
     result = diffLabelValues(trace, values.by, value(va), value(vb), { ignoreLines });
     sides = [`${values.by} = ${va}`, `${values.by} = ${vb}`];

@@ -12,7 +12,10 @@
 // without JS (SIGKILL, a crash, `worker.terminate()`) runs none of that: for it, a second
 // profiler records beside the first and is replaced every CHECKPOINT_MS, each part it
 // recorded written as selfprof-<pid>-<threadId>.part-<n>.trace.json.gz; the recorder uses
-// them only for a thread that wrote no trace. Never fails the app: a problem is one warning.
+// them only for a thread that wrote no trace. Samples carry the labels of the tracer the
+// program runs (OpenTelemetry, dd-trace), wired as service mode wires it
+// (lib/integrations/auto.js; SELFPROF_SPAN_LABELS=0 leaves it out). Never fails the app: a
+// problem is one warning.
 
 const wt = require('node:worker_threads');
 
@@ -41,6 +44,15 @@ function record(env) {
     sampleInterval: Number(env.SELFPROF_RECORD_INTERVAL_MS || 1),
     maxBufferSize: Number(env.SELFPROF_RECORD_MAX_SAMPLES || 10_000_000),
   });
+  // Labels from the app's tracer: its spans' ids and routes, as service mode gives them.
+  const { envSwitchOn } = require('../log');
+  if (envSwitchOn('SELFPROF_SPAN_LABELS')) {
+    try {
+      require('../integrations/auto').wireTracers();
+    } catch (err) {
+      process.emitWarning(`selfprof record: samples will not carry span labels: ${err.message}`, { code: 'SELFPROF_RECORD' });
+    }
+  }
   let heap = null;
   if (env.SELFPROF_RECORD_HEAP) {
     const { startHeapSampling } = require('../capture/heap');

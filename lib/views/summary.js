@@ -11,6 +11,21 @@ function weightOf(trace) {
   return values ? (i) => values[i] ?? 0 : () => 1;
 }
 
+/** The labels a tracer gives a request's samples (OpenTelemetry, dd-trace: lib/integrations/). */
+const TRACER_LABELS = ['endpoint', 'span_id', 'trace_id', 'local_root_span_id'];
+
+/**
+ * Why no sample has label `key` (`keys`: the labels some sample has), and how samples get
+ * it: from the tracer the app runs, or from withLabels in its code.
+ */
+function missingLabel(key, keys) {
+  const has = keys.length ? ` (labels: ${keys.join(', ')})` : '';
+  const how = TRACER_LABELS.includes(key)
+    ? `endpoint, span_id and trace_id come from the tracer the app runs (OpenTelemetry or dd-trace) when it traces the requests, e.g. selfprof record -- node -r dd-trace/init app.js; any label from withLabels({ ${key}: ... }) in the app's code`
+    : `samples get a label from withLabels({ ${/^[A-Za-z_$][\w$]*$/.test(key) ? key : JSON.stringify(key)}: ... }) or setLabels in the app's code`;
+  return `no sample has the label ${JSON.stringify(key)}${has}: ${how} (docs/labels.md)`;
+}
+
 /**
  * Functions by the samples they were on (`self`: innermost frame; `total`: anywhere
  * on the stack, counted once per sample even when recursive), most `self` first. In a
@@ -147,7 +162,7 @@ function summarize(trace, { by, top = 15, root } = {}) {
   const keys = [...new Set((trace.contexts ?? []).flatMap((c) => Object.keys(c.labels)))].sort();
   if (by) {
     if (!keys.includes(by)) {
-      lines.push('', `no sample has the label ${JSON.stringify(by)}${keys.length ? ` (labels: ${keys.join(', ')})` : ''}`);
+      lines.push('', missingLabel(by, keys));
     } else {
       lines.push('', w ? `${per} by ${by}:` : `samples by ${by} (all samples, as the HTML report counts them):`);
       const groups = samplesByLabel(trace, by);
@@ -163,4 +178,4 @@ function summarize(trace, { by, top = 15, root } = {}) {
   return lines.join('\n');
 }
 
-module.exports = { topFunctions, samplesByLabel, formatTable, formatBytes, summarize };
+module.exports = { topFunctions, samplesByLabel, formatTable, formatBytes, summarize, missingLabel };
