@@ -239,10 +239,15 @@ export interface DatadogExporterOptions extends ExporterTuning {
   /**
    * The agent, e.g. `http://localhost:8126`; profiles go to `{url}/profiling/v1/input`.
    * Default: as dd-trace finds it: $DD_TRACE_AGENT_URL, else
-   * http://$DD_AGENT_HOST:$DD_TRACE_AGENT_PORT (127.0.0.1, 8126).
+   * http://$DD_AGENT_HOST:$DD_TRACE_AGENT_PORT (127.0.0.1, 8126); or, with an API key
+   * (`apiKey`, or $DD_API_KEY when $DD_PROFILING_AGENTLESS is true or no agent variable is
+   * set), agentless: https://intake.profile.<site>/api/v2/profile.
    */
   url?: string
+  /** A Datadog API key: without `url`, uploads go agentless to the site's intake. */
   apiKey?: string
+  /** Agentless: the Datadog site, e.g. `datadoghq.eu` (default $DD_SITE, else `datadoghq.com`). */
+  site?: string
 }
 
 export interface PyroscopeExporterOptions extends ExporterTuning {

@@ -222,6 +222,37 @@ function ddTraceRuntimeId() {
   }
 }
 
+/**
+ * Warns once if dd-trace's own profiler runs in this process too: both would sample it and
+ * both upload to Datadog. Known from DD_PROFILING_ENABLED (on, as dd-trace reads it: true
+ * or 1), or from dd-trace, once loaded and initialized, saying its profiler started.
+ * Service mode calls this at start and at each rotation (dd-trace may load later).
+ */
+function warnBesideDdTraceProfiler(env = process.env) {
+  if (warnedProfiler) return;
+  const warn = (why) => {
+    if (warnedProfiler) return;
+    warnedProfiler = true;
+    warnOnce(
+      'ddtrace-profiler',
+      `selfprof: dd-trace's own profiler runs in this process too (${why}): both sample it and both upload profiles to Datadog, at twice the cost; turn one off (DD_PROFILING_ENABLED=false, or no selfprof session)`,
+    );
+  };
+  const setting = env.DD_PROFILING_ENABLED?.trim();
+  if (setting && ['true', '1'].includes(setting.toLowerCase())) return warn(`DD_PROFILING_ENABLED=${setting}`);
+  const tracer = global._ddtrace;
+  if (typeof tracer?.profilerStarted !== 'function') return;
+  try {
+    Promise.resolve(tracer.profilerStarted()).then(
+      (started) => started === true && warn('dd-trace says its profiler started'),
+      () => {},
+    );
+  } catch {
+    // Not initialized yet (dd-trace throws before init()): looked at again at the next rotation.
+  }
+}
+let warnedProfiler = false;
+
 let noopStorage;
 /**
  * Runs `fn` where dd-trace does not trace (its own exporters' `{ noop: true }` store), so
@@ -242,4 +273,4 @@ function untraced(fn) {
   return noopStorage ? noopStorage.run({ noop: true }, fn) : fn();
 }
 
-module.exports = { ddTraceIntegration, subscribeDdTrace, ddTraceRuntimeId, untraced };
+module.exports = { ddTraceIntegration, subscribeDdTrace, ddTraceRuntimeId, untraced, warnBesideDdTraceProfiler };

@@ -18,6 +18,7 @@ const profilerFrames = require('../profiler-frames');
 const { startHeapSampling, nativeReadUnavailable } = require('../capture/heap');
 const { ThreadHub, wrapWorkers, threadName } = require('./threads');
 const { wireTracers } = require('../integrations/auto');
+const { warnBesideDdTraceProfiler } = require('../integrations/ddtrace');
 
 const EXIT_FLUSH_MS = 2000;
 
@@ -63,6 +64,7 @@ class Session {
         warnOnce('service-tracers', `selfprof: samples will not carry span labels: ${err.message}`);
       }
     }
+    warnBesideDdTraceProfiler();
     this.#begin();
     if (this.#options.heap) {
       try {
@@ -106,6 +108,7 @@ class Session {
   /** Ends the current period: starts the next profiler, then ships the finished one. */
   #rotate(last = false) {
     this.#tracers?.rotate();
+    warnBesideDdTraceProfiler();
     const finished = this.#profiler;
     if (last) this.#profiler = null;
     else this.#begin();
@@ -286,8 +289,13 @@ function announce(options, exporters) {
   const slowHeap = options.heap ? nativeReadUnavailable() : null;
   const heap = options.heap ? `, heap too${slowHeap ? ` (read through the inspector: ${slowHeap})` : ''}` : '';
   const what = `selfprof: profiling ${JSON.stringify(options.service)}${options.env ? ` (${options.env})` : ''} at ${hz} Hz${heap}`;
+  // A name selfprof found itself says where from (serviceFrom: a package.json, or null).
+  const named =
+    options.serviceFrom === undefined
+      ? ''
+      : `; the service name is ${options.serviceFrom ? `the name in ${options.serviceFrom}` : 'the default (no package.json names the app)'}: SELFPROF_SERVICE or DD_SERVICE sets another`;
   if (exporters.length) {
-    if ((process.env.SELFPROF_STARTUP_LOG ?? '').trim() !== '0') process.stderr.write(`${what}; a profile every ${options.period / 1000} s to ${where}\n`);
+    if ((process.env.SELFPROF_STARTUP_LOG ?? '').trim() !== '0') process.stderr.write(`${what}; a profile every ${options.period / 1000} s to ${where}${named}\n`);
   } else {
     warnOnce(
       'service-no-exporter',

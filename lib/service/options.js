@@ -11,6 +11,7 @@ const { parseDdTags } = require('./exporters/env');
 const { checkKeys } = require('./keys');
 const { switchValue } = require('../log');
 const { checkHeapInterval, DEFAULT_HEAP_INTERVAL } = require('../capture/heap');
+const { inferService } = require('./service-name');
 
 const DEFAULT_INTERVAL_MS = 1000 / 99; // 99 Hz, off the beat of 10 ms timers
 const DEFAULT_PERIOD_MS = 60_000;
@@ -155,8 +156,12 @@ function validate(options) {
   if (pyroscope === null || typeof pyroscope !== 'object' || Array.isArray(pyroscope)) {
     throw new TypeError('start: pyroscope must be an object like { seriesLabels: [\'endpoint\'] }');
   }
+  // No name given: the app's package.json's, as dd-trace infers it (`serviceFrom` says which).
+  const service = str('service');
+  const inferred = service === undefined ? inferService() : undefined;
   return {
-    service: str('service', 'node'),
+    service: service ?? inferred.name,
+    serviceFrom: inferred && (inferred.from ?? null),
     env: str('env'),
     version: str('version'),
     tags,

@@ -1,5 +1,7 @@
 'use strict';
-// Datadog: the agent's profiling intake, `POST {url}/profiling/v1/input`, multipart with
+// Datadog: the agent's profiling intake, `POST {url}/profiling/v1/input`, or agentless the
+// site's own, `POST https://intake.profile.<site>/api/v2/profile` with `DD-API-KEY` (where
+// the agent forwards to: env.js `datadogIntake`), multipart with
 // `event.json` and the profile as `wall.pprof`, shaped as dd-trace's agent exporter shapes
 // them (packages/dd-trace/src/profiling/exporters/{agent,event_serializer}.js): the tags
 // Datadog files a profile under (service, env, version, runtime-id, profile_seq, ...), the
@@ -55,7 +57,8 @@ function tagValue(v) {
 }
 
 function datadog(options, meta, auth) {
-  const url = new URL('/profiling/v1/input', options.url).toString();
+  // The agent's endpoint, or (agentless: `intake`) the site's intake URL as it is.
+  const url = options.intake ? options.url : new URL('/profiling/v1/input', options.url).toString();
   const threadName = isMainThread ? 'Main Event Loop' : `Worker #${threadId} Event Loop`;
   const dialect = {
     name: 'datadog',

@@ -3,7 +3,8 @@
 // clients parse them. A bad value is one error naming the variable; a value that may be a
 // secret (OTLP headers) is never repeated in a message.
 
-const { decodeUserInfo } = require('./checks');
+const { decodeUserInfo, checkHeaderValue } = require('./checks');
+const { switchValue } = require('../../log');
 
 /** dd-trace's DD_TAGS: `k:v,k2:v2`, or space-separated when there is no comma (config/parsers.js, tagger.js). */
 function parseDdTags(raw) {
@@ -54,6 +55,53 @@ function datadogAgentUrl(env) {
   } catch {
     throw new TypeError(`start: DD_AGENT_HOST must be a host name or address, got ${JSON.stringify(host)}`);
   }
+}
+
+/** The variables that say where the Datadog agent is (datadogAgentUrl reads them). */
+const AGENT_VARIABLES = ['DD_TRACE_AGENT_URL', 'DD_TRACE_URL', 'DD_AGENT_HOST', 'DD_TRACE_AGENT_HOSTNAME', 'DD_TRACE_AGENT_PORT'];
+/** Datadog's site when DD_SITE is not set (US1). */
+const DEFAULT_SITE = 'datadoghq.com';
+
+/**
+ * Whether a Datadog exporter without a url uploads agentless, straight to the site's
+ * profiling intake, as Datadog's profilers do (`DD_PROFILING_AGENTLESS`; the agent itself
+ * forwards to the same intake, `https://intake.profile.<site>/api/v2/profile`, with the
+ * key in `DD-API-KEY`). Agentless: with an API key of its own (`apiKey`,
+ * SELFPROF_API_KEY), or with DD_API_KEY when DD_PROFILING_AGENTLESS is true or, unset, no
+ * variable names an agent. Returns `{ url, apiKey, from }` (from: where the key came
+ * from), or null for the agent. The key goes only to that https URL; DD_API_KEY is never
+ * sent to an agent. `names`: the variable each option came from, for errors.
+ * @param {Record<string, string | undefined>} env
+ * @param {{ apiKey?: string, site?: string }} options
+ * @param {Record<string, string>} [names]
+ */
+function datadogIntake(env, options, names = {}) {
+  const agentless = switchValue(env.DD_PROFILING_AGENTLESS);
+  if (agentless === null) {
+    throw new TypeError(`start: DD_PROFILING_AGENTLESS must be true or false, got ${JSON.stringify(String(env.DD_PROFILING_AGENTLESS).slice(0, 100))}`);
+  }
+  let apiKey = options.apiKey;
+  let from = names.apiKey ?? 'exporter apiKey';
+  if (apiKey === undefined && env.DD_API_KEY !== undefined && env.DD_API_KEY.trim() !== '') {
+    const agentNamed = AGENT_VARIABLES.some((n) => env[n] !== undefined && env[n].trim() !== '');
+    if (agentless === true || (agentless === undefined && !agentNamed)) {
+      apiKey = env.DD_API_KEY.trim();
+      from = 'DD_API_KEY';
+      checkHeaderValue(apiKey, from);
+    }
+  }
+  if (agentless === false || apiKey === undefined) {
+    if (agentless === true) throw new TypeError('start: DD_PROFILING_AGENTLESS=true needs an API key: set DD_API_KEY (or SELFPROF_API_KEY)');
+    if (options.site !== undefined) throw new TypeError('start: the datadog exporter\'s site goes with an apiKey (agentless uploads); an agent knows its own site');
+    return null;
+  }
+  const siteName = options.site !== undefined ? 'exporter site' : 'DD_SITE';
+  const site = String(options.site ?? (env.DD_SITE?.trim() || DEFAULT_SITE)).trim().toLowerCase();
+  // A host name: the site is the tail of the intake's host, nothing more (no port, path or user).
+  if (!/^(?=.{1,200}$)[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+$/.test(site)) {
+    throw new TypeError(`start: ${siteName} must be a Datadog site such as datadoghq.com, us3.datadoghq.com or datadoghq.eu, got ${JSON.stringify(site.slice(0, 100))}`);
+  }
+  return { url: `https://intake.profile.${site}/api/v2/profile`, apiKey, from };
 }
 
 /**
@@ -112,4 +160,4 @@ function checkUrl(text, name) {
   return u.toString();
 }
 
-module.exports = { parseDdTags, datadogAgentUrl, parseOtelList, otlpProfilesUrl };
+module.exports = { parseDdTags, datadogAgentUrl, datadogIntake, parseOtelList, otlpProfilesUrl, DEFAULT_SITE };

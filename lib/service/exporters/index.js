@@ -10,7 +10,7 @@ const { datadog } = require('./datadog');
 const { pyroscope } = require('./pyroscope');
 const { file } = require('./file');
 const { otlp } = require('./otlp');
-const { datadogAgentUrl, otlpProfilesUrl } = require('./env');
+const { datadogAgentUrl, datadogIntake, otlpProfilesUrl } = require('./env');
 const { checkHeaderValue, decodeUserInfo } = require('./checks');
 const { checkKeys } = require('../keys');
 
@@ -18,7 +18,7 @@ const TYPES = { datadog, pyroscope, otlp, file };
 
 /** Each exporter type's options (beside the tuning every one takes: `NUMBERS`). */
 const KEYS = {
-  datadog: ['url', 'apiKey'],
+  datadog: ['url', 'apiKey', 'site'],
   pyroscope: ['url', 'appName', 'authToken', 'basicAuthUser', 'basicAuthPassword', 'tenantId', 'seriesLabels'],
   otlp: ['url', 'headers', 'compression'],
   file: ['dir', 'trace'],
@@ -89,7 +89,7 @@ function createExporter(options, meta, env = process.env) {
   }
   const envNames = options[ENV_NAMES] ?? {};
   const nameOf = (key) => envNames[key] ?? `exporter ${key}`;
-  for (const key of ['apiKey', 'authToken', 'basicAuthUser', 'basicAuthPassword', 'tenantId', 'appName']) {
+  for (const key of ['apiKey', 'authToken', 'basicAuthUser', 'basicAuthPassword', 'tenantId', 'appName', 'site']) {
     if (options[key] !== undefined && (typeof options[key] !== 'string' || options[key] === '')) {
       throw new TypeError(`start: ${nameOf(key)} must be a non-empty string`);
     }
@@ -104,6 +104,14 @@ function createExporter(options, meta, env = process.env) {
     if (options.trace !== undefined && typeof options.trace !== 'boolean') throw new TypeError('start: the file exporter\'s trace must be a boolean');
     return described(make(options, meta), 'file', options.dir);
   }
+  let agentless = null;
+  if (options.type === 'datadog' && options.url === undefined) {
+    // With an API key: straight to the site's intake (agentless); without, the agent.
+    agentless = datadogIntake(env, options, envNames);
+    if (agentless) options = { ...options, url: agentless.url, apiKey: agentless.apiKey };
+  } else if (options.site !== undefined) {
+    throw new TypeError('start: the datadog exporter\'s site goes with an apiKey and no url (agentless uploads)');
+  }
   if (options.url === undefined) {
     if (!DEFAULT_URL[options.type]) throw new TypeError(`start: the ${options.type} exporter needs a url`);
     options = { ...options, url: DEFAULT_URL[options.type](env) };
@@ -115,6 +123,7 @@ function createExporter(options, meta, env = process.env) {
     throw new TypeError(`start: the ${options.type} exporter needs an http(s) url, got ${JSON.stringify(redact(String(options.url)))}`);
   }
   const { url, auth } = splitCredentials(options, nameOf('url'));
+  if (agentless) return described(make({ ...options, url, intake: true }, meta, auth, env), options.type, `${url} (agentless, the key from ${agentless.from})`);
   return described(make({ ...options, url }, meta, auth, env), options.type, redact(url));
 }
 
