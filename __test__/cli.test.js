@@ -287,3 +287,28 @@ test('selfprof record: a program killed by SIGKILL or SIGSEGV exits as a shell s
   assert.doesNotMatch(cpuProf.stderr, /Cannot retrieve id/);
   fs.rmSync(dir, { recursive: true });
 });
+
+test('selfprof record: on a terminal, a progress line while the program runs; none when stderr is not one', (t) => {
+  const dir = tmp('record-progress');
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  // Not a terminal (a pipe, as here): the start and end lines only.
+  const piped = run('record', '-o', dir, '--duration', '1.5', '--', process.execPath, fixture, 'forever');
+  assert.equal(piped.status, 0, piped.stderr);
+  assert.doesNotMatch(piped.stderr, /recording…|\r/);
+  // On a terminal: util-linux's script gives the recorder one (its stdout and stderr, merged).
+  if (spawnSync('script', ['--version']).status !== 0) {
+    if (process.env.CI) throw new Error('script (util-linux) is needed (CI must not skip this test)');
+    return t.skip('needs script (util-linux)');
+  }
+  const tty = spawnSync('script', ['-qfec', 'exec "$NODE" "$CLI" record -o "$DIR" --duration 2.5 -- "$NODE" "$APP" forever', '/dev/null'], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, NODE: process.execPath, CLI: cli, DIR: dir, APP: fixture },
+  });
+  assert.equal(tty.status, 0, tty.stdout);
+  const ticks = tty.stdout.split('\r').filter((l) => l.startsWith('selfprof: recording…'));
+  assert.ok(ticks.length >= 1, tty.stdout);
+  assert.match(ticks.at(-1), /^selfprof: recording… [12] s \(1 Node\.js process\)\x1b\[K$/);
+  // The line is cleared before the next one is written.
+  assert.match(tty.stdout, /\r\x1b\[Kselfprof: \S+ ended by SIGINT after/);
+});

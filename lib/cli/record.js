@@ -192,6 +192,20 @@ function writeRecordings(processes, { dir, command, interval, by, sourceMaps, so
   if (heapTrace) process.stdout.write(`\n${summarize(heapTrace, { by, top: 10, root })}\n`);
 }
 
+/** `, N Node.js processes, M threads` recording into `raw` so far ('' before the first). */
+function recordingNow(raw) {
+  let metas = [];
+  try {
+    metas = fs.readdirSync(raw).map((f) => /^selfprof-(\d+)-\d+\.meta\.json$/.exec(f)).filter(Boolean);
+  } catch {
+    return '';
+  }
+  if (!metas.length) return '';
+  const pids = new Set(metas.map((m) => m[1])).size;
+  const plural = (n, what) => `${n} ${what}${n === 1 ? '' : 's'}`;
+  return ` (${plural(pids, 'Node.js process')}${metas.length > pids ? `, ${plural(metas.length, 'thread')}` : ''})`;
+}
+
 /**
  * One NODE_OPTIONS argument as Node splits them: in double quotes, inside which a backslash
  * takes the next character as it is (a newline or space stays, `"` and `\` are escaped).
@@ -269,9 +283,10 @@ async function recordCommand(argv) {
       }, duration * 1000).unref();
     }
     progress(`recording ${command.join(' ')} (pid ${child.pid}) every ${interval} ms${duration !== undefined ? ` for ${duration} s` : ''}; Ctrl-C stops it`);
-    // On a terminal, a line that counts the seconds while the program runs.
+    // On a terminal, a line that counts the seconds and the Node.js processes and threads
+    // recording while the program runs (each thread's hook writes its meta.json at start).
     if (process.stderr.isTTY) {
-      const tick = setInterval(() => process.stderr.write(`\rselfprof: recording… ${Math.round((Date.now() - started) / 1000)} s`), 1000);
+      const tick = setInterval(() => process.stderr.write(`\rselfprof: recording… ${Math.round((Date.now() - started) / 1000)} s${recordingNow(raw)}\x1b[K`), 1000);
       tick.unref();
       child.on('exit', () => {
         clearInterval(tick);
