@@ -23,7 +23,7 @@ const USAGE = `usage:
   selfprof diff A B [--html OUT] [--top N] [--ignore-lines] [--source-maps] [--no-sources] [--profiler-frames]
       what changed from profile A (the baseline) to B: each function's share of the busy
       samples (all but idle) in B minus in A, in percentage points
-  selfprof diff FILE --by KEY VALUE_A VALUE_B [--html OUT] [--top N] [--ignore-lines] [--no-sources] [--profiler-frames]
+  selfprof diff FILE --by KEY VALUE_A VALUE_B [--html OUT] [--top N] [--ignore-lines] [--source-maps] [--no-sources] [--profiler-frames]
       the same between two values of a label in one profile ("(none)": without the label)
   FILE, A, B: a selfprof trace (.json, .json.gz), a V8 CPU profile (.cpuprofile, from
       DevTools or node --cpu-prof) or a pprof profile (.pb, .pb.gz)

@@ -4,14 +4,17 @@
 const { UsageError, options, showProfilerFrames } = require('./args');
 const { convertFile, writeOut, outDir } = require('./files');
 
+/** The command's options (node:util parseArgs); docs/cli.md has a row for each (__test__/docs.test.js). */
+const OPTIONS = {
+  to: { type: 'string' },
+  out: { type: 'string', short: 'o' },
+  lines: { type: 'boolean' },
+  'source-maps': { type: 'boolean' },
+  'profiler-frames': { type: 'boolean' },
+};
+
 function convertCommand(argv) {
-  const { values, positionals } = options(argv, {
-    to: { type: 'string' },
-    out: { type: 'string', short: 'o' },
-    lines: { type: 'boolean' },
-    'source-maps': { type: 'boolean' },
-    'profiler-frames': { type: 'boolean' },
-  });
+  const { values, positionals } = options(argv, OPTIONS);
   if (positionals.length !== 1) throw new UsageError('convert takes one FILE');
   const { TARGETS } = require('../views/convert');
   if (!values.to) throw new UsageError(`convert needs --to ${TARGETS.join('|')}`);
@@ -24,4 +27,4 @@ function convertCommand(argv) {
   else process.stdout.write(out);
 }
 
-module.exports = { convertCommand };
+module.exports = { convertCommand, OPTIONS };

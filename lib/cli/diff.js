@@ -18,17 +18,20 @@ function noHeap(file, trace) {
   if (trace.weight) throw new Error(`${file} is a heap profile (${trace.weight.type}); diff compares CPU profiles (selfprof report shows a heap profile's bytes)`);
 }
 
+/** The command's options (node:util parseArgs); docs/cli.md has a row for each (__test__/docs.test.js). */
+const OPTIONS = {
+  html: { type: 'string' },
+  top: { type: 'string' },
+  by: { type: 'string' },
+  'ignore-lines': { type: 'boolean' },
+  'source-maps': { type: 'boolean' },
+  'no-sources': { type: 'boolean' },
+  'profiler-frames': { type: 'boolean' },
+};
+
 /** `selfprof diff`: a text table of the biggest share changes, and the report's diff view. */
 function diffCommand(argv) {
-  const { values, positionals } = options(argv, {
-    html: { type: 'string' },
-    top: { type: 'string' },
-    by: { type: 'string' },
-    'ignore-lines': { type: 'boolean' },
-    'source-maps': { type: 'boolean' },
-    'no-sources': { type: 'boolean' },
-    'profiler-frames': { type: 'boolean' },
-  });
+  const { values, positionals } = options(argv, OPTIONS);
   const sources = !values['no-sources'];
   const profilerFrames = showProfilerFrames(values);
   const top = number(values.top, '--top', { min: 1, integer: true }) ?? 20;
@@ -96,4 +99,4 @@ function diffCommand(argv) {
   }
 }
 
-module.exports = { diffCommand };
+module.exports = { diffCommand, OPTIONS };

@@ -194,7 +194,7 @@ function writeRecordings(processes, { dir, command, interval, by, sourceMaps, so
 
 /** `, N Node.js processes, M threads` recording into `raw` so far ('' before the first). */
 function recordingNow(raw) {
-  let metas = [];
+  let metas;
   try {
     metas = fs.readdirSync(raw).map((f) => /^selfprof-(\d+)-\d+\.meta\.json$/.exec(f)).filter(Boolean);
   } catch {
@@ -212,21 +212,24 @@ function recordingNow(raw) {
  */
 const nodeOptionsQuote = (arg) => `"${arg.replace(/["\\]/g, '\\$&')}"`;
 
+/** The command's options (node:util parseArgs); docs/cli.md has a row for each (__test__/docs.test.js). */
+const OPTIONS = {
+  out: { type: 'string', short: 'o' },
+  interval: { type: 'string' },
+  duration: { type: 'string' },
+  by: { type: 'string' },
+  heap: { type: 'boolean' },
+  'heap-interval': { type: 'string' },
+  'no-source-maps': { type: 'boolean' },
+  'no-sources': { type: 'boolean' },
+  'profiler-frames': { type: 'boolean' },
+};
+
 /** Runs COMMAND with the record hook preloaded into its Node processes, then builds the outputs. */
 async function recordCommand(argv) {
   const split = argv.indexOf('--');
   if (split < 0 || split === argv.length - 1) throw new UsageError('record needs -- COMMAND, e.g. selfprof record -- node app.js');
-  const { values, positionals } = options(argv.slice(0, split), {
-    out: { type: 'string', short: 'o' },
-    interval: { type: 'string' },
-    duration: { type: 'string' },
-    by: { type: 'string' },
-    heap: { type: 'boolean' },
-    'heap-interval': { type: 'string' },
-    'no-source-maps': { type: 'boolean' },
-    'no-sources': { type: 'boolean' },
-    'profiler-frames': { type: 'boolean' },
-  });
+  const { values, positionals } = options(argv.slice(0, split), OPTIONS);
   if (positionals.length) throw new UsageError(`unexpected ${positionals[0]} before --`);
   const profilerFrames = showProfilerFrames(values);
   const { MIN_HEAP_INTERVAL, MAX_HEAP_INTERVAL, DEFAULT_HEAP_INTERVAL } = require('../capture/heap');
@@ -327,4 +330,4 @@ async function recordCommand(argv) {
   return status;
 }
 
-module.exports = { recordCommand };
+module.exports = { recordCommand, OPTIONS };

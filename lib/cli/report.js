@@ -6,15 +6,18 @@ const { UsageError, progress, options, number, showProfilerFrames } = require('.
 const { convertFile, writeOut, outDir } = require('./files');
 const { summarize } = require('../views/summary');
 
+/** The command's options (node:util parseArgs); docs/cli.md has a row for each (__test__/docs.test.js). */
+const OPTIONS = {
+  html: { type: 'string' },
+  by: { type: 'string' },
+  top: { type: 'string' },
+  'source-maps': { type: 'boolean' },
+  'no-sources': { type: 'boolean' },
+  'profiler-frames': { type: 'boolean' },
+};
+
 function reportCommand(argv) {
-  const { values, positionals } = options(argv, {
-    html: { type: 'string' },
-    by: { type: 'string' },
-    top: { type: 'string' },
-    'source-maps': { type: 'boolean' },
-    'no-sources': { type: 'boolean' },
-    'profiler-frames': { type: 'boolean' },
-  });
+  const { values, positionals } = options(argv, OPTIONS);
   if (positionals.length !== 1) throw new UsageError('report takes one FILE');
   const top = number(values.top, '--top', { min: 1, integer: true }) ?? 15;
   outDir(values.html);
@@ -29,4 +32,4 @@ function reportCommand(argv) {
   }
 }
 
-module.exports = { reportCommand };
+module.exports = { reportCommand, OPTIONS };

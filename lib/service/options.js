@@ -198,4 +198,4 @@ function dropUndefined(options) {
   return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
 }
 
-module.exports = { validate, fromEnv, DEFAULT_INTERVAL_MS, DEFAULT_PERIOD_MS };
+module.exports = { validate, fromEnv, START_KEYS, DEFAULT_INTERVAL_MS, DEFAULT_PERIOD_MS };

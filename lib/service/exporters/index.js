@@ -134,4 +134,4 @@ function described(exporter, type, destination) {
   return exporter;
 }
 
-module.exports = { createExporter, ENV_NAMES };
+module.exports = { createExporter, ENV_NAMES, KEYS, NUMBERS };
