@@ -22,18 +22,18 @@ function testFile(name) {
   return f;
 }
 // Files that run on some of these majors only, to keep CI within its time:
-// - the real apps' matrix (about a minute a run) carries context the same way on 22 as on 20
+// - the real apps' matrix (about a minute a run; and record's of traced apps) carries context the same way on 22 as on 20
 //   (async_hooks, which `npm test` covers) and on 26 as on 24 (V8's continuation data), so
 //   it runs on 24; the HTML report's browser tests (~20 s a major) check a page Chromium
 //   runs, which Node only writes out, so they run on 24 besides `npm test`'s Node;
 // - files that test selfprof's own JS and Rust over what every Node has alike (the CLI,
 //   the converters and formats, the exporters against hostile receivers, the environment,
-//   source maps' bounds) run on the newest major, where a Node API they use would first
+//   source maps' bounds, the packages, the docs' tables) run on the newest major, where a Node API they use would first
 //   change or go, besides `npm test`'s oldest. What samples, labels and threads do on each
 //   V8 runs everywhere (Node 22: see filesOn).
 const onlyOn = Object.fromEntries([
-  ...['real-apps', 'report', 'report-labels', 'report-sources', 'views'].map((f) => [f, ['24']]),
-  ...['cli', 'cli-edges', 'install', 'convert', 'convert-hostile', 'datadog-agent', 'diff', 'env', 'git', 'otlp', 'pyroscope', 'service-hostile', 'service-options', 'sourcemaps-bounds', 'summary'].map((f) => [f, ['26']]),
+  ...['real-apps', 'record-tracers', 'report', 'report-labels', 'report-sources', 'views'].map((f) => [f, ['24']]),
+  ...['cli', 'cli-edges', 'install', 'docs', 'convert', 'convert-hostile', 'datadog-agent', 'datadog-agentless', 'service-ddtrace-users', 'diff', 'env', 'git', 'otlp', 'pyroscope', 'service-hostile', 'service-options', 'sourcemaps-bounds', 'summary'].map((f) => [f, ['26']]),
 ].map(([f, on]) => [testFile(f), on]));
 // Majors that run some files only:
 // - Node 25's V8 (14.1) has no entry in the frame reader's table nor the heap profile
