@@ -88,3 +88,32 @@ test('DD_API_KEY and DD_SITE: agentless uploads to the site\'s profiling intake 
     assert.match(c.stderr, /to datadog http:\/\/127\.0\.0\.1:\d+\/$/m, name);
   }
 });
+
+test('agentless settings: where each combination sends, and a bad one is one error naming the variable, never the key', () => {
+  const { createExporter } = require('../lib/service/exporters');
+  const meta = { service: 's', host: 'h', profilerVersion: '0', tags: {} };
+  const where = (options, env) => createExporter({ type: 'datadog', ...options }, meta, env).destination;
+  const intake = (site) => `https://intake.profile.${site}/api/v2/profile`;
+  assert.equal(where({}, { DD_API_KEY: KEY }), `${intake('datadoghq.com')} (agentless, the key from DD_API_KEY)`);
+  assert.equal(where({}, { DD_API_KEY: KEY, DD_SITE: ' US3.datadoghq.com ' }), `${intake('us3.datadoghq.com')} (agentless, the key from DD_API_KEY)`);
+  assert.equal(where({ apiKey: KEY, site: 'ap1.datadoghq.com' }, {}), `${intake('ap1.datadoghq.com')} (agentless, the key from exporter apiKey)`);
+  assert.equal(where({}, { DD_API_KEY: KEY, DD_AGENT_HOST: 'agent' }), 'http://agent:8126/');
+  assert.equal(where({}, { DD_API_KEY: KEY, DD_AGENT_HOST: 'agent', DD_PROFILING_AGENTLESS: 'true' }), `${intake('datadoghq.com')} (agentless, the key from DD_API_KEY)`);
+  assert.equal(where({}, { DD_API_KEY: KEY, DD_PROFILING_AGENTLESS: '0' }), 'http://127.0.0.1:8126/');
+  assert.equal(where({ url: 'http://agent:8126' }, { DD_API_KEY: KEY }), 'http://agent:8126/', 'a url is the agent');
+  assert.equal(where({}, {}), 'http://127.0.0.1:8126/', 'no key: the agent');
+  const bad = [
+    [{}, { DD_API_KEY: KEY, DD_SITE: 'evil.example/steal?' }, /DD_SITE must be a Datadog site such as datadoghq\.com/],
+    [{}, { DD_API_KEY: KEY, DD_SITE: 'datadoghq.com:8443' }, /DD_SITE must be a Datadog site/],
+    [{}, { DD_API_KEY: KEY, DD_SITE: 'user@datadoghq.com' }, /DD_SITE must be a Datadog site/],
+    [{ apiKey: KEY, site: 'localhost' }, {}, /exporter site must be a Datadog site/],
+    [{}, { DD_PROFILING_AGENTLESS: 'maybe' }, /DD_PROFILING_AGENTLESS must be true or false, got "maybe"/],
+    [{}, { DD_PROFILING_AGENTLESS: 'true' }, /DD_PROFILING_AGENTLESS=true needs an API key: set DD_API_KEY/],
+    [{ site: 'datadoghq.eu' }, {}, /site goes with an apiKey/],
+    [{ url: 'http://agent:8126', apiKey: KEY, site: 'datadoghq.eu' }, {}, /site goes with an apiKey and no url/],
+    [{}, { DD_API_KEY: `${KEY}\r\nX-Evil: 1` }, /DD_API_KEY has a line break/],
+  ];
+  for (const [options, env, message] of bad) {
+    assert.throws(() => where(options, env), (err) => message.test(err.message) && !err.message.includes(KEY), `${JSON.stringify(options)} ${JSON.stringify(env)}`);
+  }
+});
