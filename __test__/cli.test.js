@@ -118,7 +118,9 @@ test('selfprof record: a labeled program to trace, pprof and HTML; exit code pas
 
   // The summary on stdout: the busy functions and samples per endpoint.
   assert.match(r.stdout, /\b(spin|recordedPrimes|recordedOrders)\s+__test__\//, "the busy code tops the table (V8 may inline spin)");
-  assert.match(r.stdout, /samples by endpoint \(all samples, as the HTML report counts them\):\n\s+GET \/primes\s+\d+/);
+  // A row per value, GET /primes among them (the unlabeled start-up, `(none)`, may outnumber
+  // it on a loaded machine: the program is short).
+  assert.match(r.stdout, /samples by endpoint \(all samples, as the HTML report counts them\):\n( +.*\n)* +GET \/primes +\d+ /);
   const html = fs.readFileSync(path.join(dir, 'profile.html'), 'utf8');
   assert.match(html, /^<!DOCTYPE html>/i);
   assert.ok(html.includes('recordedPrimes'));
@@ -309,7 +311,7 @@ test('selfprof record: on a terminal, a progress line while the program runs; no
   const ticks = tty.stdout.split('\r').filter((l) => l.startsWith('selfprof: recording…'));
   assert.ok(ticks.length >= 1, tty.stdout);
   const CLEAR = '\x1b[K'; // erase to the end of the line
-  assert.match(ticks.at(-1), /^selfprof: recording… [12] s \(1 Node\.js process\)/);
+  assert.match(ticks.at(-1), /^selfprof: recording… \d+ s \(1 Node\.js process\)/);
   assert.ok(ticks.at(-1).endsWith(CLEAR), JSON.stringify(ticks.at(-1)));
   // The line is cleared before the next one is written.
   assert.match(tty.stdout.replaceAll(CLEAR, '<clear>'), /\r<clear>selfprof: \S+ ended by SIGINT after/);
