@@ -44,9 +44,10 @@ function record(env) {
     sampleInterval: Number(env.SELFPROF_RECORD_INTERVAL_MS || 1),
     maxBufferSize: Number(env.SELFPROF_RECORD_MAX_SAMPLES || 10_000_000),
   });
-  // Labels from the app's tracer: its spans' ids and routes, as service mode gives them.
+  // Labels from the app's tracer: its spans' ids and routes, as service mode gives them
+  // (on the main thread, where service mode wires them too).
   const { envSwitchOn } = require('../log');
-  if (envSwitchOn('SELFPROF_SPAN_LABELS')) {
+  if (wt.isMainThread && envSwitchOn('SELFPROF_SPAN_LABELS')) {
     try {
       require('../integrations/auto').wireTracers();
     } catch (err) {
