@@ -300,7 +300,7 @@ export interface ExporterTuning {
 }
 
 export interface StartOptions {
-  /** Default: $SELFPROF_SERVICE, $DD_SERVICE, $OTEL_SERVICE_NAME, or 'node'. */
+  /** Default: $SELFPROF_SERVICE, $DD_SERVICE, $OTEL_SERVICE_NAME, else the app's package.json name (as dd-trace takes it), else 'node'. */
   service?: string
   env?: string
   version?: string
