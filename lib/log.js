@@ -11,6 +11,16 @@ function warnOnce(kind, message) {
 }
 
 /**
+ * process.emitWarning for the process's 'exit' event, whose later ticks never come
+ * (emitWarning emits on one): the same warning, emitted now to the 'warning' listeners
+ * (Node's own prints it, unless --no-warnings).
+ */
+function warnNow(message, code) {
+  const warning = Object.assign(new Error(message), { name: 'Warning', code });
+  process.emit('warning', warning);
+}
+
+/**
  * A 1/0 (true/false, yes/no, on/off) variable's value: true or false, undefined when unset
  * or empty, null when it is none of these.
  */
@@ -35,4 +45,4 @@ function envSwitchOn(name) {
   return true;
 }
 
-module.exports = { warnOnce, envSwitchOn, switchValue };
+module.exports = { warnOnce, warnNow, envSwitchOn, switchValue };

@@ -22,6 +22,8 @@ const MAX_BUFFER_SIZE = 2 ** 32 - 1; // WebIDL unsigned long
 const stopForExport = Symbol('selfprof.stopForExport');
 /** Internal (`selfprof record`, process exit): stop() on the calling thread, to a Buffer. */
 const stopSync = Symbol('selfprof.stopSync');
+/** Internal (service mode at process exit): stopForExport on the calling thread, its result returned. */
+const stopForExportSync = Symbol('selfprof.stopForExportSync');
 const FORMATS = ['json', 'json-gzip', 'pprof'];
 
 function describe(value) {
@@ -217,12 +219,26 @@ class Profiler extends EventTarget {
     // Other threads' recordings to merge in (service mode), once they have arrived: a
     // function resolving to `{ threadName, threadId, osThreadId, threads }` build options.
     const ready = threads ? Promise.resolve().then(threads).then((t) => Object.assign(taken.build, t), () => {}) : Promise.resolve();
-    return ready.then(() => this.#build(taken, 'pprof')).then((out) => {
-      const all = Array.isArray(out) ? out : [out];
-      const [pprof, trace] = withTrace ? all : [all[0], undefined];
-      const encoded = all.slice(withTrace ? 2 : 1);
-      return { pprof, trace, encoded, start: performance.timeOrigin + fromMs, end: performance.timeOrigin + untilMs };
-    });
+    return ready.then(() => this.#build(taken, 'pprof')).then((out) => exported(out, withTrace, fromMs, untilMs));
+  }
+
+  /**
+   * stopForExport for the process's 'exit' event, which cannot wait: built on this thread,
+   * its result returned; `threads`: the other threads' build options, as an object.
+   * @param {boolean} cpuTime
+   * @param {boolean} withTrace
+   * @param {{ lines?: boolean, dialects?: object[], threads?: object, sourceMaps?: boolean, profilerFrames?: boolean }} [options]
+   */
+  [stopForExportSync](cpuTime, withTrace, { lines = false, dialects = [], threads, sourceMaps, profilerFrames: frames } = {}) {
+    const taken = this.#take('pprof', withTrace ? 'json-gzip' : undefined, { cpuTime, lines, sourceMaps, sourceText: withTrace, profilerFrames: frames }, false);
+    if (dialects.length) taken.build.dialects = JSON.stringify(dialects);
+    if (threads) Object.assign(taken.build, threads);
+    try {
+      return exported(native.buildTraceSync(...forBuild(taken), taken.join), withTrace, taken.build.fromMs, taken.build.untilMs);
+    } finally {
+      labels.recordingBuilt(taken.member.startedAs);
+      warnSourceMaps();
+    }
   }
 
   /**
@@ -376,6 +392,14 @@ function forBuild({ recordings, build, sourceMaps, joinedScripts = new Set() }) 
   return [chunksOf(taken), build];
 }
 
+/** stopForExport's result from a build's outputs (`[pprof, trace?, ...one per dialect]`). */
+function exported(out, withTrace, fromMs, untilMs) {
+  const all = Array.isArray(out) ? out : [out];
+  const [pprof, trace] = withTrace ? all : [all[0], undefined];
+  const encoded = all.slice(withTrace ? 2 : 1);
+  return { pprof, trace, encoded, start: performance.timeOrigin + fromMs, end: performance.timeOrigin + untilMs };
+}
+
 const chunksOf = (taken) => taken.map(({ json, samples, timeDeltas, stride }) => ({ profile: json, samples, timeDeltas, stride }));
 
 /**
@@ -454,4 +478,4 @@ function setBaseInterval(ms) {
   group.baseInterval = ms;
 }
 
-module.exports = { Profiler, fromCpuProfile, setBaseInterval, stopForExport, stopSync };
+module.exports = { Profiler, fromCpuProfile, setBaseInterval, stopForExport, stopForExportSync, stopSync };

@@ -5,10 +5,12 @@
 
 const os = require('node:os');
 const { performance } = require('node:perf_hooks');
-const { Profiler, stopForExport } = require('../capture/profiler');
+const { Profiler, stopForExport, stopForExportSync } = require('../capture/profiler');
 const { createExporter } = require('./exporters');
 const { validate, fromEnv } = require('./options');
-const { warnOnce } = require('../log');
+const { warnOnce, warnNow } = require('../log');
+const { exitGuard, EXIT_BUDGET_MS } = require('./exit');
+const { windowOf } = require('./exporters/uploader');
 const { requestCounter } = require('../integrations/requests');
 const { native, unavailable } = require('../native');
 const { version: profilerVersion } = require('../../package.json');
@@ -20,7 +22,7 @@ const { ThreadHub, wrapWorkers, threadName } = require('./threads');
 const { wireTracers } = require('../integrations/auto');
 const { warnBesideDdTraceProfiler } = require('../integrations/ddtrace');
 
-const EXIT_FLUSH_MS = 2000;
+const EXIT_FLUSH_MS = EXIT_BUDGET_MS;
 
 class Session {
   #options;
@@ -34,6 +36,10 @@ class Session {
   #withTrace = false;
   #requests = requestCounter();
   #tracers = null;
+  /** When the current period began (Date.now()). */
+  #periodStart = Date.now();
+  /** The windows of the periods being built on the thread pool (for the exit's warning). */
+  #building = new Set();
 
   constructor(options) {
     this.#options = validate(options);
@@ -97,6 +103,7 @@ class Session {
   }
 
   #begin() {
+    this.#periodStart = Date.now();
     try {
       this.#profiler = new Profiler({ sampleInterval: this.#options.sampleInterval, maxBufferSize: 2 ** 32 - 1 });
     } catch (err) {
@@ -110,18 +117,15 @@ class Session {
     this.#tracers?.rotate();
     warnBesideDdTraceProfiler();
     const finished = this.#profiler;
+    const window = { start: this.#periodStart, end: Date.now() };
     if (last) this.#profiler = null;
     else this.#begin();
     if (!finished) return Promise.resolve();
     // start and end are the recording's own window, the pprof's time and duration: not
     // when this timer fired, which a busy event loop can put tens of ms away.
-    // Each exporter's dialect is encoded once from the one trace (same ones shared).
-    const wanted = this.#exporters.map((e) => e.dialect?.());
-    const keys = wanted.map((d) => (d ? JSON.stringify(d) : undefined));
-    const unique = [...new Set(keys.filter(Boolean))];
+    const dialects = this.#dialects();
     const endpointCounts = this.#requests();
     const snapshot = last || this.#stopped ? 'on_shutdown' : 'periodic';
-    const dialects = unique.map((k) => JSON.parse(k));
     // The heap in use now, taken at the same moment as the CPU recording ends.
     const heapChunk = this.#takeHeap();
     if (last) this.#releaseHeap();
@@ -129,40 +133,109 @@ class Session {
     const collected = this.#hub
       ? this.#hub.collect(++this.#seq, { last, waitMs: Math.min(1000, this.#options.period / 4) }).catch(() => ({ threads: [], heaps: [] }))
       : Promise.resolve({ threads: [], heaps: [] });
-    const self = { name: threadName(), id: '0', osId: String(native.threadId()) };
+    const self = this.#self();
+    this.#building.add(window);
     return finished[stopForExport](this.#options.collectCpuTime, this.#withTrace, {
-      lines: this.#options.lines,
-      sourceMaps: this.#options.sourceMaps,
-      profilerFrames: this.#options.profilerFrames,
-      dialects,
-      threads: () =>
-        collected.then((c) => (c.threads.length ? { threadName: self.name, threadId: self.id, osThreadId: self.osId, threads: c.threads } : {})),
+      ...this.#buildOptions(dialects.list),
+      threads: () => collected.then((c) => this.#threadsOption(self, c.threads)),
     })
-      .then(async ({ pprof, trace, encoded, start, end }) => {
+      .then(async (out) => {
         const { heaps } = await collected;
-        const own = heapChunk && { profile: heapChunk.profile, ...(heapChunk.urls && { urls: heapChunk.urls }), atMs: heapChunk.atMs };
-        const chunks = own ? [{ ...own, ...(heaps.length && self) }, ...heaps] : heaps;
-        // Scripts whose maps Node holds in memory: this thread's maps serve the workers'
-        // too when they ran the same code (a worker's own in-memory maps stay in it).
-        const scripts = [heapChunk?.scripts ?? [], ...heaps.map((h) => (Array.isArray(h.scripts) ? h.scripts : []))].flat();
-        const heap = chunks.length
-          ? await this.#encodeHeap(chunks, heapChunk?.interval ?? this.#options.heapSamplingInterval, start, end, dialects, scripts)
-          : null;
-        this.#exporters.forEach((e, i) => {
-          const own = keys[i] ? encoded[unique.indexOf(keys[i])] : pprof;
-          const ownHeap = heap && (keys[i] ? heap.encoded[unique.indexOf(keys[i])] : heap.pprof);
-          e.push({
-            pprof: own,
-            trace,
-            start,
-            end,
-            snapshot,
-            endpointCounts,
-            ...(ownHeap?.length && { heap: ownHeap, heapTrace: heap.trace }),
-          });
-        });
+        const heap = await this.#encodeHeap(this.#heapChunks(heapChunk, heaps, self), heapChunk, out, dialects.list);
+        const profiles = this.#profilesFor(out, heap, dialects, endpointCounts, snapshot);
+        this.#exporters.forEach((e, i) => e.push(profiles[i]));
       })
-      .catch((err) => warnOnce('service-export', `selfprof: a profile could not be encoded: ${err.message}`));
+      .catch((err) => warnOnce('service-export', `selfprof: a profile could not be encoded: ${err.message}`))
+      .finally(() => this.#building.delete(window));
+  }
+
+  /**
+   * The process's 'exit' event (exit.js), which runs nothing after it: the session ends
+   * here, its last period built on this thread; returns, for each exporter, what it is to
+   * deliver now (`[{ exporter, profiles }]`: what it has not delivered, and the last). A
+   * period still being built on the thread pool cannot be waited for: one warning says so.
+   */
+  atExit(deadline) {
+    clearInterval(this.#timer);
+    this.#tracers?.stop();
+    let last = null;
+    if (this.#profiler) {
+      try {
+        last = this.#lastSync(deadline);
+      } catch (err) {
+        warnNow(`selfprof: the last profile could not be encoded at exit: ${err.message}`, 'SELFPROF_SERVICE_EXIT');
+      }
+    }
+    this.#profiler = null;
+    this.#releaseHeap();
+    this.#hub?.close();
+    this.#hub = null;
+    this.#stopped = true;
+    if (this.#building.size) {
+      const windows = [...this.#building].map(windowOf);
+      warnNow(
+        `selfprof: the profile${windows.length > 1 ? 's' : ''} of ${windows.join(', ')} ${windows.length > 1 ? 'were' : 'was'} still being encoded when the process exited, and ${windows.length > 1 ? 'are' : 'is'} lost`,
+        'SELFPROF_SERVICE_EXIT',
+      );
+    }
+    return this.#exporters.map((e, i) => ({ exporter: e, profiles: e.takeAtExit(last?.[i]) }));
+  }
+
+  /** #rotate(true) on this thread, for the exit: each exporter's last profile. */
+  #lastSync(deadline) {
+    const finished = this.#profiler;
+    this.#profiler = null;
+    const dialects = this.#dialects();
+    const endpointCounts = this.#requests();
+    const heapChunk = this.#takeHeap();
+    // The workers build theirs on their own threads meanwhile (a quarter of the budget).
+    const collected = this.#hub ? this.#hub.collectSync(++this.#seq, { last: true, waitMs: Math.max(0, (deadline - performance.now()) / 4) }) : { threads: [], heaps: [] };
+    const self = this.#self();
+    const out = finished[stopForExportSync](this.#options.collectCpuTime, this.#withTrace, {
+      ...this.#buildOptions(dialects.list),
+      threads: this.#threadsOption(self, collected.threads),
+    });
+    const heap = this.#encodeHeapSync(this.#heapChunks(heapChunk, collected.heaps, self), heapChunk, out, dialects.list);
+    return this.#profilesFor(out, heap, dialects, endpointCounts, 'on_shutdown');
+  }
+
+  /**
+   * The dialects the exporters want (`list`, each encoded once from the one trace, same
+   * ones shared) and which is whose (`keys[i]`: exporter i's, or undefined: the plain pprof).
+   */
+  #dialects() {
+    const keys = this.#exporters.map((e) => e.dialect?.()).map((d) => (d ? JSON.stringify(d) : undefined));
+    const unique = [...new Set(keys.filter(Boolean))];
+    return { keys, unique, list: unique.map((k) => JSON.parse(k)) };
+  }
+
+  #buildOptions(dialects) {
+    return { lines: this.#options.lines, sourceMaps: this.#options.sourceMaps, profilerFrames: this.#options.profilerFrames, dialects };
+  }
+
+  #self() {
+    return { name: threadName(), id: '0', osId: String(native.threadId()) };
+  }
+
+  /** The build's options for the workers' recordings to merge (none: {}). */
+  #threadsOption(self, threads) {
+    return threads.length ? { threadName: self.name, threadId: self.id, osThreadId: self.osId, threads } : {};
+  }
+
+  /** This thread's heap chunk and the workers', as the heap build takes them. */
+  #heapChunks(heapChunk, heaps, self) {
+    const own = heapChunk && { profile: heapChunk.profile, ...(heapChunk.urls && { urls: heapChunk.urls }), atMs: heapChunk.atMs };
+    return own ? [{ ...own, ...(heaps.length && self) }, ...heaps] : heaps;
+  }
+
+  /** Each exporter's profile of a period: its dialect's encodings. */
+  #profilesFor({ pprof, trace, encoded, start, end }, heap, dialects, endpointCounts, snapshot) {
+    return this.#exporters.map((e, i) => {
+      const key = dialects.keys[i];
+      const own = key ? encoded[dialects.unique.indexOf(key)] : pprof;
+      const ownHeap = heap && (key ? heap.encoded[dialects.unique.indexOf(key)] : heap.pprof);
+      return { pprof: own, trace, start, end, snapshot, endpointCounts, ...(ownHeap?.length && { heap: ownHeap, heapTrace: heap.trace }) };
+    });
   }
 
   /** This thread's heap snapshot (through V8's C++ API where it can), or null (heap off, or it failed: one warning). */
@@ -181,25 +254,52 @@ class Session {
     this.#heap = null;
   }
 
+  /** The heap build's inputs and options, or null without heap chunks. */
+  #heapBuild(chunks, heapChunk, { start, end }, dialects) {
+    if (!chunks.length) return null;
+    // Scripts whose maps Node holds in memory: this thread's maps serve the workers'
+    // too when they ran the same code (a worker's own in-memory maps stay in it).
+    const scripts = [heapChunk?.scripts ?? [], ...chunks.map((h) => (Array.isArray(h.scripts) ? h.scripts : []))].flat();
+    return [
+      chunks.map(({ profile, urls, atMs, name, id, osId, offsetMs }) => ({ profile, urls, atMs, name, id, osId, offsetMs })),
+      {
+        startUnixMs: start,
+        durationMs: end - start,
+        intervalBytes: heapChunk?.interval ?? this.#options.heapSamplingInterval,
+        trace: this.#withTrace,
+        dialects: JSON.stringify(dialects),
+        ...symbolize.buildOptions(this.#options.sourceMaps, symbolize.runtimeScriptsOf(scripts)),
+        ...profilerFrames.buildOptions(this.#options.profilerFrames, process.env),
+      },
+    ];
+  }
+
+  /** The build's `[pprof, trace?, ...one per dialect]` as `{ pprof, trace?, encoded }`. */
+  #heapOut(out) {
+    const [pprof, trace] = this.#withTrace ? out : [out[0], undefined];
+    return { pprof, trace, encoded: out.slice(this.#withTrace ? 2 : 1) };
+  }
+
   /** `{ pprof, trace?, encoded }` of the heap snapshot(s), or null: a failure is one warning. */
-  async #encodeHeap(chunks, interval, start, end, dialects, scripts) {
+  async #encodeHeap(chunks, heapChunk, recording, dialects) {
+    const args = this.#heapBuild(chunks, heapChunk, recording, dialects);
+    if (!args) return null;
     try {
-      const out = await native.buildHeapProfile(
-        chunks.map(({ profile, urls, atMs, name, id, osId, offsetMs }) => ({ profile, urls, atMs, name, id, osId, offsetMs })),
-        {
-          startUnixMs: start,
-          durationMs: end - start,
-          intervalBytes: interval,
-          trace: this.#withTrace,
-          dialects: JSON.stringify(dialects),
-          ...symbolize.buildOptions(this.#options.sourceMaps, symbolize.runtimeScriptsOf(scripts)),
-          ...profilerFrames.buildOptions(this.#options.profilerFrames, process.env),
-        },
-      );
-      const [pprof, trace] = this.#withTrace ? out : [out[0], undefined];
-      return { pprof, trace, encoded: out.slice(this.#withTrace ? 2 : 1) };
+      return this.#heapOut(await native.buildHeapProfile(...args));
     } catch (err) {
       warnOnce('service-heap-encode', `selfprof: a heap profile could not be encoded: ${err.message}`);
+      return null;
+    }
+  }
+
+  /** #encodeHeap on this thread, for the exit. */
+  #encodeHeapSync(chunks, heapChunk, recording, dialects) {
+    const args = this.#heapBuild(chunks, heapChunk, recording, dialects);
+    if (!args) return null;
+    try {
+      return this.#heapOut(native.buildHeapProfileSync(...args));
+    } catch (err) {
+      warnNow(`selfprof: the last heap profile could not be encoded at exit: ${err.message}`, 'SELFPROF_SERVICE_HEAP_ENCODE');
       return null;
     }
   }
@@ -220,7 +320,6 @@ class Session {
     if (this.#stopped) return;
     this.#stopped = true;
     clearInterval(this.#timer);
-    exitGuard.remove(this);
     this.#tracers?.stop();
     const deadline = performance.now() + timeoutMs;
     await this.#rotate(true);
@@ -228,53 +327,10 @@ class Session {
     this.#hub?.close();
     this.#hub = null;
     await Promise.all(this.#exporters.map((e) => e.close(Math.max(0, deadline - performance.now()))));
+    // Until here a process.exit() delivers what this stop had not.
+    exitGuard.remove(this);
   }
 }
-
-/**
- * One set of exit handlers for every session in the process: on `beforeExit`, SIGTERM and
- * SIGINT each session ships its last profile (within EXIT_FLUSH_MS), and only when all have
- * is the signal raised again (if the app has no handler of its own). Per-session handlers
- * would let the first session to finish end the process under the others' uploads.
- */
-const exitGuard = {
-  sessions: new Set(),
-  handlers: null,
-
-  add(session) {
-    this.sessions.add(session);
-    if (this.handlers) return;
-    const stopAll = () => Promise.allSettled([...this.sessions].map((s) => s.stop()));
-    const onSignal = (signal) => {
-      this.uninstall();
-      let raised = false;
-      const raise = () => {
-        if (raised) return;
-        raised = true;
-        if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
-      };
-      setTimeout(raise, EXIT_FLUSH_MS + 500);
-      // After the warnings stop() emitted (process.emitWarning writes on a later tick).
-      stopAll().then(() => setImmediate(raise));
-    };
-    this.handlers = [
-      ['beforeExit', () => stopAll()],
-      ['SIGTERM', onSignal],
-      ['SIGINT', onSignal],
-    ];
-    for (const [event, handler] of this.handlers) process.on(event, handler);
-  },
-
-  remove(session) {
-    this.sessions.delete(session);
-    if (this.sessions.size === 0) this.uninstall();
-  },
-
-  uninstall() {
-    for (const [event, handler] of this.handlers ?? []) process.removeListener(event, handler);
-    this.handlers = null;
-  },
-};
 
 /**
  * One line at start saying what the session does: its service, how often it samples and

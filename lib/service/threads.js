@@ -119,8 +119,7 @@ class ThreadHub {
   async collect(seq, { last = false, waitMs = 1000 } = {}) {
     this.#post({ type: 'collect', seq, last });
     const deadline = performance.now() + waitMs;
-    const answered = () => [...this.#live.keys()].every((id) => this.#pending.some((r) => r.threadId === id && (r.seq >= seq || r.final)));
-    while (!answered() && performance.now() < deadline) {
+    while (!this.#answered(seq) && performance.now() < deadline) {
       await new Promise(/** @param {(value?: void) => void} resolve */ (resolve) => {
         const timer = setTimeout(resolve, Math.max(1, deadline - performance.now()));
         this.#wake = () => {
@@ -130,6 +129,34 @@ class ThreadHub {
       });
       this.#wake = null;
     }
+    return this.#taken();
+  }
+
+  /**
+   * collect() for the process's 'exit' event, which cannot wait: the same question, the
+   * answers read off the channel while this thread sleeps (the workers build theirs on
+   * their own threads), up to `waitMs`.
+   */
+  collectSync(seq, { last = false, waitMs = 1000 } = {}) {
+    this.#post({ type: 'collect', seq, last });
+    const deadline = performance.now() + waitMs;
+    const nap = new Int32Array(new SharedArrayBuffer(4));
+    for (;;) {
+      for (let m = wt.receiveMessageOnPort(this.#channel); m; m = wt.receiveMessageOnPort(this.#channel)) this.#receive(m.message);
+      const left = deadline - performance.now();
+      if (this.#answered(seq) || left <= 0) break;
+      Atomics.wait(nap, 0, 0, Math.min(10, left));
+    }
+    return this.#taken();
+  }
+
+  /** Whether every live worker sent its recording of collection `seq` (or its last). */
+  #answered(seq) {
+    return [...this.#live.keys()].every((id) => this.#pending.some((r) => r.threadId === id && (r.seq >= seq || r.final)));
+  }
+
+  /** The recordings received, as `{ threads, heaps }` to merge; they are taken. */
+  #taken() {
     const taken = this.#pending;
     this.#pending = [];
     const origin = performance.timeOrigin;

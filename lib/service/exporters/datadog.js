@@ -15,7 +15,7 @@ const crypto = require('node:crypto');
 const { isMainThread, threadId } = require('node:worker_threads');
 const { performance } = require('node:perf_hooks');
 const { native } = require('../../native');
-const { Uploader, send } = require('./uploader');
+const { httpUploader } = require('./uploader');
 const { ddTraceRuntimeId } = require('../../integrations/ddtrace');
 
 /** One id per process, as dd-trace's `runtime-id` (dd-trace's own when it is loaded). */
@@ -51,6 +51,20 @@ function processTags() {
     .join(',');
 }
 
+/**
+ * A multipart/form-data body of `parts` (`{ name, filename, type, data }`), as FormData
+ * serializes one, made synchronously (the exit's delivery cannot wait for a Response).
+ */
+function multipart(parts) {
+  const boundary = `----selfprof${crypto.randomBytes(16).toString('hex')}`;
+  const chunks = [];
+  for (const { name, filename, type, data } of parts) {
+    chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${name}"; filename="${filename}"\r\nContent-Type: ${type}\r\n\r\n`), Buffer.from(data), Buffer.from('\r\n'));
+  }
+  chunks.push(Buffer.from(`--${boundary}--\r\n`));
+  return { body: Buffer.concat(chunks), contentType: `multipart/form-data; boundary=${boundary}` };
+}
+
 /** A tag value as Datadog accepts it in `k:v,k:v`: no commas. */
 function tagValue(v) {
   return String(v).replace(/,/g, '_');
@@ -69,9 +83,9 @@ function datadog(options, meta, auth) {
   const process_tags = processTags();
   const startTime = new Date(performance.timeOrigin + (performance.nodeTiming?.nodeStart ?? 0)).toISOString();
   let seq = 0;
-  const uploader = new Uploader(
+  const uploader = httpUploader(
     'datadog',
-    async (profile, timeoutMs, signal) => {
+    (profile) => {
       const tags = Object.entries({
         language: 'javascript',
         runtime: 'nodejs',
@@ -123,22 +137,22 @@ function datadog(options, meta, auth) {
         },
         process_tags,
       };
-      const form = new FormData();
-      form.append('event', new Blob([JSON.stringify(event)], { type: 'application/json' }), 'event.json');
-      form.append('wall.pprof', new Blob([profile.pprof], { type: 'application/octet-stream' }), 'wall.pprof');
-      if (profile.heap) form.append('space.pprof', new Blob([profile.heap], { type: 'application/octet-stream' }), 'space.pprof');
-      const headers = { 'DD-EVP-ORIGIN': 'selfprof', 'DD-EVP-ORIGIN-VERSION': meta.profilerVersion, ...auth.headers };
+      const { body, contentType } = multipart([
+        { name: 'event', filename: 'event.json', type: 'application/json', data: JSON.stringify(event) },
+        { name: 'wall.pprof', filename: 'wall.pprof', type: 'application/octet-stream', data: profile.pprof },
+        ...(profile.heap ? [{ name: 'space.pprof', filename: 'space.pprof', type: 'application/octet-stream', data: profile.heap }] : []),
+      ]);
+      const headers = { 'DD-EVP-ORIGIN': 'selfprof', 'DD-EVP-ORIGIN-VERSION': meta.profilerVersion, ...auth.headers, 'content-type': contentType };
       if (options.apiKey) headers['DD-API-KEY'] = options.apiKey;
-      await send(url, { method: 'POST', body: form, headers }, timeoutMs, signal);
+      return [{ url, method: 'POST', headers, body }];
     },
     options,
     auth.secrets,
   );
   // profile_seq counts this exporter's profiles from 0, one per period (sent or not).
-  const push = uploader.push.bind(uploader);
-  uploader.push = (profile) => push({ ...profile, seq: seq++ });
+  uploader.expand = (profile) => [{ ...profile, seq: seq++ }];
   uploader.dialect = () => dialect;
   return uploader;
 }
 
-module.exports = { datadog, runtimeId, sanitizeProcessTag };
+module.exports = { datadog, runtimeId, sanitizeProcessTag, multipart };

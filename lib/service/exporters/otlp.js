@@ -11,7 +11,7 @@
 const zlib = require('node:zlib');
 const crypto = require('node:crypto');
 const { promisify } = require('node:util');
-const { Uploader, send } = require('./uploader');
+const { httpUploader } = require('./uploader');
 const { parseOtelList } = require('./env');
 const { checkHeaderValue, validHeaderName, httpOwnHeader } = require('./checks');
 
@@ -83,13 +83,14 @@ function otlp(options, meta, auth, env = process.env) {
   const resource = resourceOf(meta, env);
   const compression = compressionOf(options, env);
   const secrets = [...auth.secrets, ...Object.values(headers).filter((v) => v.length >= 3)];
-  const uploader = new Uploader(
+  const uploader = httpUploader(
     'otlp',
-    async (profile, timeoutMs, signal) => {
-      const body = compression === 'gzip' ? await gzip(profile.pprof) : profile.pprof;
+    (profile, sync) => {
+      // Off the main thread, except at exit (which cannot wait).
+      const body = compression !== 'gzip' ? profile.pprof : sync ? zlib.gzipSync(profile.pprof) : gzip(profile.pprof);
       const h = { 'content-type': 'application/x-protobuf', ...auth.headers, ...headers };
       if (compression === 'gzip') h['content-encoding'] = 'gzip';
-      await send(options.url, { method: 'POST', body, headers: h }, timeoutMs, signal);
+      return [{ url: options.url, method: 'POST', headers: h, body }];
     },
     options,
     secrets,
@@ -104,11 +105,9 @@ function otlp(options, meta, auth, env = process.env) {
   });
   // The heap profile is its own request (one dictionary per request), queued and retried
   // on its own after the CPU one.
-  const push = uploader.push.bind(uploader);
-  uploader.push = (profile) => {
+  uploader.expand = (profile) => {
     const { heap, heapTrace, ...cpu } = profile;
-    push(cpu);
-    if (heap?.length) push({ ...cpu, pprof: heap, heap: true });
+    return heap?.length ? [cpu, { ...cpu, pprof: heap, heap: true }] : [cpu];
   };
   return uploader;
 }

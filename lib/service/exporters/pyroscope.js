@@ -16,7 +16,7 @@
 //   series label (pkg/model/pprofsplit), so the pprof carries only the labels named in
 //   `seriesLabels` (default `endpoint`) and `span_id` (span profiles); others stay out.
 
-const { Uploader, send } = require('./uploader');
+const { httpUploader } = require('./uploader');
 const { identity } = require('./meta');
 
 const DEFAULT_SERIES_LABELS = ['endpoint'];
@@ -87,9 +87,9 @@ function pyroscope(options, meta, auth) {
     );
   }
   const dialect = { name: 'pyroscope', seriesLabels };
-  const uploader = new Uploader(
+  const uploader = httpUploader(
     'pyroscope',
-    async (profile, timeoutMs, signal) => {
+    (profile) => {
       const url = new URL('ingest', options.url.endsWith('/') ? options.url : `${options.url}/`);
       url.searchParams.set('name', name);
       url.searchParams.set('from', String(Math.floor(profile.start / 1000)));
@@ -102,14 +102,11 @@ function pyroscope(options, meta, auth) {
         headers.authorization = `Basic ${Buffer.from(`${options.basicAuthUser}:${options.basicAuthPassword ?? ''}`).toString('base64')}`;
       }
       if (options.tenantId) headers['X-Scope-OrgID'] = options.tenantId;
-      // A retry after the heap upload failed does not send the wall profile twice.
-      if (!profile.wallSent) {
-        await send(url.toString(), { method: 'POST', body: profile.pprof, headers }, timeoutMs, signal);
-        profile.wallSent = true;
-      }
       // The heap profile is a second ingest of the same series: the server tells the
-      // profile types (inuse_objects, inuse_space) from the pprof's sample types.
-      if (profile.heap) await send(url.toString(), { method: 'POST', body: profile.heap, headers }, timeoutMs, signal);
+      // profile types (inuse_objects, inuse_space) from the pprof's sample types. (A retry
+      // after the heap upload failed does not send the wall profile twice.)
+      const ingest = (body) => ({ url: url.toString(), method: 'POST', headers, body });
+      return profile.heap ? [ingest(profile.pprof), ingest(profile.heap)] : [ingest(profile.pprof)];
     },
     options,
     auth.secrets,

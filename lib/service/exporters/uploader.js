@@ -11,8 +11,7 @@
 const http = require('node:http');
 const https = require('node:https');
 const { performance } = require('node:perf_hooks');
-const { warnOnce } = require('../../log');
-const { untraced } = require('../../integrations/ddtrace');
+const { warnOnce, warnNow } = require('../../log');
 
 /** setTimeout's largest delay (ms); more overflows to 1 ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -50,15 +49,6 @@ function redact(url, base) {
   }
 }
 
-/** The body's bytes and the headers it needs: a FormData is serialized as fetch would. */
-async function serialize(body, headers) {
-  if (body instanceof FormData) {
-    const form = new Response(body);
-    return { bytes: Buffer.from(await form.arrayBuffer()), headers: { ...headers, 'content-type': form.headers.get('content-type') } };
-  }
-  return { bytes: body, headers };
-}
-
 /**
  * Sends one request and settles on the reply's status (its body is never read, so a reply
  * without end cannot hold it): throws RetryableError on network errors, timeouts, 5xx and
@@ -69,7 +59,7 @@ async function serialize(body, headers) {
  */
 async function send(url, init, timeoutMs, signal) {
   const where = redact(url);
-  const { bytes, headers } = await serialize(init.body, init.headers ?? {});
+  const [bytes, headers] = [await init.body, init.headers ?? {}];
   if (signal?.aborted) throw new Error(`upload to ${where} was abandoned unanswered at shutdown`);
   const u = new URL(url);
   const transport = u.protocol === 'https:' ? https : http;
@@ -90,6 +80,8 @@ async function send(url, init, timeoutMs, signal) {
     timer.unref();
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
+      // Loaded only beside dd-trace (the exit's sender process loads no more than it needs).
+      const untraced = global._ddtrace ? require('../../integrations/ddtrace').untraced : (fn) => fn();
       untraced(() => {
         // A connection per upload (one a period): no idle socket to go stale between them.
         req = transport.request(u, { method: init.method ?? 'POST', headers: { ...headers, 'content-length': bytes.length }, agent: false });
@@ -121,8 +113,19 @@ function windowOf(profile) {
 
 /** What a queued profile is, for the warning at shutdown. */
 function describe(profile) {
-  const what = profile.heap === true || profile.wallSent ? 'heap profile ' : profile.heap ? 'CPU and heap profiles ' : '';
+  // A profile sent as two requests (Pyroscope's CPU, then heap) whose first went: its heap.
+  const what = profile.heap === true || profile.sent > 0 ? 'heap profile ' : profile.heap ? 'CPU and heap profiles ' : '';
   return `${what}${windowOf(profile)}${profile.snapshot === 'on_shutdown' ? ' (the last)' : ''}`;
+}
+
+/**
+ * The warning for profiles an exporter could not deliver (`when`: "before shutdown", "at
+ * exit"): how many, the first ones and the last (a queue may hold up to 1000), and why.
+ */
+function lostMessage(name, profiles, when, reason) {
+  const n = profiles.length;
+  const shown = n > 6 ? [...profiles.slice(0, 4).map(describe), `${n - 5} more`, describe(profiles[n - 1])] : profiles.map(describe);
+  return `selfprof: ${name} exporter could not ${name === 'file' ? 'write' : 'send'} ${n} profile${n > 1 ? 's' : ''} ${when} (${shown.join(', ')}): ${reason}`;
 }
 
 /**
@@ -146,6 +149,8 @@ class Uploader {
   #current = null;
   /** What close() could not send: profiles, and the last reason. */
   #lost = { profiles: [], reason: '' };
+  /** takeAtExit() ran: what is left is the exit's to deliver. */
+  #exited = false;
   dropped = 0;
   failed = 0;
   sent = 0;
@@ -155,6 +160,17 @@ class Uploader {
    * @type {(() => object) | undefined}
    */
   dialect;
+  /**
+   * An HTTP exporter's requests for what is left of a profile, made synchronously, for the
+   * exit's delivery (`httpUploader`).
+   * @type {((profile: any) => { url: string, method: string, headers: Record<string, string>, body: Buffer }[]) | undefined}
+   */
+  exitRequests;
+  /**
+   * The file exporter's synchronous write of a profile, for the exit.
+   * @type {((profile: any) => void) | undefined}
+   */
+  exitWrite;
 
   constructor(name, exportOne, options = {}, secrets = []) {
     this.#name = name;
@@ -167,15 +183,27 @@ class Uploader {
     warnOnce(`${this.#name}-${kind}`, scrub(message, this.#secrets));
   }
 
-  /** Queues a profile; drops the oldest waiting one past the queue size. */
+  /**
+   * What a period's profile is to this exporter: the items it queues (an exporter may
+   * number them, or send a profile as two).
+   * @param {any} profile
+   * @returns {any[]}
+   */
+  expand(profile) {
+    return [profile];
+  }
+
+  /** Queues a period's profile; drops the oldest waiting one past the queue size. */
   push(profile) {
     if (this.#abort.signal.aborted) return;
-    if (this.#queue.length >= this.#options.queueSize) {
-      this.#queue.shift();
-      this.dropped++;
-      this.#warn('dropped', `selfprof: ${this.#name} exporter fell behind; dropping the oldest profiles`);
+    for (const item of this.expand(profile)) {
+      if (this.#queue.length >= this.#options.queueSize) {
+        this.#queue.shift();
+        this.dropped++;
+        this.#warn('dropped', `selfprof: ${this.#name} exporter fell behind; dropping the oldest profiles`);
+      }
+      this.#queue.push(item);
     }
-    this.#queue.push(profile);
     if (!this.#running) this.#running = this.#drain().finally(() => (this.#running = null));
   }
 
@@ -218,15 +246,37 @@ class Uploader {
     this.dropped += this.#queue.length;
     this.#queue.length = 0;
     const { profiles, reason } = this.#lost;
-    if (profiles.length) {
-      const n = profiles.length;
-      // The first ones and the last (a queue may hold up to 1000).
-      const shown = n > 6 ? [...profiles.slice(0, 4).map(describe), `${n - 5} more`, describe(profiles[n - 1])] : profiles.map(describe);
-      process.emitWarning(
-        scrub(`selfprof: ${this.#name} exporter could not ${this.#name === 'file' ? 'write' : 'send'} ${n} profile${n > 1 ? 's' : ''} before shutdown (${shown.join(', ')}): ${reason}`, this.#secrets),
-        { code: `SELFPROF_${this.#name.toUpperCase()}_LOST` },
-      );
-    }
+    if (profiles.length && !this.#exited) this.warnLost(profiles, 'before shutdown', reason);
+  }
+
+  /**
+   * One warning naming the profiles this exporter could not deliver, and why; `now`: at
+   * the process's exit, where a warning must be emitted at once.
+   */
+  warnLost(profiles, when, reason, now = false) {
+    const message = scrub(lostMessage(this.#name, profiles, when, reason), this.#secrets);
+    const code = `SELFPROF_${this.#name.toUpperCase()}_LOST`;
+    if (now) warnNow(message, code);
+    else process.emitWarning(message, { code });
+  }
+
+  /**
+   * The process is exiting (its 'exit' event: no more turns of the event loop): the
+   * uploads stop, and what this exporter has not delivered is returned, oldest first, for
+   * the exit's synchronous delivery: the profile under way (it may have arrived: sent
+   * again, rather than lost), those waiting, those a shutdown under way could not send,
+   * and `last`, the period the exit built.
+   */
+  takeAtExit(last) {
+    if (this.#exited) return [];
+    this.#exited = true;
+    this.#abort.abort();
+    const left = [...this.#lost.profiles];
+    if (this.#current && !left.includes(this.#current)) left.push(this.#current);
+    left.push(...this.#queue, ...(last ? this.expand(last) : []));
+    this.#queue.length = 0;
+    this.#lost.profiles = [];
+    return left;
   }
 
   /** Waits `ms`, or less if close() begins meanwhile. */
@@ -278,4 +328,28 @@ class Uploader {
   }
 }
 
-module.exports = { Uploader, RetryableError, RedirectError, send, redact, scrub, MAX_TIMER_MS, DEFAULTS };
+/**
+ * An exporter that sends each profile as HTTP requests, in order: `requestsOf(profile,
+ * sync)` makes them (`{ url, method, headers, body }`; unless `sync`, a body may be a
+ * promise). A retry resumes from the first request not yet answered (`profile.sent`).
+ * Its `exitRequests` are those left, made synchronously, for the exit's delivery.
+ */
+function httpUploader(name, requestsOf, options, secrets) {
+  const uploader = new Uploader(
+    name,
+    async (profile, timeoutMs, signal) => {
+      const requests = requestsOf(profile, false);
+      for (let i = profile.sent ?? 0; i < requests.length; i++) {
+        const { url, ...init } = requests[i];
+        await send(url, init, timeoutMs, signal);
+        profile.sent = i + 1;
+      }
+    },
+    options,
+    secrets,
+  );
+  uploader.exitRequests = (profile) => requestsOf(profile, true).slice(profile.sent ?? 0);
+  return uploader;
+}
+
+module.exports = { Uploader, httpUploader, RetryableError, RedirectError, send, redact, scrub, windowOf, MAX_TIMER_MS, DEFAULTS };

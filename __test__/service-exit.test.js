@@ -1,0 +1,181 @@
+'use strict';
+// Service mode's last profile on every way a process ends: `process.exit()` (direct, and in
+// a SIGTERM handler's graceful shutdown) and `process.exitCode`, with the file exporter and
+// a real Datadog receiver (ddapm-test-agent) on loopback. The app is an HTTP server in a
+// child process; its last request's work must be in the last profile with its labels, its
+// exit code must be the one it chose, and its exit may take at most the documented 2 s
+// longer. A profile that cannot be delivered is one warning.
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawn } = require('node:child_process');
+const { findTool, missing, startTestAgent, formOf, warningsIn } = require('./tools');
+const { decodePprof, pprofWork, assertRequestLabels, receiver } = require('./helpers');
+
+const root = path.join(__dirname, '..');
+/** docs/service-mode.md: the exit waits at most 2 s for the last profile; the rest is a
+ * loaded machine's process start-up and teardown. */
+const EXIT_BUDGET_MS = 2000;
+const EXIT_MARGIN_MS = 1500;
+
+/**
+ * The app: an HTTP server profiled by service mode (its exporter from argv[2]) that serves
+ * one labeled request of busy work, prints `{ timeOrigin, call, exiting }`, then ends as
+ * argv[1] says: `exit` (process.exit(3)), `exitCode` (process.exitCode = 4, then
+ * process.exit()), `exitCode-natural` (process.exitCode = 5, the server closed), or
+ * `sigterm` (waits for SIGTERM; its handler closes the server, then process.exit(0)).
+ */
+const app = `
+  const http = require('node:http');
+  const { start, withLabels } = require(${JSON.stringify(root)});
+  const [how, exporter] = [process.argv[1], JSON.parse(process.argv[2])];
+  start({ service: 'exits', period: 60000, exporters: [exporter] });
+  function exitLastWork() { const end = Date.now() + 400; while (Date.now() < end); }
+  let call;
+  const server = http.createServer((req, res) => {
+    const t0 = performance.now();
+    withLabels({ endpoint: 'GET /last' }, exitLastWork);
+    call = { labels: { endpoint: 'GET /last' }, work: 'exitLastWork', t0, t1: performance.now() };
+    res.end('ok');
+  });
+  server.listen(0, '127.0.0.1', async () => {
+    await (await fetch('http://127.0.0.1:' + server.address().port + '/')).text();
+    const say = () => console.log(JSON.stringify({ timeOrigin: performance.timeOrigin, call, exiting: Date.now() }));
+    if (how === 'exit') { say(); process.exit(3); }
+    if (how === 'exitCode') { say(); process.exitCode = 4; process.exit(); }
+    if (how === 'exitCode-natural') { say(); process.exitCode = 5; server.close(); }
+    if (how === 'sigterm') {
+      process.on('SIGTERM', () => server.close(() => { say(); process.exit(0); }));
+      console.log('ready');
+    }
+  });
+`;
+
+/** What each way of ending must exit with. */
+const CODES = { exit: 3, exitCode: 4, 'exitCode-natural': 5, sigterm: 0 };
+
+/** Runs the app ending `how` with `exporter`; resolves to { code, signal, stderr, said, exitedAt }. */
+function runApp(how, exporter, { killAfterMs = 20_000, env } = {}) {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, ['-e', app, how, JSON.stringify(exporter)], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SELFPROF_STARTUP_LOG: '0', ...env } });
+    const killer = setTimeout(() => p.kill('SIGKILL'), killAfterMs);
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => {
+      stdout += d;
+      if (how === 'sigterm' && stdout.startsWith('ready\n') && !p.signalled) {
+        p.signalled = true;
+        p.kill('SIGTERM');
+      }
+    });
+    p.stderr.on('data', (d) => (stderr += d));
+    p.on('exit', (code, signal) => {
+      clearTimeout(killer);
+      const line = stdout.split('\n').find((l) => l.startsWith('{'));
+      resolve({ code, signal, stderr, said: line ? JSON.parse(line) : null, exitedAt: Date.now() });
+    });
+  });
+}
+
+/** The app ended as it chose, within the budget, and its last work is in `pprof` with its labels. */
+function assertKept(t, how, r, pprof, labels = (s) => pprof.labels(s)) {
+  assert.equal(r.code, CODES[how], `${how}: the exit code the app chose (${r.signal ?? ''}): ${r.stderr}`);
+  assert.ok(r.said, `${how}: the app ran: ${r.stderr}`);
+  const after = r.exitedAt - r.said.exiting;
+  t.diagnostic(`${how}: exited ${after} ms after it chose to (its teardown and the test's hearing of it included)`);
+  assert.ok(after <= EXIT_BUDGET_MS + EXIT_MARGIN_MS, `${how}: exited ${after} ms after it chose to (docs/service-mode.md: 2 s)`);
+  const samples = pprofWork(pprof, ['exitLastWork'], { timeOrigin: r.said.timeOrigin, labels });
+  assertRequestLabels(samples, [r.said.call], { what: how, min: 10 });
+}
+
+test('file exporter: process.exit(), a SIGTERM handler that exits, and process.exitCode each keep the last profile', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-exit-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  for (const how of Object.keys(CODES)) {
+    const out = path.join(dir, how);
+    const r = await runApp(how, { type: 'file', dir: out });
+    assert.doesNotMatch(warningsIn(r.stderr), /selfprof/, `${how}: no warning`);
+    const files = fs.existsSync(out) ? fs.readdirSync(out) : [];
+    const cpu = files.filter((f) => /^exits-.*Z\.pb\.gz$/.test(f));
+    assert.equal(cpu.length, 1, `${how}: one CPU profile, got ${files.join(', ') || 'no file'}`);
+    assert.ok(files.some((f) => f.endsWith('.heap.pb.gz')), `${how}: the heap profile too: ${files.join(', ')}`);
+    assert.deepEqual(files.filter((f) => f.includes('.tmp')), [], `${how}: no temporary file left`);
+    assertKept(t, how, r, decodePprof(fs.readFileSync(path.join(out, cpu[0]))));
+  }
+});
+
+test('Datadog agent: process.exit(), a SIGTERM handler that exits, and process.exitCode each upload the last profile', async (t) => {
+  const binary = findTool('ddagent', 'ddapm-test-agent');
+  if (!binary && missing(t, 'ddapm-test-agent')) return;
+  const agent = await startTestAgent(binary);
+  t.after(() => agent.stop());
+  for (const how of Object.keys(CODES)) {
+    await agent.clear();
+    const r = await runApp(how, { type: 'datadog', url: agent.url });
+    assert.doesNotMatch(warningsIn(r.stderr), /selfprof/, `${how}: no warning`);
+    const uploads = (await agent.requests()).filter((x) => x.path === '/profiling/v1/input');
+    assert.equal(uploads.length, 1, `${how}: one upload, got ${uploads.length}: ${r.stderr}`);
+    const form = await formOf(uploads[0].body, uploads[0].headers['Content-Type']);
+    const event = JSON.parse(await form.get('event').text());
+    assert.match(event.tags_profiler, /(^|,)snapshot:on_shutdown(,|$)/, `${how}: the last profile`);
+    assert.deepEqual([...form.keys()], ['event', 'wall.pprof', 'space.pprof'], `${how}: the CPU and heap profiles`);
+    const pprof = decodePprof(Buffer.from(await form.get('wall.pprof').arrayBuffer()));
+    // Datadog's dialect: the endpoint is `trace endpoint`.
+    assertKept(t, how, r, pprof, (s) => {
+      const l = pprof.labels(s);
+      return l['trace endpoint'] ? { endpoint: l['trace endpoint'] } : undefined;
+    });
+  }
+  // An app whose NODE_OPTIONS preloads code into every thread (a tracer's -r): the last
+  // profile is sent from a process without it, and the preload runs in the app alone.
+  await agent.clear();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-exit-preload-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const preload = path.join(dir, 'preload.js');
+  const log = path.join(dir, 'loaded');
+  fs.writeFileSync(preload, `require('node:fs').appendFileSync(${JSON.stringify(log)}, process.pid + ' ' + require('node:worker_threads').threadId + '\\n');`);
+  const r = await runApp('exit', { type: 'datadog', url: agent.url }, { env: { NODE_OPTIONS: `--require ${JSON.stringify(preload)}` } });
+  assert.equal(r.code, 3, r.stderr);
+  assert.doesNotMatch(warningsIn(r.stderr), /selfprof/, r.stderr);
+  const uploads = (await agent.requests()).filter((x) => x.path === '/profiling/v1/input');
+  assert.equal(uploads.length, 1, 'the last profile arrived');
+  assert.equal(fs.readFileSync(log, 'utf8').trim().split('\n').length, 1, 'the preload ran once, in the app');
+});
+
+test('process.exit() with a receiver out of reach or that never answers: the exit waits at most 2 s, and one warning names the lost profile', async (t) => {
+  const closed = await receiver();
+  const closedUrl = closed.url;
+  await closed.close();
+  const never = await require('node:http').createServer(() => {});
+  await new Promise((r) => never.listen(0, '127.0.0.1', r));
+  t.after(() => {
+    never.closeAllConnections();
+    never.close();
+  });
+  const cases = { 'out of reach': closedUrl, 'never answers': `http://127.0.0.1:${never.address().port}` };
+  for (const [name, url] of Object.entries(cases)) {
+    const r = await runApp('exit', { type: 'datadog', url });
+    assert.equal(r.code, 3, `${name}: ${r.stderr}`);
+    const after = r.exitedAt - r.said.exiting;
+    t.diagnostic(`${name}: exited ${after} ms after process.exit()`);
+    assert.ok(after <= EXIT_BUDGET_MS + EXIT_MARGIN_MS, `${name}: exited ${after} ms after process.exit() (docs/service-mode.md: 2 s)`);
+    const lost = warningsIn(r.stderr).match(/selfprof: .*/g) ?? [];
+    assert.equal(lost.length, 1, `${name}: one warning: ${r.stderr}`);
+    assert.match(lost[0], /^selfprof: datadog exporter could not send 1 profile at exit \((CPU and heap profiles )?\d{4}-\d\d-\d\dT[\d:.]+Z to [\d:.]+Z \(the last\)\): upload to http:\/\/127\.0\.0\.1:\d+\/profiling\/v1\/input /, name);
+  }
+});
+
+test('a file exporter that cannot write at process.exit(): one warning, the exit code kept', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-exit-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  // Its dir is a file: nothing can be written under it.
+  const blocked = path.join(dir, 'blocked');
+  fs.writeFileSync(blocked, '');
+  const r = await runApp('exit', { type: 'file', dir: blocked });
+  assert.equal(r.code, 3, r.stderr);
+  const lines = warningsIn(r.stderr).match(/selfprof: .*/g) ?? [];
+  assert.equal(lines.length, 1, r.stderr);
+  assert.match(lines[0], /^selfprof: file exporter could not write 1 profile at exit \(.*\(the last\)\): .*(ENOTDIR|EEXIST)/);
+});
