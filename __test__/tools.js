@@ -86,10 +86,10 @@ async function startTestAgent(binary) {
   };
 }
 
-/** Runs `node -e script` with `env`; resolves to { code, signal, stdout, stderr }. */
-function runNode(script, env, { cwd = root, timeoutMs = 60_000 } = {}) {
+/** Runs `node [execArgv] -e script [args]` with `env`; resolves to { code, signal, stdout, stderr }. */
+function runNode(script, env, { cwd = root, timeoutMs = 60_000, execArgv = [], args = [] } = {}) {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, ['-e', script], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [...execArgv, '-e', script, ...args], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     p.stdout.on('data', (d) => (stdout += d));

@@ -51,12 +51,20 @@ function isLocalRoot(span) {
   return Array.isArray(started) ? started[0] === span : false;
 }
 
+/** A tag's value as an endpoint's part: undefined when unset, empty or "undefined" (an instrumentation's undefined as text). */
+function part(value) {
+  if (value === undefined || value === null) return undefined;
+  const text = String(value);
+  return text === '' || text === 'undefined' ? undefined : text;
+}
+
 /** As dd-trace's endpointNameFromTags: resource.name, else `<http.method> <http.route>`; undefined while neither is known. */
 function endpointOf(span) {
   const ctx = span.context();
   const tags = ctx.getTags?.() ?? ctx._tags ?? {};
-  if (tags['resource.name']) return String(tags['resource.name']);
-  const endpoint = [tags['http.method'], tags['http.route']].filter(Boolean).join(' ');
+  const resource = part(tags['resource.name']);
+  if (resource) return resource;
+  const endpoint = [part(tags['http.method']), part(tags['http.route'])].filter(Boolean).join(' ');
   return endpoint || undefined;
 }
 

@@ -43,9 +43,9 @@ const PROCESSOR = Symbol.for('selfprof.openTelemetrySpanProcessor');
 /** Where @opentelemetry/api keeps its globals (the registered context manager among them). */
 const API_GLOBAL = Symbol.for('opentelemetry.js.api.1');
 
-/** A string attribute's value, else undefined. */
+/** A string attribute's value, else undefined (also for "undefined": an instrumentation's undefined as text). */
 function text(value) {
-  return typeof value === 'string' && value !== '' ? value : undefined;
+  return typeof value === 'string' && value !== '' && value !== 'undefined' ? value : undefined;
 }
 
 /**

@@ -61,6 +61,7 @@ class Session {
       // Never break the app: one warning, and a session whose stop() and flush() resolve.
       warnOnce('unavailable', unavailable('profiling').message);
       this.#stopped = true;
+      this.#requests.close();
       return;
     }
     if (this.#options.spanLabels) {
@@ -167,6 +168,7 @@ class Session {
       }
     }
     this.#profiler = null;
+    this.#requests.close();
     this.#releaseHeap();
     this.#hub?.close();
     this.#hub = null;
@@ -323,6 +325,7 @@ class Session {
     this.#tracers?.stop();
     const deadline = performance.now() + timeoutMs;
     await this.#rotate(true);
+    this.#requests.close();
     this.#releaseHeap();
     this.#hub?.close();
     this.#hub = null;
