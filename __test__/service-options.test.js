@@ -17,6 +17,10 @@ test('unknown options are refused, naming the nearest known one', () => {
     [{ exporters: [{ type: 'file', directory: '/tmp' }] }, /the file exporter: unknown option "directory" \(did you mean "dir"\?\)/],
     [{ exporters: [{ type: 'datadog', url: 'http://127.0.0.1:9', apikey: 'k' }] }, /the datadog exporter: unknown option "apikey" \(did you mean "apiKey"\?\)/],
     [{ exporters: [{ type: 'otlp', header: {} }] }, /the otlp exporter: unknown option "header" \(did you mean "headers"\?\)/],
+    // Nested option objects too, with or without an exporter that reads them.
+    [{ pyroscope: { seriesLabel: ['endpoint'] } }, /^start: pyroscope: unknown option "seriesLabel" \(did you mean "seriesLabels"\?\); known: seriesLabels$/],
+    [{ pyroscope: { seriesLabels: 'endpoint' } }, /^start: pyroscope\.seriesLabels must be an array of label names$/],
+    [{ pyroscope: { seriesLabels: ['bad label'] } }, /pyroscope series label "bad label" is not a valid Pyroscope label name/],
   ];
   for (const [options, message] of cases) assert.throws(() => start(options), { name: 'TypeError', message }, JSON.stringify(options));
 });

@@ -12,6 +12,7 @@ const { checkKeys } = require('./keys');
 const { switchValue } = require('../log');
 const { checkHeapInterval, DEFAULT_HEAP_INTERVAL } = require('../capture/heap');
 const { inferService } = require('./service-name');
+const { seriesLabelsOf } = require('./exporters/pyroscope');
 
 const DEFAULT_INTERVAL_MS = 1000 / 99; // 99 Hz, off the beat of 10 ms timers
 const DEFAULT_PERIOD_MS = 60_000;
@@ -124,6 +125,9 @@ const START_KEYS = [
   'pyroscope',
 ];
 
+/** start({ pyroscope })'s options. */
+const PYROSCOPE_KEYS = ['seriesLabels'];
+
 /** start()'s options with the environment's under them, checked, with their defaults. */
 function validate(options) {
   checkKeys(options, START_KEYS, 'start');
@@ -159,6 +163,9 @@ function validate(options) {
   // No name given: the app's package.json's, as dd-trace infers it (`serviceFrom` says which).
   const service = str('service');
   const inferred = service === undefined ? inferService() : undefined;
+  // Checked as the top level is, whether or not a Pyroscope exporter reads it.
+  checkKeys(pyroscope, PYROSCOPE_KEYS, 'start: pyroscope');
+  if (pyroscope.seriesLabels !== undefined) seriesLabelsOf(pyroscope.seriesLabels);
   return {
     service: service ?? inferred.name,
     serviceFrom: inferred && (inferred.from ?? null),
