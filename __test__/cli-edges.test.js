@@ -51,6 +51,27 @@ test('output directories are made before any work, or one error names them befor
   assert.match(bad.stderr, /^selfprof: cannot create .*blocker for .*r\.html: (ENOTDIR|EEXIST)\n$/);
 });
 
+test('an output path under /proc fails at once: one line, exit 1 (Node\'s recursive mkdir loops there)', (t) => {
+  if (!fs.existsSync('/proc/self')) return t.skip('no /proc here');
+  const dir = tmp(t);
+  record(t, dir);
+  const trace = path.join(dir, 'selfprof-out', 'profile.trace.json.gz');
+  const cases = [
+    [['record', '-o', '/proc/x/y', '--', process.execPath, '-e', '0'], /^selfprof: cannot create \/proc\/x\/y: ENOENT\n$/],
+    [['report', trace, '--html', '/proc/x/y/r.html'], /^selfprof: cannot create \/proc\/x\/y for \/proc\/x\/y\/r\.html: ENOENT\n$/],
+    [['convert', trace, '--to', 'pprof', '-o', '/proc/x/p.pb.gz'], /^selfprof: cannot create \/proc\/x for \/proc\/x\/p\.pb\.gz: ENOENT\n$/],
+    [['diff', trace, trace, '--html', '/proc/x/d.html'], /^selfprof: cannot create \/proc\/x for \/proc\/x\/d\.html: ENOENT\n$/],
+  ];
+  for (const [args, message] of cases) {
+    // Today's bound is the test's (a hang is the defect): 20 s for a one-line error.
+    const r = run(args, { timeout: 20_000 });
+    assert.equal(r.error?.code, undefined, `${args[0]} ended on its own`);
+    assert.equal(r.status, 1, `${args[0]}: ${r.stderr}`);
+    assert.equal(r.stdout, '', `${args[0]}: nothing before the error`);
+    assert.match(r.stderr, message, args[0]);
+  }
+});
+
 test('a reader that goes away ends the output quietly (convert | head)', (t) => {
   const dir = tmp(t);
   record(t, dir, true);

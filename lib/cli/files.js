@@ -4,6 +4,7 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
+const { makeDirSync } = require('../make-dir');
 
 /** Input files are read whole: past this (the converters' own input limit, plus room for
  * gzip's framing) a file is refused before it is read. */
@@ -79,7 +80,7 @@ function outDir(out) {
   if (out === undefined) return;
   const dir = path.dirname(path.resolve(out));
   try {
-    fs.mkdirSync(dir, { recursive: true });
+    makeDirSync(dir);
   } catch (err) {
     throw new Error(`cannot create ${dir} for ${out}: ${err.code ?? err.message}`, { cause: err });
   }

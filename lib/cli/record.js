@@ -245,7 +245,7 @@ async function recordCommand(argv) {
   const dir = path.resolve(values.out ?? 'selfprof-out');
   const command = argv.slice(split + 1);
   try {
-    fs.mkdirSync(dir, { recursive: true });
+    require('../make-dir').makeDirSync(dir);
   } catch (err) {
     throw new Error(`cannot create ${dir}: ${err.code ?? err.message}`, { cause: err });
   }

@@ -7,6 +7,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { Uploader } = require('./uploader');
+const { makeDir, makeDirSync } = require('../../make-dir');
 
 /** A service name as a file-name part: no path separators, no `..`, nothing odd. */
 function fileSafe(name) {
@@ -30,7 +31,7 @@ function file(options, meta) {
   const uploader = new Uploader(
     'file',
     async (profile) => {
-      await fs.promises.mkdir(options.dir, { recursive: true });
+      await makeDir(options.dir);
       for (const [to, bytes] of filesOf(profile)) {
         try {
           await fs.promises.writeFile(temporary(to), bytes);
@@ -44,7 +45,7 @@ function file(options, meta) {
     { ...options, retries: 0 },
   );
   uploader.exitWrite = (profile) => {
-    fs.mkdirSync(options.dir, { recursive: true });
+    makeDirSync(options.dir);
     for (const [to, bytes] of filesOf(profile)) {
       try {
         fs.writeFileSync(temporary(to), bytes);
