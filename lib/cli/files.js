@@ -1,6 +1,8 @@
 'use strict';
 // The command line's files: profiles read whole and bounded, converted with one error
-// naming the file, and outputs written (their directory made first).
+// naming the file, and outputs written (their directory made first) under a temporary name
+// and renamed, so that a failed write (a full disk) never leaves a truncated file under a
+// result's name.
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -64,12 +66,40 @@ function convertFile(file, to, { lines = false, sourceMaps = false, profilerFram
   }
 }
 
-function writeOut(out, data) {
+/** What an error code means for a file the CLI writes, where the code alone says little. */
+const MEANING = { ENOSPC: 'no space left on its device', EDQUOT: 'over its disk quota', EROFS: 'a read-only file system' };
+
+/** An fs error as a message's end: its code, and what it means. */
+function fsReason(err) {
+  const code = err.code ?? err.message;
+  return MEANING[code] ? `${code} (${MEANING[code]})` : code;
+}
+
+/**
+ * Writes each `[file, data]` under a temporary name, then renames them all into place: if
+ * one cannot be written, none is, the temporary ones are removed, and the files of those
+ * names stay as they were. The error names the file; `after`: more to say at its end.
+ */
+function writeFiles(entries, after = '') {
+  const temporary = entries.map(([file]) => `${file}.${process.pid}.tmp`);
+  let i = 0;
   try {
-    fs.writeFileSync(out, data);
+    for (; i < entries.length; i++) fs.writeFileSync(temporary[i], entries[i][1]);
+    for (i = 0; i < entries.length; i++) fs.renameSync(temporary[i], entries[i][0]);
   } catch (err) {
-    throw new Error(`cannot write ${out}: ${err.code ?? err.message}`, { cause: err });
+    for (const t of temporary) {
+      try {
+        fs.rmSync(t, { force: true });
+      } catch {
+        // left for the user to see: named .tmp
+      }
+    }
+    throw new Error(`cannot write ${entries[i][0]}: ${fsReason(err)}${after}`, { cause: err });
   }
+}
+
+function writeOut(out, data) {
+  writeFiles([[out, data]]);
 }
 
 /**
@@ -86,4 +116,4 @@ function outDir(out) {
   }
 }
 
-module.exports = { readFile, convertFile, writeOut, outDir };
+module.exports = { readFile, convertFile, writeOut, writeFiles, fsReason, outDir };

@@ -15,7 +15,9 @@
 // them only for a thread that wrote no trace. Samples carry the labels of the tracer the
 // program runs (OpenTelemetry, dd-trace), wired as service mode wires it
 // (lib/integrations/auto.js; SELFPROF_SPAN_LABELS=0 leaves it out). Never fails the app: a
-// problem is one warning.
+// problem is one warning, and a thread that cannot write (a full disk) leaves an empty file
+// naming the error's code (selfprof-<pid>-<threadId>.failed-ENOSPC), which the recorder
+// reports.
 
 const wt = require('node:worker_threads');
 
@@ -106,7 +108,9 @@ function record(env) {
       fs.writeFileSync(`${base}.trace.json.gz.tmp`, trace);
       fs.renameSync(`${base}.trace.json.gz.tmp`, `${base}.trace.json.gz`);
     } catch (err) {
-      process.emitWarning(`selfprof record: the profile could not be written: ${err.message}`, { code: 'SELFPROF_RECORD' });
+      // At exit: a warning emitted on a later tick would never be seen.
+      warnNow(`selfprof record: the profile could not be written: ${err.code ?? err.message}`, 'SELFPROF_RECORD');
+      markFailed(base, err);
     }
     checkpoints.end();
     if (!wt.isMainThread) {
@@ -218,11 +222,29 @@ function startCheckpoints(env, base, profiler, done) {
   };
 }
 
+/**
+ * Leaves, best effort, an empty file saying this thread could not write and why (an empty
+ * file takes no data block: it can still be made on a full disk).
+ */
+function markFailed(base, err) {
+  const code = /^[A-Z0-9_]+$/.test(err?.code ?? '') ? err.code : 'ERROR';
+  try {
+    require('node:fs').closeSync(require('node:fs').openSync(`${base}.failed-${code}`, 'w'));
+  } catch {
+    // nothing more can be said
+  }
+}
+
+function warnNow(message, code) {
+  require('../log').warnNow(message, code);
+}
+
 if (process.env.SELFPROF_RECORD_DIR) {
   try {
     record(process.env);
   } catch (err) {
     process.emitWarning(`selfprof record: not recording: ${err.message}`, { code: 'SELFPROF_RECORD' });
+    markFailed(require('node:path').join(process.env.SELFPROF_RECORD_DIR, `selfprof-${process.pid}-${wt.threadId}`), err);
   }
 }
 

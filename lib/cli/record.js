@@ -6,7 +6,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { UsageError, progress, options, number, showProfilerFrames } = require('./args');
-const { writeOut } = require('./files');
+const { writeFiles, fsReason } = require('./files');
 const { summarize } = require('../views/summary');
 
 /** A thread's checkpoints as one trace (json-gzip); one that cannot be read is left out, saying so. */
@@ -50,9 +50,13 @@ function collectRecordings(raw, childPid) {
     if (!found.has(key)) found.set(key, { pid: Number(pid), tid: Number(tid), whole: false, parts: [] });
     return found.get(key);
   };
+  // Threads that could not write (the hook leaves an empty file naming the error's code).
+  const failed = [];
   for (const f of fs.readdirSync(raw)) {
     const skipped = /^selfprof-(\d+)-(\d+)\.skipped$/.exec(f);
     if (skipped) entry(Number(skipped[1])).skipped++;
+    const fail = /^selfprof-(\d+)-(\d+)\.failed-([A-Z0-9_]+)$/.exec(f);
+    if (fail) failed.push({ pid: Number(fail[1]), tid: Number(fail[2]), code: fail[3] });
     const m = /^selfprof-(\d+)-(\d+)\.trace\.json\.gz$/.exec(f);
     if (m) thread(m[1], m[2]).whole = true;
     const part = /^selfprof-(\d+)-(\d+)\.part-(\d+)\.trace\.json\.gz$/.exec(f);
@@ -73,10 +77,17 @@ function collectRecordings(raw, childPid) {
     } else {
       t.parts.sort((a, b) => a.n - b.n);
       const trace = concatParts(t.parts.map((p) => p.file));
-      if (trace) entry(t.pid).threads.push({ meta, trace, cut: 0 });
+      const failure = failed.find((x) => x.pid === t.pid && x.tid === t.tid)?.code;
+      if (trace) entry(t.pid).threads.push({ meta, trace, cut: 0, failure });
     }
   }
   const processes = [...byPid.values()].filter((p) => p.threads.length);
+  if (!processes.length && failed.length) {
+    // Nothing to show, and why: a thread that could not write (a full disk).
+    const who = ({ pid, tid }) => (tid === 0 ? `pid ${pid}` : `pid ${pid}'s worker ${tid}`);
+    const more = failed.length > 1 ? ` (and ${failed.length - 1} other thread${failed.length > 2 ? 's' : ''})` : '';
+    throw new Error(`no profile was recorded: ${who(failed[0])}${more} could not write its profile: ${fsReason({ code: failed[0].code })}`);
+  }
   for (const p of processes) {
     p.threads.sort((a, b) => a.meta.threadId - b.meta.threadId);
     const main = p.threads[0].meta;
@@ -164,27 +175,34 @@ function writeRecordings(processes, { dir, command, interval, by, sourceMaps, so
     progress(`  pid ${p.pid}: ${p.samples} samples (${p.js} in JS${threads}${skipped}) -> ${p.name}.*  ${p.command}`);
     for (const t of p.threads.filter((t) => t.cut !== undefined)) {
       const who = t.meta.threadId === 0 ? `pid ${p.pid}` : `pid ${p.pid}'s ${t.meta.name}`;
-      const how = p.direct && t.meta.threadId === 0 && exit.signal ? `was ended by ${exit.signal}` : 'ended';
+      const how = t.failure
+        ? `could not write its profile (${fsReason({ code: t.failure })})`
+        : `${p.direct && t.meta.threadId === 0 && exit.signal ? `was ended by ${exit.signal}` : 'ended'} before it wrote its profile`;
       const heap = t.meta.threadId === 0 && heapOn ? ' (no heap profile: it is taken at exit)' : '';
-      progress(`${who} ${how} before it wrote its profile: kept what it recorded until its last checkpoint, ${(t.cut / 1000).toFixed(1)} s in${heap}`);
+      progress(`${who} ${how}: kept what it recorded until its last checkpoint, ${(t.cut / 1000).toFixed(1)} s in${heap}`);
     }
     const out = buildProcess(p, sourceMaps, profilerFrames);
     const to = path.join(dir, p.name);
-    writeOut(`${to}.trace.json.gz`, out.trace);
-    writeOut(`${to}.pb.gz`, out.pprof);
     const trace = JSON.parse(zlib.gunzipSync(out.trace).toString());
-    writeOut(`${to}.html`, htmlReport(trace, { title: `selfprof: ${p.command || command.join(' ')}`, sampleInterval: interval, sources, profilerFrames }));
-    const files = [`${to}.trace.json.gz`, `${to}.pb.gz`, `${to}.html`];
+    const files = [
+      [`${to}.trace.json.gz`, out.trace],
+      [`${to}.pb.gz`, out.pprof],
+      [`${to}.html`, htmlReport(trace, { title: `selfprof: ${p.command || command.join(' ')}`, sampleInterval: interval, sources, profilerFrames })],
+    ];
     let heapTrace;
     if (out.heap) {
-      writeOut(`${to}.heap.pb.gz`, out.heap.pprof);
       heapTrace = JSON.parse(zlib.gunzipSync(out.heap.trace).toString());
-      writeOut(`${to}.heap.html`, htmlReport(heapTrace, { title: `selfprof heap: ${p.command || command.join(' ')}`, sources, profilerFrames }));
-      files.push(`${to}.heap.pb.gz`, `${to}.heap.html`);
+      files.push([`${to}.heap.pb.gz`, out.heap.pprof], [`${to}.heap.html`, htmlReport(heapTrace, { title: `selfprof heap: ${p.command || command.join(' ')}`, sources, profilerFrames })]);
     }
-    progress(`wrote ${files.map(rel).join(', ')}`);
-    built.push({ p, trace, heapTrace });
+    built.push({ p, trace, heapTrace, files });
   }
+  // Every process's files, or none (a full disk): never a truncated file under a result's
+  // name, and an earlier recording's files left whole.
+  writeFiles(
+    built.flatMap((b) => b.files),
+    '; nothing of this recording was written',
+  );
+  for (const b of built) progress(`wrote ${b.files.map(([f]) => rel(f)).join(', ')}`);
   const { p, trace, heapTrace } = built[0];
   const root = `file://${process.cwd()}/`;
   if (processes.length > 1) process.stdout.write(`pid ${p.pid}: ${p.command}\n`);
@@ -252,7 +270,7 @@ async function recordCommand(argv) {
   // Never overwrite without saying so: the earlier run's files are named.
   const earlier = fs.readdirSync(dir).filter((f) => /^profile(-\d+-.*)?\.(trace\.json\.gz|pb\.gz|html|heap\.pb\.gz|heap\.html)$/.test(f));
   if (earlier.length) progress(`${path.relative(process.cwd(), dir) || dir} holds an earlier recording (${earlier.slice(0, 3).join(', ')}${earlier.length > 3 ? `, ${earlier.length - 3} more` : ''}): this one replaces it`);
-  const raw = fs.mkdtempSync(path.join(dir, '.recording-'));
+  const raw = recordingDir(dir);
   const hook = path.join(__dirname, 'record-hook.js');
   const env = {
     ...process.env,
@@ -307,9 +325,14 @@ async function recordCommand(argv) {
   // The recorder exits as the program did: a signal as a shell reports it, 128 + its number
   // (ending it after --duration is no failure).
   const status = !exit.signal ? exit.code : timedOut && exit.signal === 'SIGINT' ? 0 : 128 + (require('node:os').constants.signals[exit.signal] ?? 0);
-  const processes = collectRecordings(raw, child.pid);
-  if (!processes.length) {
+  let processes;
+  try {
+    processes = collectRecordings(raw, child.pid);
+  } finally {
+    // Read whole: its room is the outputs' (on a disk that filled up meanwhile).
     fs.rmSync(raw, { recursive: true, force: true });
+  }
+  if (!processes.length) {
     if (!exit.signal) throw new Error(`no profile was recorded: ${command[0]} started no Node.js process that ran to its exit`);
     const every = Number(process.env.SELFPROF_RECORD_CHECKPOINT_MS ?? require('./record-hook').CHECKPOINT_MS) / 1000;
     progress(`no profile was recorded: ${command[0]} was ended by ${exit.signal} before its first checkpoint (one every ${every} s) or its exit`);
@@ -326,8 +349,27 @@ async function recordCommand(argv) {
     heapOn: heapInterval !== undefined,
     profilerFrames,
   });
-  fs.rmSync(raw, { recursive: true, force: true });
   return status;
+}
+
+/** Bytes written and removed to see that the recording's disk has room before the program runs. */
+const ROOM_PROBE_BYTES = 64 << 10;
+
+/**
+ * The directory the recorded threads write into, inside `dir`, once it is known to take a
+ * write: a disk full at start (or read-only) is one error before the program runs.
+ */
+function recordingDir(dir) {
+  let raw;
+  try {
+    raw = fs.mkdtempSync(path.join(dir, '.recording-'));
+    fs.writeFileSync(path.join(raw, 'room'), Buffer.alloc(ROOM_PROBE_BYTES));
+    fs.rmSync(path.join(raw, 'room'));
+    return raw;
+  } catch (err) {
+    if (raw) fs.rmSync(raw, { recursive: true, force: true });
+    throw new Error(`cannot record to ${dir}: ${fsReason(err)}`, { cause: err });
+  }
 }
 
 module.exports = { recordCommand, OPTIONS };
