@@ -37,8 +37,9 @@ function diffCommand(argv) {
   const top = number(values.top, '--top', { min: 1, integer: true }) ?? 20;
   outDir(values.html);
   const ignoreLines = values['ignore-lines'] ?? false;
+  // Each file read once: its trace serves the table and the report.
   const readTrace = (file) => JSON.parse(convertFile(file, 'trace', { sourceMaps: values['source-maps'], profilerFrames }));
-  const { diffProfiles, diffLabelValues, formatDiff } = require('../views/diff');
+  const { diffTraces, diffTraceLabels, formatDiff } = require('../views/diff');
   const root = `file://${process.cwd()}/`;
   const shorten = (loc) => (loc.startsWith(root) ? loc.slice(root.length) : loc);
   let result;
@@ -54,14 +55,13 @@ function diffCommand(argv) {
     if (!keys.has(values.by)) {
       throw new Error(`${file}: ${require('../views/summary').missingLabel(values.by, [...keys].sort())}`);
     }
-    result = diffLabelValues(trace, values.by, value(va), value(vb), { ignoreLines });
+    result = diffTraceLabels(trace, values.by, value(va), value(vb), { ignoreLines, limit: top });
     sides = [`${values.by} = ${va}`, `${values.by} = ${vb}`];
     report = () =>
-      require('../..').htmlReport(trace, {
+      require('../views/report').reportChunks(trace, undefined, {
         title: `selfprof diff: ${path.basename(file)}, ${values.by}: ${va} → ${vb}`,
         labelDiff: { key: values.by, a: value(va), b: value(vb) },
         sources,
-        profilerFrames,
       });
   } else {
     if (positionals.length !== 2) throw new UsageError('diff takes two files, A (the baseline) and B, or FILE --by KEY VALUE_A VALUE_B');
@@ -70,18 +70,16 @@ function diffCommand(argv) {
     const tb = readTrace(fb);
     noHeap(fa, ta);
     noHeap(fb, tb);
-    result = diffProfiles(ta, tb, { ignoreLines });
+    result = diffTraces(ta, tb, { ignoreLines, limit: top });
     sides = [fa, fb];
     // Two files of one name (run1/profile.json, run2/profile.json) named by their paths.
     const [na, nb] = sideNames(fa, fb);
     report = () =>
-      require('../..').htmlReport(tb, {
+      require('../views/report').reportChunks(tb, ta, {
         title: `selfprof diff: A ${na} → B ${nb}`,
-        baseline: ta,
         baselineName: na,
         name: nb,
         sources,
-        profilerFrames,
       });
   }
   const side = (name, s) => `${name}: ${s.samples} samples, ${s.busy} busy${s.busy ? '' : ' (no busy samples: every share is 0)'}`;

@@ -84,7 +84,7 @@ function writeFiles(entries, after = '') {
   const temporary = entries.map(([file]) => `${file}.${process.pid}.tmp`);
   let i = 0;
   try {
-    for (; i < entries.length; i++) fs.writeFileSync(temporary[i], entries[i][1]);
+    for (; i < entries.length; i++) writeWhole(temporary[i], entries[i][1]);
     for (i = 0; i < entries.length; i++) fs.renameSync(temporary[i], entries[i][0]);
   } catch (err) {
     for (const t of temporary) {
@@ -95,6 +95,34 @@ function writeFiles(entries, after = '') {
       }
     }
     throw new Error(`cannot write ${entries[i][0]}: ${fsReason(err)}${after}`, { cause: err });
+  }
+}
+
+/** Text is written in slices of this many characters: never a second copy of a report of 250 MB. */
+const SLICE_CHARS = 1 << 24;
+
+/**
+ * Writes `data` to `file`: bytes, text (a slice at a time, a surrogate pair never split),
+ * or an iterable of texts written one after another (a report made as it is written).
+ */
+function writeWhole(file, data) {
+  if (Buffer.isBuffer(data) || (typeof data === 'string' && data.length <= SLICE_CHARS)) return fs.writeFileSync(file, data);
+  const fd = fs.openSync(file, 'w');
+  const write = (text) => {
+    for (let at = 0; at < text.length; ) {
+      let end = Math.min(at + SLICE_CHARS, text.length);
+      const last = text.charCodeAt(end - 1);
+      if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--;
+      const bytes = Buffer.from(text.slice(at, end));
+      for (let off = 0; off < bytes.length; ) off += fs.writeSync(fd, bytes, off);
+      at = end;
+    }
+  };
+  try {
+    if (typeof data === 'string') write(data);
+    else for (const text of data) write(text);
+  } finally {
+    fs.closeSync(fd);
   }
 }
 

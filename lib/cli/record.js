@@ -162,7 +162,8 @@ function buildProcess(p, sourceMaps, profilerFrames) {
 /** Writes each process's files (the app's as profile.*) and prints which is which, then the app's summary. */
 function writeRecordings(processes, { dir, command, interval, by, sourceMaps, sources, exit, heapOn, profilerFrames }) {
   const zlib = require('node:zlib');
-  const { htmlReport } = require('../..');
+  // The traces built here, not read again.
+  const { reportChunks } = require('../views/report');
   const rel = (f) => path.relative(process.cwd(), f) || f;
   const safe = (s) => s.replace(/[^\w.-]+/g, '_').slice(0, 60) || 'node';
   const lead = processes[0];
@@ -187,12 +188,12 @@ function writeRecordings(processes, { dir, command, interval, by, sourceMaps, so
     const files = [
       [`${to}.trace.json.gz`, out.trace],
       [`${to}.pb.gz`, out.pprof],
-      [`${to}.html`, htmlReport(trace, { title: `selfprof: ${p.command || command.join(' ')}`, sampleInterval: interval, sources, profilerFrames })],
+      [`${to}.html`, reportChunks(trace, undefined, { title: `selfprof: ${p.command || command.join(' ')}`, sampleInterval: interval, sources })],
     ];
     let heapTrace;
     if (out.heap) {
       heapTrace = JSON.parse(zlib.gunzipSync(out.heap.trace).toString());
-      files.push([`${to}.heap.pb.gz`, out.heap.pprof], [`${to}.heap.html`, htmlReport(heapTrace, { title: `selfprof heap: ${p.command || command.join(' ')}`, sources, profilerFrames })]);
+      files.push([`${to}.heap.pb.gz`, out.heap.pprof], [`${to}.heap.html`, reportChunks(heapTrace, undefined, { title: `selfprof heap: ${p.command || command.join(' ')}`, sources })]);
     }
     built.push({ p, trace, heapTrace, files });
   }

@@ -26,8 +26,9 @@ function reportCommand(argv) {
   const trace = JSON.parse(convertFile(file, 'trace', { sourceMaps: values['source-maps'], profilerFrames }));
   process.stdout.write(`${summarize(trace, { by: values.by, top, root: `file://${process.cwd()}/` })}\n`);
   if (values.html) {
-    const { htmlReport } = require('../..');
-    writeOut(values.html, htmlReport(trace, { title: `selfprof: ${path.basename(file)}`, sources: !values['no-sources'], profilerFrames }));
+    // The trace as read: not read again (a file of 250 MB is read once).
+    const { reportChunks } = require('../views/report');
+    writeOut(values.html, reportChunks(trace, undefined, { title: `selfprof: ${path.basename(file)}`, sources: !values['no-sources'] }));
     progress(`wrote ${values.html}`);
   }
 }

@@ -10,6 +10,7 @@
 // match by name, file, line and column (`ignoreLines`: by name and file).
 
 const { readProfile } = require('./convert');
+const { firstInOrder } = require('./top');
 
 const PSEUDO = { gc: '(garbage collector)', other: '(program)' };
 
@@ -20,72 +21,157 @@ function location(trace, frame) {
   return frame.line === undefined ? r : `${r}:${frame.line}:${frame.column}`;
 }
 
-/** Per function key: { name, location, self, total } over the kept samples; and the busy count. */
-function countSide(trace, keep, ignoreLines) {
-  const keyOf = trace.frames.map((f) => {
-    const url = f.resourceId === undefined ? '' : trace.resources[f.resourceId];
-    return ignoreLines ? `${f.name}\0${url}` : `${f.name}\0${url}\0${f.line}\0${f.column}`;
-  });
-  const fns = new Map();
-  const fn = (key, name, loc) => fns.get(key) ?? fns.set(key, { key, name, location: loc, self: 0, total: 0 }).get(key);
+/** The pseudo-functions' numbers past a side's own functions: `n + PSEUDO_SLOT[kind]`. */
+const PSEUDO_SLOT = { gc: 0, other: 1, root: 2 };
+const PSEUDO_KINDS = ['gc', 'other', 'root'];
+
+/**
+ * A trace's functions: its frames grouped by name, file, line and column (`ignoreLines`:
+ * name and file). `fnOfFrame[i]`: frame i's function; `frameOf[k]`: a frame of function k;
+ * `find(trace, i)`: the function of another trace's frame i here, or -1. Looked up by
+ * name first (names are mostly unique: no key string is made per frame).
+ */
+function functionsOf(trace, ignoreLines) {
+  const { frames } = trace;
+  const byName = new Map();
+  const frameOf = [];
+  const fnOfFrame = new Int32Array(frames.length);
+  const urlOf = (t, f) => (f.resourceId === undefined ? '' : t.resources[f.resourceId]);
+  const same = (k, t, f) => {
+    const g = frames[frameOf[k]];
+    return urlOf(trace, g) === urlOf(t, f) && (ignoreLines || (g.line === f.line && g.column === f.column));
+  };
+  const lookup = (t, f) => {
+    const entry = byName.get(f.name);
+    if (entry === undefined) return -1;
+    if (typeof entry === 'number') return same(entry, t, f) ? entry : -1;
+    for (const k of entry) if (same(k, t, f)) return k;
+    return -1;
+  };
+  for (let i = 0; i < frames.length; i++) {
+    const f = frames[i];
+    let k = lookup(trace, f);
+    if (k < 0) {
+      k = frameOf.length;
+      frameOf.push(i);
+      const entry = byName.get(f.name);
+      if (entry === undefined) byName.set(f.name, k);
+      else if (typeof entry === 'number') byName.set(f.name, [entry, k]);
+      else entry.push(k);
+    }
+    fnOfFrame[i] = k;
+  }
+  return { frameOf, fnOfFrame, find: (t, i) => lookup(t, t.frames[i]) };
+}
+
+/**
+ * A side's counts over the samples `keep` takes: each function's `self` and `total`
+ * samples (the pseudo-functions' past its own: PSEUDO_SLOT), and the `busy` and kept
+ * `samples` counts. In typed arrays: a profile naming a million functions takes tens of MB.
+ */
+function countSide(trace, fns, keep) {
+  const { stacks, samples } = trace;
+  const n = fns.frameOf.length;
+  const self = new Uint32Array(n + PSEUDO_KINDS.length);
+  const total = new Uint32Array(n + PSEUDO_KINDS.length);
+  const seenAt = new Int32Array(n).fill(-1);
+  const parent = Int32Array.from(stacks, (st) => (st.parentId === undefined ? -1 : st.parentId));
+  const fnOfStack = Int32Array.from(stacks, (st) => fns.fnOfFrame[st.frameId]);
   let busy = 0;
-  let samples = 0;
-  const seen = new Map();
-  trace.samples.forEach((s, n) => {
-    if (!keep(s)) return;
-    samples++;
-    if (s.marker === 'idle') return;
+  let kept = 0;
+  for (let i = 0; i < samples.length; i++) {
+    const s = samples[i];
+    if (!keep(s)) continue;
+    kept++;
+    if (s.marker === 'idle') continue;
     busy++;
     if (s.stackId === undefined) {
-      const kind = s.marker ?? 'root';
-      const r = fn(`\0${kind}`, PSEUDO[kind] ?? '(root)', '');
-      r.self++;
-      r.total++;
-      return;
+      const k = n + (PSEUDO_SLOT[s.marker] ?? PSEUDO_SLOT.root);
+      self[k]++;
+      total[k]++;
+      continue;
     }
     // GC that V8 placed under a stack (as the report shows it): a GC sample on that stack.
     const gcUnder = s.marker === 'gc';
     if (gcUnder) {
-      const r = fn('\0gc', PSEUDO.gc, '');
-      r.self++;
-      r.total++;
+      self[n + PSEUDO_SLOT.gc]++;
+      total[n + PSEUDO_SLOT.gc]++;
     }
-    for (let id = s.stackId; id !== undefined; id = trace.stacks[id].parentId) {
-      const f = trace.stacks[id].frameId;
-      const r = fn(keyOf[f], trace.frames[f].name || '(anonymous)', location(trace, trace.frames[f]));
-      if (id === s.stackId && !gcUnder) r.self++;
-      if (seen.get(r) !== n) {
-        seen.set(r, n);
-        r.total++;
+    for (let id = s.stackId; id !== -1; id = parent[id]) {
+      const k = fnOfStack[id];
+      if (id === s.stackId && !gcUnder) self[k]++;
+      if (seenAt[k] !== i) {
+        seenAt[k] = i;
+        total[k]++;
       }
     }
-  });
-  return { fns, busy, samples };
+  }
+  return { trace, fns, self, total, busy, samples: kept };
 }
 
-function compare(a, b) {
+/** Function k of a side (a pseudo-function past its own): its name and location. */
+function described(side, k) {
+  const n = side.fns.frameOf.length;
+  if (k >= n) {
+    const kind = PSEUDO_KINDS[k - n];
+    return { name: PSEUDO[kind] ?? '(root)', location: '' };
+  }
+  const frame = side.trace.frames[side.fns.frameOf[k]];
+  return { name: frame.name || '(anonymous)', location: location(side.trace, frame) };
+}
+
+/**
+ * The two sides compared: every function of either, biggest |Δ self| first (then |Δ
+ * total|, then name, then location); `limit`: only the first that many (the command
+ * line's --top).
+ */
+function compare(a, b, limit = Infinity) {
   const share = (x, side) => (side.busy ? (100 * x) / side.busy : 0);
-  const keys = new Set([...a.fns.keys(), ...b.fns.keys()]);
-  const functions = [...keys].map((key) => {
-    const fa = a.fns.get(key);
-    const fb = b.fns.get(key);
-    const any = fb ?? fa;
-    const self = { a: share(fa?.self ?? 0, a), b: share(fb?.self ?? 0, b) };
-    const total = { a: share(fa?.total ?? 0, a), b: share(fb?.total ?? 0, b) };
+  const na = a.fns.frameOf.length;
+  const nb = b.fns.frameOf.length;
+  // Every function of A (with its match in B, or -1), then B's own, then the pseudo-functions.
+  const ia = [];
+  const ib = [];
+  const matched = new Uint8Array(nb);
+  for (let k = 0; k < na; k++) {
+    const m = a.fns === b.fns ? k : b.fns.find(a.trace, a.fns.frameOf[k]);
+    ia.push(k);
+    ib.push(m);
+    if (m >= 0) matched[m] = 1;
+  }
+  for (let k = 0; k < nb; k++) {
+    if (matched[k]) continue;
+    ia.push(-1);
+    ib.push(k);
+  }
+  for (let p = 0; p < PSEUDO_KINDS.length; p++) {
+    if (a.total[na + p] === 0 && b.total[nb + p] === 0) continue;
+    ia.push(na + p);
+    ib.push(nb + p);
+  }
+  const n = ia.length;
+  const at = (side, k, what) => (k < 0 ? 0 : side[what][k]);
+  const dSelf = Float64Array.from({ length: n }, (_, j) => share(at(b, ib[j], 'self'), b) - share(at(a, ia[j], 'self'), a));
+  const dTotal = Float64Array.from({ length: n }, (_, j) => share(at(b, ib[j], 'total'), b) - share(at(a, ia[j], 'total'), a));
+  const describe = (j) => (ib[j] >= 0 ? described(b, ib[j]) : described(a, ia[j]));
+  const before = (x, y) => {
+    const d = Math.abs(dSelf[y]) - Math.abs(dSelf[x]) || Math.abs(dTotal[y]) - Math.abs(dTotal[x]);
+    if (d) return d;
+    const [fx, fy] = [describe(x), describe(y)];
+    if (fx.name !== fy.name) return fx.name < fy.name ? -1 : 1;
+    return fx.location < fy.location ? -1 : fx.location > fy.location ? 1 : 0;
+  };
+  const functions = firstInOrder(n, Math.min(n, limit), before).map((j) => {
+    const samples = { aSelf: at(a, ia[j], 'self'), bSelf: at(b, ib[j], 'self'), aTotal: at(a, ia[j], 'total'), bTotal: at(b, ib[j], 'total') };
+    const self = { a: share(samples.aSelf, a), b: share(samples.bSelf, b) };
+    const total = { a: share(samples.aTotal, a), b: share(samples.bTotal, b) };
     return {
-      name: any.name,
-      location: any.location,
-      samples: { aSelf: fa?.self ?? 0, bSelf: fb?.self ?? 0, aTotal: fa?.total ?? 0, bTotal: fb?.total ?? 0 },
+      ...(ib[j] >= 0 ? described(b, ib[j]) : described(a, ia[j])),
+      samples,
       self: { ...self, delta: self.b - self.a },
       total: { ...total, delta: total.b - total.a },
     };
   });
-  functions.sort(
-    (x, y) =>
-      Math.abs(y.self.delta) - Math.abs(x.self.delta) ||
-      Math.abs(y.total.delta) - Math.abs(x.total.delta) ||
-      (x.name < y.name ? -1 : x.name > y.name ? 1 : 0),
-  );
   return { a: { samples: a.samples, busy: a.busy }, b: { samples: b.samples, busy: b.busy }, functions };
 }
 
@@ -100,10 +186,21 @@ function compare(a, b) {
  * @param {{ ignoreLines?: boolean, profilerFrames?: boolean }} [options]
  */
 function diffProfiles(a, b, { ignoreLines = false, profilerFrames } = {}) {
-  const ta = readProfile(a, { profilerFrames });
-  const tb = readProfile(b, { profilerFrames });
+  return diffTraces(readProfile(a, { profilerFrames }), readProfile(b, { profilerFrames }), { ignoreLines });
+}
+
+/**
+ * diffProfiles of two trace objects `readProfile` made (the command line's: each file read
+ * once); `limit`: only that many functions described.
+ * @param {any} ta
+ * @param {any} tb
+ * @param {{ ignoreLines?: boolean, limit?: number }} [options]
+ */
+function diffTraces(ta, tb, { ignoreLines = false, limit } = {}) {
   const all = () => true;
-  return compare(countSide(ta, all, ignoreLines), countSide(tb, all, ignoreLines));
+  const fa = functionsOf(ta, ignoreLines);
+  const fb = ta === tb ? fa : functionsOf(tb, ignoreLines);
+  return compare(countSide(ta, fa, all), countSide(tb, fb, all), limit);
 }
 
 /**
@@ -115,14 +212,26 @@ function diffProfiles(a, b, { ignoreLines = false, profilerFrames } = {}) {
  * @param {{ ignoreLines?: boolean, profilerFrames?: boolean }} [options]
  */
 function diffLabelValues(trace, key, a, b, { ignoreLines = false, profilerFrames } = {}) {
-  const t = readProfile(trace, { profilerFrames });
+  return diffTraceLabels(readProfile(trace, { profilerFrames }), key, a, b, { ignoreLines });
+}
+
+/**
+ * diffLabelValues of a trace object `readProfile` made; `limit` as diffTraces'.
+ * @param {any} t
+ * @param {string} key
+ * @param {string | null} a
+ * @param {string | null} b
+ * @param {{ ignoreLines?: boolean, limit?: number }} [options]
+ */
+function diffTraceLabels(t, key, a, b, { ignoreLines = false, limit } = {}) {
   const has = (value) => (s) => {
     const labels = s.contextId === undefined ? undefined : t.contexts[s.contextId].labels;
     // Own properties only: a label key such as `constructor` must not find Object's.
     const v = labels !== undefined && Object.hasOwn(labels, key) ? labels[key] : undefined;
     return value === null ? v === undefined : v === value;
   };
-  return compare(countSide(t, has(a), ignoreLines), countSide(t, has(b), ignoreLines));
+  const fns = functionsOf(t, ignoreLines);
+  return compare(countSide(t, fns, has(a)), countSide(t, fns, has(b)), limit);
 }
 
 /** A plain-text table of the `top` biggest changes. */
@@ -139,4 +248,4 @@ function formatDiff(result, { top = 20, shorten = (loc) => loc } = {}) {
   return [line(head), ...body.map(line)].join('\n');
 }
 
-module.exports = { diffProfiles, diffLabelValues, formatDiff };
+module.exports = { diffProfiles, diffLabelValues, diffTraces, diffTraceLabels, formatDiff };

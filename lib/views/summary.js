@@ -4,6 +4,7 @@
 // text summary the CLI prints of either.
 
 const { formatBytes } = require('./format');
+const { firstInOrder } = require('./top');
 
 /** Sample i's weight: 1, or what it stands for in a weighted trace. */
 function weightOf(trace) {
@@ -50,18 +51,15 @@ function topFunctions(trace, { limit = 10 } = {}) {
       }
     }
   });
-  return trace.frames
-    .map((frame, i) => ({
-      name: frame.name || '(anonymous)',
-      location: location(trace, frame),
-      self: self[i],
-      total: total[i],
-      selfPercent: stackSamples ? (100 * self[i]) / stackSamples : 0,
-      totalPercent: stackSamples ? (100 * total[i]) / stackSamples : 0,
-    }))
-    .filter((f) => f.total > 0)
-    .sort((a, b) => b.self - a.self || b.total - a.total)
-    .slice(0, limit);
+  // Only the rows shown are made (a profile may name a million functions).
+  return firstInOrder(trace.frames.length, limit, (a, b) => self[b] - self[a] || total[b] - total[a], (i) => total[i] > 0).map((i) => ({
+    name: trace.frames[i].name || '(anonymous)',
+    location: location(trace, trace.frames[i]),
+    self: self[i],
+    total: total[i],
+    selfPercent: stackSamples ? (100 * self[i]) / stackSamples : 0,
+    totalPercent: stackSamples ? (100 * total[i]) / stackSamples : 0,
+  }));
 }
 
 function location(trace, frame) {

@@ -88,6 +88,60 @@ function htmlReport(trace, options = {}) {
   if (typeof profilerFrames !== 'boolean') throw new TypeError('htmlReport: profilerFrames must be a boolean');
   const main = traceObject(trace, '', sourceMaps, profilerFrames);
   const base = baseline === undefined || baseline === null ? undefined : traceObject(baseline, 'baseline: ', sourceMaps, profilerFrames);
+  return reportOfTraces(main, base, { title, sampleInterval, baselineName, name, labelDiff, sources, view });
+}
+
+/**
+ * What reportOfTraces and reportChunks take: htmlReport's options but the reading ones.
+ * @typedef {{ title?: string, sampleInterval?: number, baselineName?: string, name?: string,
+ *   labelDiff?: { key: string, a: string | null, b: string | null }, sources?: boolean, view?: string }} PageOptions
+ */
+
+/**
+ * htmlReport of trace objects `readProfile` made (the command line's: a file is read once,
+ * not again here); their `sourceText` is taken out (it goes in as `sources`).
+ * @param {any} main
+ * @param {any} base
+ * @param {PageOptions} [options]
+ */
+function reportOfTraces(main, base, options) {
+  return [...reportChunks(main, base, options)].join('');
+}
+
+/** Arrays longer than this go into the page a slice at a time (reportChunks). */
+const SLICE = 1 << 16;
+
+/**
+ * `JSON.stringify(value)` as an iterable of pieces (the objects of the first `depth`
+ * levels a key at a time, arrays over SLICE a slice at a time), each safe in a <script>:
+ * a report of a 250 MB trace is never one string of it.
+ */
+function* jsonPieces(value, depth = 3) {
+  if (Array.isArray(value) && value.length > SLICE) {
+    for (let i = 0; i < value.length; i += SLICE) yield `${i ? ',' : '['}${scriptJson(value.slice(i, i + SLICE)).slice(1, -1)}`;
+    yield ']';
+  } else if (depth > 0 && value !== null && typeof value === 'object' && !Array.isArray(value) && typeof value.toJSON !== 'function') {
+    let first = true;
+    for (const [key, v] of Object.entries(value)) {
+      if (v === undefined || typeof v === 'function' || typeof v === 'symbol') continue;
+      yield `${first ? '{' : ','}${scriptJson(key)}:`;
+      first = false;
+      yield* jsonPieces(v, depth - 1);
+    }
+    yield first ? '{}' : '}';
+  } else {
+    yield scriptJson(value);
+  }
+}
+
+/**
+ * reportOfTraces as pieces of the page, in order, to be written one after another (the
+ * command line's: the page's text of a 250 MB trace is never held whole).
+ * @param {any} main
+ * @param {any} base
+ * @param {PageOptions} [options]
+ */
+function* reportChunks(main, base, { title = 'selfprof report', sampleInterval, baselineName, name, labelDiff, sources = true, view } = {}) {
   if (view !== undefined && !VIEWS.includes(view)) {
     throw new TypeError(`htmlReport: view must be one of ${VIEWS.join(', ')}, got ${JSON.stringify(view)}`);
   }
@@ -109,7 +163,12 @@ function htmlReport(trace, options = {}) {
     sources: text,
     view: view ?? (base || labelDiff ? 'diff' : 'flame'),
   };
-  return page({ title: escapeHtml(title), json: scriptJson(data), script: client() });
+  // The page around its data (the shell's text, split where the data goes).
+  const marker = `\0selfprof-data-${process.pid}\0`;
+  const [head, tail] = page({ title: escapeHtml(title), json: marker, script: client() }).split(marker);
+  yield head;
+  yield* jsonPieces(data);
+  yield tail;
 }
 
-module.exports = { htmlReport, scriptJson };
+module.exports = { htmlReport, reportOfTraces, reportChunks, scriptJson };
