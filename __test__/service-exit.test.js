@@ -55,6 +55,8 @@ const app = `
 
 /** What each way of ending must exit with. */
 const CODES = { exit: 3, exitCode: 4, 'exitCode-natural': 5, sigterm: 0 };
+/** The CPU profiles each makes: a SIGTERM the app handles ships what came before it at once, then the rest at the exit. */
+const PROFILES = { exit: 1, exitCode: 1, 'exitCode-natural': 1, sigterm: 2 };
 
 /** Runs the app ending `how` with `exporter`; resolves to { code, signal, stderr, said, exitedAt }. */
 function runApp(how, exporter, { killAfterMs = 20_000, env } = {}) {
@@ -66,7 +68,7 @@ function runApp(how, exporter, { killAfterMs = 20_000, env } = {}) {
     p.stdout.on('data', (d) => {
       stdout += d;
       if (how === 'sigterm' && stdout.startsWith('ready\n') && !p.signalled) {
-        p.signalled = true;
+        p.signalled = Date.now();
         p.kill('SIGTERM');
       }
     });
@@ -74,19 +76,28 @@ function runApp(how, exporter, { killAfterMs = 20_000, env } = {}) {
     p.on('exit', (code, signal) => {
       clearTimeout(killer);
       const line = stdout.split('\n').find((l) => l.startsWith('{'));
-      resolve({ code, signal, stderr, said: line ? JSON.parse(line) : null, exitedAt: Date.now() });
+      resolve({ code, signal, stderr, said: line ? JSON.parse(line) : null, exitedAt: Date.now(), signalledAt: p.signalled });
     });
   });
 }
 
-/** The app ended as it chose, within the budget, and its last work is in `pprof` with its labels. */
-function assertKept(t, how, r, pprof, labels = (s) => pprof.labels(s)) {
+/**
+ * The app ended as it chose, within the budget, and its last work is in `pprofs` (its
+ * profiles, decoded) with its labels; `labels(pprof, sample)` reads a sample's.
+ */
+function assertKept(t, how, r, pprofs, labels = (pprof, s) => pprof.labels(s)) {
   assert.equal(r.code, CODES[how], `${how}: the exit code the app chose (${r.signal ?? ''}): ${r.stderr}`);
   assert.ok(r.said, `${how}: the app ran: ${r.stderr}`);
   const after = r.exitedAt - r.said.exiting;
   t.diagnostic(`${how}: exited ${after} ms after it chose to (its teardown and the test's hearing of it included)`);
   assert.ok(after <= EXIT_BUDGET_MS + EXIT_MARGIN_MS, `${how}: exited ${after} ms after it chose to (docs/service-mode.md: 2 s)`);
-  const samples = pprofWork(pprof, ['exitLastWork'], { timeOrigin: r.said.timeOrigin, labels });
+  if (r.signalledAt) {
+    // Before the app's handler ran, what came before the signal was shipped (2 s at most).
+    const total = r.exitedAt - r.signalledAt;
+    t.diagnostic(`${how}: exited ${total} ms after SIGTERM`);
+    assert.ok(total <= 2 * EXIT_BUDGET_MS + EXIT_MARGIN_MS, `${how}: exited ${total} ms after SIGTERM (docs/service-mode.md: 2 s at the signal, 2 s at the exit)`);
+  }
+  const samples = pprofs.flatMap((pprof) => pprofWork(pprof, ['exitLastWork'], { timeOrigin: r.said.timeOrigin, labels: (s) => labels(pprof, s) }));
   assertRequestLabels(samples, [r.said.call], { what: how, min: 10 });
 }
 
@@ -99,10 +110,10 @@ test('file exporter: process.exit(), a SIGTERM handler that exits, and process.e
     assert.doesNotMatch(warningsIn(r.stderr), /selfprof/, `${how}: no warning`);
     const files = fs.existsSync(out) ? fs.readdirSync(out) : [];
     const cpu = files.filter((f) => /^exits-.*Z\.pb\.gz$/.test(f));
-    assert.equal(cpu.length, 1, `${how}: one CPU profile, got ${files.join(', ') || 'no file'}`);
-    assert.ok(files.some((f) => f.endsWith('.heap.pb.gz')), `${how}: the heap profile too: ${files.join(', ')}`);
+    assert.equal(cpu.length, PROFILES[how], `${how}: CPU profiles: ${files.join(', ') || 'no file'}`);
+    assert.equal(files.filter((f) => f.endsWith('.heap.pb.gz')).length, PROFILES[how], `${how}: the heap profiles too: ${files.join(', ')}`);
     assert.deepEqual(files.filter((f) => f.includes('.tmp')), [], `${how}: no temporary file left`);
-    assertKept(t, how, r, decodePprof(fs.readFileSync(path.join(out, cpu[0]))));
+    assertKept(t, how, r, cpu.map((f) => decodePprof(fs.readFileSync(path.join(out, f)))));
   }
 });
 
@@ -116,14 +127,17 @@ test('Datadog agent: process.exit(), a SIGTERM handler that exits, and process.e
     const r = await runApp(how, { type: 'datadog', url: agent.url });
     assert.doesNotMatch(warningsIn(r.stderr), /selfprof/, `${how}: no warning`);
     const uploads = (await agent.requests()).filter((x) => x.path === '/profiling/v1/input');
-    assert.equal(uploads.length, 1, `${how}: one upload, got ${uploads.length}: ${r.stderr}`);
-    const form = await formOf(uploads[0].body, uploads[0].headers['Content-Type']);
-    const event = JSON.parse(await form.get('event').text());
-    assert.match(event.tags_profiler, /(^|,)snapshot:on_shutdown(,|$)/, `${how}: the last profile`);
-    assert.deepEqual([...form.keys()], ['event', 'wall.pprof', 'space.pprof'], `${how}: the CPU and heap profiles`);
-    const pprof = decodePprof(Buffer.from(await form.get('wall.pprof').arrayBuffer()));
+    assert.equal(uploads.length, PROFILES[how], `${how}: uploads: ${uploads.length}: ${r.stderr}`);
+    const pprofs = [];
+    for (const upload of uploads) {
+      const form = await formOf(upload.body, upload.headers['Content-Type']);
+      const event = JSON.parse(await form.get('event').text());
+      assert.match(event.tags_profiler, /(^|,)snapshot:on_shutdown(,|$)/, `${how}: a profile at the end`);
+      assert.deepEqual([...form.keys()], ['event', 'wall.pprof', 'space.pprof'], `${how}: the CPU and heap profiles`);
+      pprofs.push(decodePprof(Buffer.from(await form.get('wall.pprof').arrayBuffer())));
+    }
     // Datadog's dialect: the endpoint is `trace endpoint`.
-    assertKept(t, how, r, pprof, (s) => {
+    assertKept(t, how, r, pprofs, (pprof, s) => {
       const l = pprof.labels(s);
       return l['trace endpoint'] ? { endpoint: l['trace endpoint'] } : undefined;
     });
@@ -182,5 +196,55 @@ test('a file exporter that cannot write at process.exit(): one warning, the exit
     assert.equal(lines.length, 1, `${name}: ${r.stderr}`);
     assert.match(lines[0], /^selfprof: file exporter could not write 1 profile at exit \(.*\(the last\)\): /, name);
     assert.match(lines[0], code, name);
+  }
+});
+
+test('a library that hears SIGTERM and raises it again (signal-exit), before or after start(): the process still ends by it, its profile shipped first', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-exit-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  // signal-exit raises the signal again only when its listeners are the last: selfprof's
+  // must get out of the way, and ship before the process ends without another JS turn.
+  const script = (order) => `
+    const { start, withLabels } = require(${JSON.stringify(root)});
+    const listen = () => require('signal-exit').onExit((code, signal) => require('node:fs').writeSync(1, 'onExit ' + signal + '\\n'));
+    if (${JSON.stringify(order)} === 'before') listen();
+    start({ service: 'sigexit', period: 60000, exporters: [{ type: 'file', dir: process.argv[1] }] });
+    if (${JSON.stringify(order)} === 'after') listen();
+    function exitLastWork() { const end = Date.now() + 400; while (Date.now() < end); }
+    const t0 = performance.now();
+    withLabels({ endpoint: 'GET /last' }, exitLastWork);
+    const call = { labels: { endpoint: 'GET /last' }, work: 'exitLastWork', t0, t1: performance.now() };
+    setInterval(() => {}, 1000);
+    console.log(JSON.stringify({ timeOrigin: performance.timeOrigin, call }));
+  `;
+  for (const order of ['before', 'after']) {
+    const out = path.join(dir, order);
+    const r = await new Promise((resolve) => {
+      const p = spawn(process.execPath, ['-e', script(order), out], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SELFPROF_STARTUP_LOG: '0' } });
+      const killer = setTimeout(() => p.kill('SIGKILL'), 20_000);
+      let [stdout, stderr, signalledAt] = ['', '', 0];
+      p.stdout.on('data', (d) => {
+        stdout += d;
+        if (!signalledAt && stdout.includes('\n')) {
+          signalledAt = Date.now();
+          p.kill('SIGTERM');
+        }
+      });
+      p.stderr.on('data', (d) => (stderr += d));
+      p.on('exit', (code, signal) => {
+        clearTimeout(killer);
+        resolve({ code, signal, stdout, stderr, after: Date.now() - signalledAt });
+      });
+    });
+    assert.equal(r.signal, 'SIGTERM', `${order}: ended by the signal (${r.code}): ${r.stderr}`);
+    assert.match(r.stdout, /onExit SIGTERM/, `${order}: signal-exit's handler ran`);
+    assert.doesNotMatch(warningsIn(r.stderr), /selfprof/, `${order}: no warning`);
+    t.diagnostic(`signal-exit ${order} start(): ended ${r.after} ms after SIGTERM`);
+    assert.ok(r.after <= EXIT_BUDGET_MS + EXIT_MARGIN_MS, `${order}: ended ${r.after} ms after SIGTERM`);
+    const cpu = fs.readdirSync(out).filter((f) => /^sigexit-.*Z\.pb\.gz$/.test(f));
+    assert.equal(cpu.length, 1, `${order}: ${fs.readdirSync(out).join(', ')}`);
+    const said = JSON.parse(r.stdout.split('\n')[0]);
+    const pprof = decodePprof(fs.readFileSync(path.join(out, cpu[0])));
+    assertRequestLabels(pprofWork(pprof, ['exitLastWork'], { timeOrigin: said.timeOrigin }), [said.call], { what: order, min: 10 });
   }
 });

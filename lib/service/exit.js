@@ -5,8 +5,10 @@
 // - The event loop empties (`beforeExit`), or SIGTERM/SIGINT comes to an app without a
 //   handler of its own: each session stops as `stop()` does (its uploads within
 //   EXIT_BUDGET_MS), then the signal is raised again so that it ends the process.
-// - A signal the app handles is the app's: profiling goes on, and whatever end the app
-//   chooses (`process.exit()` in its handler, or the loop emptying) ships the profile.
+// - A signal the app (or a library) handles is the app's: selfprof stops listening for it,
+//   ships what was recorded so far at once (a listener may end the process before another
+//   turn of the event loop, as signal-exit does), and profiling goes on; whatever end the
+//   app then chooses (`process.exit()` in its handler, or the loop emptying) ships the rest.
 // - `process.exit()` (also from a signal handler, or with `process.exitCode`), or an
 //   uncaught exception: only the 'exit' event runs, and nothing after it. There each
 //   session's last period is built on this thread, the file exporter writes it
@@ -43,7 +45,12 @@ const exitGuard = {
     if (this.handlers) return;
     const stopAll = () => Promise.allSettled([...this.sessions].map((s) => s.stop()));
     const onSignal = (signal) => {
-      if (appHandles(signal)) return;
+      if (appHandles(signal)) {
+        const reRaise = onlySignalExitBefore(signal, onSignal);
+        this.uninstall([signal]);
+        atHandledSignal(signal, [...this.sessions], reRaise);
+        return;
+      }
       this.uninstall(['SIGTERM', 'SIGINT', 'beforeExit']);
       let raised = false;
       const raise = () => {
@@ -78,6 +85,46 @@ const exitGuard = {
 };
 
 /**
+ * How many listeners signal-exit (v3 and v4: many libraries' way to hear that the process
+ * ends) has on each signal: it raises the signal again when its own are all there are.
+ */
+function signalExitListeners() {
+  const v4 = /** @type {any} */ (globalThis)[Symbol.for('signal-exit emitter')]?.count;
+  const v3 = /** @type {any} */ (process).__signal_exit_emitter__?.count;
+  return (typeof v4 === 'number' ? v4 : 0) + (typeof v3 === 'number' ? v3 : 0);
+}
+
+/**
+ * Whether the other listeners of `signal` are signal-exit's alone, and all ran before
+ * `mine`: they saw it and let the signal be, which they would not have without it.
+ */
+function onlySignalExitBefore(signal, mine) {
+  const listeners = process.listeners(signal);
+  const others = listeners.filter((l) => !l[OWN_LISTENER]);
+  const after = listeners.slice(listeners.indexOf(mine) + 1).filter((l) => !l[OWN_LISTENER]);
+  return others.length > 0 && others.length === signalExitListeners() && after.length === 0;
+}
+
+/**
+ * A signal the app (or a library) listens for too: its listeners decide the end, and one
+ * may end the process before another turn of the event loop (signal-exit raises the
+ * signal again once its listeners are the last). So selfprof stops listening for it (out
+ * of their way), and what each session recorded so far is shipped now, synchronously
+ * (within EXIT_BUDGET_MS); the sessions go on, and the end the app chooses ships the
+ * rest. signal-exit's listeners that ran before selfprof's saw it and let the signal be:
+ * it is raised again for them (`reRaise`).
+ */
+function atHandledSignal(signal, sessions, reRaise) {
+  const deadline = performance.now() + EXIT_BUDGET_MS;
+  deliver(
+    sessions.flatMap((s) => s.atSignal(deadline, signal)),
+    deadline,
+    `at ${signal}`,
+  );
+  if (reRaise) process.kill(process.pid, signal);
+}
+
+/**
  * The 'exit' event: each session's last profile built here, and with what the exporters
  * have not delivered, written or sent before the process ends (EXIT_BUDGET_MS for all).
  */
@@ -89,9 +136,10 @@ function atExit(sessions) {
 
 /**
  * Writes and sends `work` (`[{ exporter, profiles }]`) by `deadline`: files at once, the
- * HTTP requests by sendSync; then one warning per exporter naming what did not arrive.
+ * HTTP requests by sendSync; then one warning per exporter naming what did not arrive
+ * (`when`: "at exit", "at SIGTERM").
  */
-function deliver(work, deadline) {
+function deliver(work, deadline, when = 'at exit') {
   const groups = [];
   const outcomes = [];
   const lose = (outcome, profile, reason) => {
@@ -124,10 +172,10 @@ function deliver(work, deadline) {
     for (const { id, profile, url } of outcome.requests) {
       const error = results.get(id);
       if (error === null) continue;
-      lose(outcome, profile, error ?? `upload to ${redact(url)} got no answer within the exit's ${EXIT_BUDGET_MS / 1000} s`);
+      lose(outcome, profile, error ?? `upload to ${redact(url)} got no answer within the ${EXIT_BUDGET_MS / 1000} s it had`);
     }
     const { exporter, lost, reason } = outcome;
-    if (lost.length) exporter.warnLost(lost, 'at exit', reason, true);
+    if (lost.length) exporter.warnLost(lost, when, reason, true);
   }
 }
 

@@ -159,14 +159,7 @@ class Session {
   atExit(deadline) {
     clearInterval(this.#timer);
     this.#tracers?.stop();
-    let last = null;
-    if (this.#profiler) {
-      try {
-        last = this.#lastSync(deadline);
-      } catch (err) {
-        warnNow(`selfprof: the last profile could not be encoded at exit: ${err.message}`, 'SELFPROF_SERVICE_EXIT');
-      }
-    }
+    const last = this.#periodSync(deadline, true, 'at exit');
     this.#profiler = null;
     this.#requests.close();
     this.#releaseHeap();
@@ -183,15 +176,42 @@ class Session {
     return this.#exporters.map((e, i) => ({ exporter: e, profiles: e.takeAtExit(last?.[i]) }));
   }
 
-  /** #rotate(true) on this thread, for the exit: each exporter's last profile. */
-  #lastSync(deadline) {
+  /**
+   * A signal the app handles came (exit.js): its handler may end the process without
+   * another turn of the event loop (signal-exit raises the signal again), so the period so
+   * far is built here and returned with what is waiting, as atExit's are, for delivery
+   * now; the session goes on, its next period begun.
+   */
+  atSignal(deadline, signal) {
+    if (this.#stopped) return [];
+    const now = this.#periodSync(deadline, false, `at ${signal}`);
+    return this.#exporters.map((e, i) => ({ exporter: e, profiles: [...e.takeWaiting(), ...(now ? e.expand(now[i]) : [])] }));
+  }
+
+  /**
+   * #rotate on this thread, for the exit (`last`) or a signal: each exporter's profile of
+   * the period, or null (none recorded, or it failed: one warning, `when` it did).
+   */
+  #periodSync(deadline, last, when) {
+    if (!this.#profiler) return null;
+    try {
+      return this.#buildSync(deadline, last);
+    } catch (err) {
+      warnNow(`selfprof: the ${last ? 'last ' : ''}profile could not be encoded ${when}: ${err.message}`, 'SELFPROF_SERVICE_EXIT');
+      return null;
+    }
+  }
+
+  #buildSync(deadline, last) {
+    this.#tracers?.rotate();
     const finished = this.#profiler;
-    this.#profiler = null;
+    if (last) this.#profiler = null;
+    else this.#begin();
     const dialects = this.#dialects();
     const endpointCounts = this.#requests();
     const heapChunk = this.#takeHeap();
     // The workers build theirs on their own threads meanwhile (a quarter of the budget).
-    const collected = this.#hub ? this.#hub.collectSync(++this.#seq, { last: true, waitMs: Math.max(0, (deadline - performance.now()) / 4) }) : { threads: [], heaps: [] };
+    const collected = this.#hub ? this.#hub.collectSync(++this.#seq, { last, waitMs: Math.max(0, (deadline - performance.now()) / 4) }) : { threads: [], heaps: [] };
     const self = this.#self();
     const out = finished[stopForExportSync](this.#options.collectCpuTime, this.#withTrace, {
       ...this.#buildOptions(dialects.list),

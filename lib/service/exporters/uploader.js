@@ -261,6 +261,14 @@ class Uploader {
   }
 
   /**
+   * The profiles waiting in the queue, taken out (a signal's synchronous delivery); the
+   * upload under way and the uploader go on.
+   */
+  takeWaiting() {
+    return this.#exited ? [] : this.#queue.splice(0);
+  }
+
+  /**
    * The process is exiting (its 'exit' event: no more turns of the event loop): the
    * uploads stop, and what this exporter has not delivered is returned, oldest first, for
    * the exit's synchronous delivery: the profile under way (it may have arrived: sent
