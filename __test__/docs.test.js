@@ -59,6 +59,7 @@ const NOT_SETTINGS = {
   NODE_OPTIONS: "Node's own, read to see whether --cpu-prof runs beside",
   NAPI_RS_NATIVE_LIBRARY_PATH: "napi's loader's override of the addon's path",
   SELFPROF_WORKER_CONFIG: "the main thread's session handing its settings to workers' (internal)",
+  SELFPROF_TEST_EXIT_SENDER: "the tests' choice of the exit's sender, worker or process (lib/service/exit.js; internal)",
   UV_THREADPOOL_SIZE: "libuv's, reported to Datadog as dd-trace reports it",
 };
 
