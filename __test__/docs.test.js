@@ -68,11 +68,28 @@ function variablesRead() {
   const found = new Set();
   for (const f of [...libFiles(), ...['index.js', 'start.js', 'worker.js'].map((f) => path.join(root, f))]) {
     const s = fs.readFileSync(f, 'utf8');
+    const codes = warningCodes(s);
     for (const re of [/\benv\??\.([A-Z][A-Z0-9_]{2,})\b/g, /\benv\[\s*['"]([A-Z][A-Z0-9_]{2,})['"]\s*\]/g, /(?<!code: )['"]((?:SELFPROF|DD|OTEL)_[A-Z0-9_]+)['"]/g]) {
-      for (const m of s.matchAll(re)) found.add(m[1]);
+      for (const m of s.matchAll(re)) if (!codes.has(m[1])) found.add(m[1]);
     }
   }
   return found;
+}
+
+/** The warning codes `warnNow(message, code)` calls in `source` pass: names, not variables. */
+function warningCodes(source) {
+  const codes = new Set();
+  for (let at = source.indexOf('warnNow('); at >= 0; at = source.indexOf('warnNow(', at + 1)) {
+    let depth = 0;
+    let end = at + 'warnNow'.length;
+    for (; end < source.length; end++) {
+      if (source[end] === '(') depth++;
+      else if (source[end] === ')' && --depth === 0) break;
+    }
+    const last = /,\s*['"]((?:SELFPROF)_[A-Z0-9_]+)['"]\s*,?\s*$/.exec(source.slice(at, end));
+    if (last) codes.add(last[1]);
+  }
+  return codes;
 }
 
 test('docs/service-mode.md opens with a table of every option and environment variable, and names nothing the code does not read', () => {
