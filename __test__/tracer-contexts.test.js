@@ -140,3 +140,25 @@ for (const [name, setUp] of Object.entries(tracers)) {
     assert.equal(labelState().pairsWithoutId, 0, 'every pair had an id');
   });
 }
+
+test("dd-trace: two local roots made children of one remote context share its trace object: neither request's samples carry the other's labels", async (t) => {
+  ddTraceIntegration();
+  const tracer = tracers['dd-trace']();
+  await settled(t, tracer);
+  const remote = ddTracer.extract('http_headers', { 'x-datadog-trace-id': '1234567890', 'x-datadog-parent-id': '987654321' });
+  const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  const log = new WorkLog({ signals: 12 });
+  const request = (endpoint) =>
+    onItsOwn(() =>
+      ddTracer.trace('web.request', { childOf: remote, type: 'web', tags: { 'span.kind': 'server', 'resource.name': endpoint } }, async (span) => {
+        const ids = { span_id: span.context().toSpanId(true), trace_id: span.context().toTraceId(true), endpoint };
+        log.run(ids, requestWork, 3);
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        log.run(ids, requestWork, 3);
+      }),
+    );
+  await Promise.all([request('GET /a'), request('GET /b')]);
+  const trace = await profiler.stop();
+  // Labeled or not (on the frame's path neither root is certain), never the other's.
+  t.diagnostic(assertRequestLabels(traceWork(trace, ['requestWork']), log.calls, { what: 'shared remote parent', floor: 0, min: 10, exact: true }));
+});

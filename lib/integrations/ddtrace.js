@@ -17,8 +17,8 @@
 //
 // Where the handler reads the async context frame (Node >= 24), it reads dd-trace's own
 // storage there (capture/labels/tracers.js): a sample's labels are worked out from the
-// dd-trace context it was taken in, and nothing is entered per request. Each span notes its
-// local root as it starts (on its context), and that is all this does per span.
+// dd-trace context it was taken in, and nothing is entered per request. A local root notes
+// itself on its trace as it starts, and that is all this does per request.
 // Elsewhere (Node 20 and 22) the local root enters selfprof's own set as it starts
 // (capture/labels/spans.js); whether it is a request is read with its labels. Nothing here
 // listens to dd-trace's many tag updates a request: its span is read when needed.
@@ -35,8 +35,10 @@ const { countRequest } = require('./requests');
 
 const START = 'dd-trace:span:start';
 const FINISH = 'dd-trace:span:finish';
-/** On a span's context: its local root span (its parent's, where the parent is a span of
- * this process; else itself, where it is the first span of its trace here). */
+/** On a span context's trace (`_trace`, one object shared by a local root's context and its
+ * descendants'): that local root span (a span started with no parent or a remote one), or
+ * null where two local roots share it. One property a request, where one on every span's
+ * context cost each an allocation. */
 const ROOT = Symbol('selfprof.localRoot');
 /** On a local root's context: its request's record `{ span, derived, ended, endpoint }`
  * (`derived` made when its labels are first needed). */
@@ -45,11 +47,6 @@ const RECORD = Symbol('selfprof.request');
 const FRAME_KEY = 1;
 
 let active = null;
-
-function isLocalRoot(span) {
-  const started = span.context()._trace?.started;
-  return Array.isArray(started) ? started[0] === span : false;
-}
 
 /** A tag's value as an endpoint's part: undefined when unset, empty or "undefined" (an instrumentation's undefined as text). */
 function part(value) {
@@ -96,10 +93,13 @@ function labelsOfRequest(root) {
 
 // --- dd-trace's contexts read from the frame -------------------------------------------
 
+/** The local root span of `span`, if one was noted as it started (and is certain). */
+const rootOf = (span) => span.context()._trace?.[ROOT] ?? undefined;
+
 /** The local root span of dd-trace's store `store` (`{ span, ... }`), if it knows one. */
 function rootOfStore(store) {
   const span = store?.span;
-  return typeof span?.context === 'function' ? span.context()[ROOT] : undefined;
+  return typeof span?.context === 'function' ? rootOf(span) : undefined;
 }
 
 /** The request labels of a sample taken in dd-trace's context `store`, or null. */
@@ -172,11 +172,16 @@ function subscribeDdTrace() {
   };
   const onStart = ({ span, fields }) => {
     try {
+      // A span whose parent is a span of this process is not a local root.
+      const parent = typeof fields?.parent?.context === 'function' ? fields.parent.context() : fields?.parent;
+      if (parent && parent._isRemote === false) return;
       const ctx = span.context();
-      const root = fields?.parent?.[ROOT] ?? (isLocalRoot(span) ? span : undefined);
-      if (root === undefined) return;
-      ctx[ROOT] = root;
-      if (root !== span) return;
+      const trace = ctx._trace;
+      if (trace === undefined) return;
+      // Two local roots in one trace object (one remote context made the parent of both):
+      // neither is certain, so the trace's samples carry no request's labels.
+      trace[ROOT] = trace[ROOT] === undefined ? span : null;
+      if (trace[ROOT] !== span) return;
       lookForStorage();
       if (framed()) {
         drainIfBatched();
@@ -195,7 +200,7 @@ function subscribeDdTrace() {
   const onFinish = (span) => {
     try {
       const ctx = span.context();
-      if (ctx[ROOT] !== span) return;
+      if (ctx._trace?.[ROOT] !== span) return;
       // The request's samples carry the endpoint it ends with, those drained later too.
       const record = ctx[RECORD];
       const endpoint = record !== undefined ? endRequest(record, rootEndpoint) : derivedValue(endpointOf(span));
