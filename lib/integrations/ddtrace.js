@@ -200,9 +200,9 @@ function subscribeDdTrace() {
   const onFinish = (span) => {
     try {
       const ctx = span.context();
-      if (ctx._trace?.[ROOT] !== span) return;
-      // The request's samples carry the endpoint it ends with, those drained later too.
       const record = ctx[RECORD];
+      if (record === undefined && ctx._trace?.[ROOT] !== span) return;
+      // The request's samples carry the endpoint it ends with, those drained later too.
       const endpoint = record !== undefined ? endRequest(record, rootEndpoint) : derivedValue(endpointOf(span));
       const tags = ctx.getTags?.() ?? {};
       if (tags['span.type'] === 'web') countRequest(endpoint ?? '');
