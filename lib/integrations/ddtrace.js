@@ -176,12 +176,10 @@ function subscribeDdTrace() {
       const parent = typeof fields?.parent?.context === 'function' ? fields.parent.context() : fields?.parent;
       if (parent && parent._isRemote === false) return;
       const ctx = span.context();
-      const trace = ctx._trace;
-      if (trace === undefined) return;
       // Two local roots in one trace object (one remote context made the parent of both):
-      // neither is certain, so the trace's samples carry no request's labels.
-      trace[ROOT] = trace[ROOT] === undefined ? span : null;
-      if (trace[ROOT] !== span) return;
+      // neither is certain from the frame, so the trace's samples carry no request's labels.
+      const trace = ctx._trace;
+      if (trace !== undefined) trace[ROOT] = trace[ROOT] === undefined ? span : null;
       lookForStorage();
       if (framed()) {
         drainIfBatched();
