@@ -14,19 +14,23 @@ const OTHER_ENDPOINTS = '(other endpoints)';
 /** As a label value is cut (lib/capture/labels.js), so counts and samples name one endpoint alike. */
 const MAX_ENDPOINT_LENGTH = 4096;
 
-/** Each live reader's counts since its previous read. */
-const readers = new Set();
+/** Each live reader's counts since its previous read (an array: walked at every request). */
+let readers = [];
 let counted = false;
 
 /** One request of `endpoint` ended. */
 function countRequest(endpoint) {
   if (typeof endpoint !== 'string' || endpoint === '' || endpoint === 'undefined') return;
   counted = true;
-  if (readers.size === 0) return;
+  if (readers.length === 0) return;
   const key = endpoint.length > MAX_ENDPOINT_LENGTH ? endpoint.slice(0, MAX_ENDPOINT_LENGTH) : endpoint;
-  for (const counts of readers) {
-    const k = counts.has(key) || counts.size < MAX_ENDPOINTS ? key : OTHER_ENDPOINTS;
-    counts.set(k, (counts.get(k) ?? 0) + 1);
+  // Once a request: a lookup and a store a reader.
+  for (let i = 0; i < readers.length; i++) {
+    const counts = readers[i];
+    const n = counts.get(key);
+    if (n !== undefined) counts.set(key, n + 1);
+    else if (counts.size < MAX_ENDPOINTS) counts.set(key, 1);
+    else counts.set(OTHER_ENDPOINTS, (counts.get(OTHER_ENDPOINTS) ?? 0) + 1);
   }
 }
 
@@ -39,18 +43,19 @@ function countRequest(endpoint) {
 function requestCounter() {
   let counts = new Map();
   let open = true;
-  readers.add(counts);
+  readers = [...readers, counts];
   const read = () => {
     if (!counted) return undefined;
     const out = Object.fromEntries(counts);
-    readers.delete(counts);
+    const old = counts;
     counts = new Map();
-    if (open) readers.add(counts);
+    readers = readers.filter((c) => c !== old);
+    if (open) readers = [...readers, counts];
     return out;
   };
   const close = () => {
     open = false;
-    readers.delete(counts);
+    readers = readers.filter((c) => c !== counts);
   };
   return Object.assign(read, { close });
 }
