@@ -124,6 +124,22 @@ pub fn save_label_sets(ids: Vec<u32>, lengths: Vec<u32>, flat: Vec<String>) -> R
   Ok(())
 }
 
+/// Keeps set `ids[i]` of the calling thread with the labels of kept set `of[i]`, for each
+/// `i` (a drain's samples of one request, each pair under an id of its own): nothing is
+/// encoded again. Returns, for each, whether `of[i]` was kept.
+#[napi]
+pub fn alias_label_sets(ids: Vec<u32>, of: Vec<u32>) -> Result<Vec<bool>> {
+  if ids.len() != of.len() {
+    return Err(invalid(&format!("{} ids but {} sets to alias", ids.len(), of.len())));
+  }
+  let pairs: Vec<(u32, u32)> = ids.into_iter().zip(of).collect();
+  Ok(capture::labels::alias_each(
+    signal::gettid(),
+    &pairs,
+    signal::bracket_clock_ns(),
+  ))
+}
+
 /// Replaces kept set `id` of the calling thread with `[key, value, ...]`: its labels
 /// completed after it was sampled (a request's route). Traces not built yet get the new
 /// labels. Returns false if the set is no longer kept.

@@ -329,6 +329,36 @@ impl Store {
     }
   }
 
+  /// Keeps set `id` of thread `tid` with the labels of kept set `of`, saved at `now_ns`:
+  /// the encoding is `of`'s own (its chunk held once more), nothing is encoded again. False
+  /// if `of` is not kept. Amending one of them later leaves the other as it was.
+  fn alias(&mut self, tid: i32, id: u32, of: u32, now_ns: u64) -> bool {
+    if id == of {
+      return self.sets.contains_key(&id);
+    }
+    if !self.sets.contains_key(&of) {
+      return false;
+    }
+    self.remove(id);
+    let Some(saved) = self.sets.get(&of).copied() else {
+      return false;
+    };
+    let Some(chunk) = self.chunks.get_mut(&saved.chunk) else {
+      return false;
+    };
+    chunk.live += 1;
+    self.bytes += OVERHEAD;
+    self.sets.insert(
+      id,
+      Saved {
+        tid,
+        saved_ns: now_ns,
+        ..saved
+      },
+    );
+    true
+  }
+
   /// Replaces kept set `id` with `labels`, completed after it was sampled, and logs it
   /// for the builds under way. A set no longer kept stays gone: nothing references it.
   fn amend(&mut self, tid: i32, id: u32, labels: &LabelSet, now_ns: u64) -> bool {
@@ -426,6 +456,20 @@ pub fn save_each(tid: i32, sets: Vec<(u32, LabelSet)>, now_ns: u64) {
     }
     s.evict();
   });
+}
+
+/// Keeps each `(id, of)` of thread `tid`: set `id` with the labels of kept set `of` (a
+/// drain's samples of one request under several ids), in one hold of the store. Returns,
+/// for each, whether `of` was kept (if not, `id` is not either: the caller saves it).
+pub fn alias_each(tid: i32, pairs: &[(u32, u32)], now_ns: u64) -> Vec<bool> {
+  with_store(|s| {
+    let kept = pairs
+      .iter()
+      .map(|&(id, of)| id != 0 && of != 0 && s.alias(tid, id, of, now_ns))
+      .collect();
+    s.evict();
+    kept
+  })
 }
 
 /// The label sets of `ids` from `flat`, where set `ids[i]` is the next `lengths[i]`

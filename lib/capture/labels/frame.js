@@ -12,10 +12,10 @@
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { native } = require('../../native');
 const { warnOnce, envSwitchOn } = require('../../log');
-const { EMPTY, als, SLOT, JOIN, cell, shared, available, path, newId, ID_BLOCK } = require('./thread');
-const { saveEach } = require('./kept');
+const { EMPTY, als, SLOT, JOIN, cell, shared, available, path, newId, ID_BLOCK, recordingsStarted } = require('./thread');
+const { saveEach, saveAliases } = require('./kept');
 const { notePublished, runInFrame } = require('./switching');
-const { TRACER_KEYS, tracers, pairStore } = require('./tracers');
+const { TRACER_KEYS, tracers, pairStore, pairRequest } = require('./tracers');
 
 /** Ids queued before a new label set drains them: one drain per batch, not per sample. */
 const DRAIN_AT = 64;
@@ -50,17 +50,22 @@ function drainQueue() {
   const drained = native.frameDrain();
   refillIds();
   const stores = [];
+  // Pairs of one request (and one selfprof set) have the same labels: the first is saved,
+  // the others alias it (kept.js), in this drain and across drains while no recording
+  // started (`lastPair`).
+  const aliases = [];
+  const firsts = new Map();
   for (let i = 0; i < drained.length; i += STRIDE) {
     const id = drained[i];
     const store = drained[i + 1];
-    let pair = false;
+    let inContext = false;
     let lost = store === null;
     for (let k = 2; k < STRIDE; k++) {
-      pair ||= drained[i + k] !== undefined;
+      inContext ||= drained[i + k] !== undefined;
       lost ||= drained[i + k] === null || probes.has(drained[i + k]);
     }
     if (lost || probes.has(store)) continue;
-    if (!pair) {
+    if (!inContext) {
       // Only this module's stores are in its AsyncLocalStorage; ids are never reused.
       if (store !== undefined && store.id === id) stores.push(store);
       continue;
@@ -69,11 +74,36 @@ function drainQueue() {
     if (store !== undefined && (typeof store.id !== 'number' || store.labels === undefined)) continue;
     const contexts = [undefined, undefined, undefined];
     for (const k of TRACER_KEYS) contexts[k] = drained[i + 1 + k];
-    stores.push(pairStore(id, store ?? EMPTY, contexts));
+    const base = store ?? EMPTY;
+    const pair = pairStore(id, base, contexts);
+    const of = pairRequest(contexts);
+    if (of === null) {
+      stores.push(pair);
+      continue;
+    }
+    let byRequest = firsts.get(base);
+    if (byRequest === undefined) firsts.set(base, (byRequest = new Map()));
+    const request = of.request ?? NO_REQUEST;
+    const first = byRequest.get(request) ?? (base === EMPTY && of.request !== undefined ? lastPair.get(of.request) : undefined);
+    if (first !== undefined && first.stamp === recordingsStarted()) {
+      aliases.push([pair, first.store]);
+      continue;
+    }
+    const entry = { store: pair, stamp: recordingsStarted() };
+    byRequest.set(request, entry);
+    if (base === EMPTY && of.request !== undefined) lastPair.set(of.request, entry);
+    stores.push(pair);
   }
   saveEach(stores);
+  saveAliases(aliases);
   return drained;
 }
+
+/** The key of pairs outside any request (`pairRequest`). */
+const NO_REQUEST = {};
+/** A request's first pair saved with no selfprof set, and the recordings started then:
+ * its later pairs alias it while no recording has started since. */
+const lastPair = new WeakMap();
 
 /** Ids the handler may give pairs (src/capture/signal.rs `FRESH_NEXT`): a block reserved
  * whenever fewer than half of one are left. */

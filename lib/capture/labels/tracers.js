@@ -86,6 +86,19 @@ function resolvePair(base, stores) {
   return found;
 }
 
+/** What makes a pair's labels what they are, for pairs of one tracer's contexts: the
+ * tracer's key and the request of its store (undefined outside a request it knows), or
+ * null where two tracers' stores are there (such pairs are worked out each on its own). */
+function pairRequest(stores) {
+  let found = null;
+  for (const k of TRACER_KEYS) {
+    if (stores[k] === undefined) continue;
+    if (found !== null) return null;
+    found = { key: k, request: tracers[k]?.requestOf(stores[k]) };
+  }
+  return found;
+}
+
 /** The store standing for a drained pair: `base` (selfprof's set, or EMPTY) in the tracers'
  * contexts `stores`, with the handler's id for the pair. */
 function pairStore(id, base, stores) {
@@ -115,4 +128,4 @@ function labelsIn(base) {
   return labelsOf(store);
 }
 
-module.exports = { TRACER_KEYS, tracers, registerTracer, readTracers, anyTracerRead, allTracersRead, tracerRequests, pairStore, currentPair, labelsIn };
+module.exports = { TRACER_KEYS, tracers, registerTracer, readTracers, anyTracerRead, allTracersRead, tracerRequests, pairStore, pairRequest, currentPair, labelsIn };

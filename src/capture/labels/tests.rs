@@ -123,6 +123,37 @@ fn chunks_go_with_their_last_set_and_traces_keep_what_they_hold() {
 }
 
 #[test]
+fn an_alias_reads_as_its_set_outlives_it_and_is_amended_apart() {
+  let mut s = Store::default();
+  let labels = vec![
+    ("endpoint".to_string(), "GET /a".to_string()),
+    ("span_id".to_string(), "01".to_string()),
+  ];
+  s.save(1, 10, &labels, 1);
+  let before = s.bytes;
+  assert!(s.alias(1, 11, 10, 2));
+  assert!(s.alias(1, 12, 10, 3));
+  assert_eq!(s.bytes, before + 2 * OVERHEAD, "no encoding copied");
+  assert_eq!(s.lookup(11).unwrap().to_set(), labels);
+  // Not kept: no alias.
+  assert!(!s.alias(1, 13, 99, 4));
+  assert!(s.lookup(13).is_none());
+  // Amending the set leaves its aliases' labels as they were, and the other way round.
+  assert!(s.amend(1, 10, &set("endpoint", "GET /b"), 5));
+  assert_eq!(s.lookup(11).unwrap().to_set(), labels);
+  assert!(s.amend(1, 12, &set("endpoint", "GET /c"), 6));
+  assert_eq!(s.lookup(12).unwrap().to_set(), set("endpoint", "GET /c"));
+  assert_eq!(s.lookup(11).unwrap().to_set(), labels);
+  // The shared chunk lives while an alias does.
+  s.remove(10);
+  assert_eq!(s.lookup(11).unwrap().to_set(), labels);
+  s.remove(11);
+  s.remove(12);
+  assert!(s.sets.is_empty() && s.chunks.is_empty());
+  assert_eq!(s.bytes, 0, "every byte counted in is counted out");
+}
+
+#[test]
 fn a_set_larger_than_a_chunk_is_kept_whole() {
   let mut s = Store::default();
   let big: LabelSet = (0..40).map(|i| (format!("k{i:02}"), "x".repeat(4096))).collect();
