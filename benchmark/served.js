@@ -223,9 +223,10 @@ function startTracer(kind, { spanProcessors = [], ddOptions = {}, ddEnv = {} } =
 
 /**
  * The Express service (four routes, JSON in and out, an await on "I/O" in three), as an
- * HTTP server; `onRequest(req, res)` runs first in each request. Load it after the tracer.
+ * HTTP server; `onRequest(req, res)` runs first in each request, then the middleware
+ * `around(req, res, next)` if given. Load it after the tracer.
  */
-function expressService(onRequest = () => {}) {
+function expressService(onRequest = () => {}, around = null) {
   const http = require('node:http');
   const express = require('express');
   const { setImmediate: immediate } = require('node:timers/promises');
@@ -235,6 +236,7 @@ function expressService(onRequest = () => {}) {
     onRequest(req, res);
     next();
   });
+  if (around) app.use(around);
   app.get('/users/:id', async (req, res) => {
     await immediate(); // the "database"
     res.json(users[Number(req.params.id) % users.length]);

@@ -19,6 +19,9 @@
 //   service-nolabels         the same with spanLabels: false (SELFPROF_SPAN_LABELS=0)
 //   service-noheap           the same with heap: false
 //   service-nolabels-noheap  both off
+//   service-withlabels       service mode without tracer labels, each request labeled by a
+//                            withLabels({ endpoint, span_id }) middleware instead: what the
+//                            integrations are held to (issue 49: no more than withLabels)
 //   baseline                 service mode at its defaults from --baseline DIR (another
 //                            checkout, built): a change's before and after in one run
 
@@ -51,6 +54,7 @@ const MODES = {
   'service-nolabels': 'service mode, no tracer labels',
   'service-noheap': 'service mode, no heap',
   'service-nolabels-noheap': 'service mode, no labels, no heap',
+  'service-withlabels': 'service mode, withLabels instead',
   baseline: 'service mode (defaults), baseline',
 };
 const TRACERS = ['otel', 'dd-trace'];
@@ -81,7 +85,7 @@ async function startMode(mode) {
     const session = selfprof.start({
       service: 'traced-service',
       exporters: [{ type: 'file', dir }],
-      ...(mode.includes('nolabels') ? { spanLabels: false } : {}),
+      ...(mode.includes('nolabels') || mode === 'service-withlabels' ? { spanLabels: false } : {}),
       ...(mode.includes('noheap') ? { heap: false } : {}),
     });
     return async () => {
@@ -94,11 +98,18 @@ async function startMode(mode) {
 async function server(mode) {
   const stop = await startMode(mode);
   let requests = 0;
+  // withLabels per request, as an app without a tracer integration would label it.
+  const { withLabels } = require('..');
+  const routes = { users: 'GET /users/:id', orders: 'POST /orders', search: 'GET /search/:q', health: 'GET /health' };
+  const labeled =
+    mode === 'service-withlabels'
+      ? (req, res, next) => withLabels({ endpoint: routes[req.url.split('/')[1]] ?? 'other', span_id: (0x10000000 + requests).toString(16).padStart(16, '0') }, next)
+      : null;
   // How selfprof's modes labeled samples (a label path not taken shows here).
   const root = mode === 'baseline' ? process.env.SELFPROF_BASELINE : path.join(__dirname, '..');
   const info = () => (mode.startsWith('service') || mode === 'baseline' ? require(path.join(root, 'lib', 'capture', 'labels')).labelState?.() : undefined);
   serve(
-    expressService(() => requests++),
+    expressService(() => requests++, labeled),
     () => requests,
     stop,
     info,
@@ -106,8 +117,10 @@ async function server(mode) {
 }
 
 function modesOf() {
+  // withLabels' mode runs when --modes names it.
   const all = Object.keys(MODES).filter((m) => (m !== 'dd-profiler' || opts.tracer === 'dd-trace') && (m !== 'baseline' || opts.baseline));
-  const asked = opts.modes?.split(',') ?? all;
+  const byDefault = all.filter((m) => m !== 'service-withlabels');
+  const asked = opts.modes?.split(',') ?? byDefault;
   for (const m of asked) if (!all.includes(m)) throw new Error(`no mode ${m} here: ${all.join(', ')}`);
   return ['tracer', ...asked.filter((m) => m !== 'tracer')];
 }
@@ -152,6 +165,7 @@ async function parent() {
     ['service', 'dd-profiler', "selfprof ÷ dd-trace's profiler (target ≥ 1.15)"],
     ['service-nolabels-noheap', 'inspector', 'selfprof without labels or heap ÷ the bare inspector (target ≥ 0.98)'],
     ['service', 'baseline', 'service mode ÷ the baseline'],
+    ['service-withlabels', 'service-nolabels', 'withLabels a request ÷ no labels (what the integrations are held to on Node 20, 22)'],
   ];
   for (const [a, b, what] of pairs) if (modes.includes(a) && modes.includes(b)) console.log(`${what}: ${range(ratios(a, b))}`);
 }

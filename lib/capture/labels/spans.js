@@ -15,9 +15,12 @@ const { useLabels } = require('./activity');
 const { allTracersRead } = require('./tracers');
 const { watchRequests, claimRequest, bindRequestsWhile } = require('../../integrations/http-requests');
 
-// A request's events need binding only where its tracer's contexts are not read from the
-// frame (the tracer binds them to its own context).
-bindRequestsWhile(() => !(path.frameRead && allTracersRead()));
+// A request's events need binding only where AsyncLocalStorage keeps its stores in the
+// frame (on async_hooks the store entered as the span starts is the connection's, which
+// emits them: Node 20, 22), and there only where the tracer's contexts are not read from
+// the frame (the tracer binds them to its own context).
+const FRAME_STORES = storesInFrame();
+bindRequestsWhile(() => FRAME_STORES && !(path.frameRead && allTracersRead()));
 
 /**
  * The tracing integrations' `setLabels`: labels the rest of the current async context with
