@@ -130,7 +130,7 @@ pub fn save_label_sets(ids: Vec<u32>, lengths: Vec<u32>, flat: Vec<String>) -> R
 #[napi]
 pub fn alias_label_sets(ids: Vec<u32>, of: Vec<u32>) -> Result<Vec<bool>> {
   if ids.len() != of.len() {
-    return Err(invalid(&format!("{} ids but {} sets to alias", ids.len(), of.len())));
+    return Err(invalid(format!("{} ids but {} sets to alias", ids.len(), of.len())));
   }
   let pairs: Vec<(u32, u32)> = ids.into_iter().zip(of).collect();
   Ok(capture::labels::alias_each(
