@@ -48,6 +48,18 @@ function sampledCall(signals, timeoutMs, fn, ...args) {
 }
 
 /**
+ * A test's `finally`: stops each of `running` (Profilers, service sessions) that still
+ * runs, so that a failed assertion is the failure reported, and leaves nothing recording
+ * into the next tests (a 0.1 ms profiler left running would also make their
+ * `setBaseInterval` throw). Their own errors here are not the test's.
+ */
+async function stopAll(...running) {
+  for (const r of running) {
+    if (r && !r.stopped) await Promise.resolve(r.stop()).catch(() => {});
+  }
+}
+
+/**
  * How many checkpoints `selfprof record` has written of thread `threadId` of process `pid`
  * into its recording directory `dir` (lib/cli/record-hook.js names them).
  */
@@ -363,6 +375,7 @@ module.exports = {
   spin,
   untilSignals,
   sampledCall,
+  stopAll,
   recordCheckpoints,
   definitionOf,
   assertValidTrace,

@@ -7,7 +7,7 @@ const api = require('@opentelemetry/api');
 const { BasicTracerProvider } = require('@opentelemetry/sdk-trace-base');
 const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
 const { Profiler, getLabels, withLabels, openTelemetrySpanProcessor } = require('..');
-const { spin, untilSignals, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
+const { spin, untilSignals, stopAll, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
 
 /**
  * A tracer whose provider has selfprof's span processor, on AsyncLocalStorage contexts;
@@ -37,34 +37,38 @@ test('samples carry the local root span id, trace id and route', async (t) => {
   const counts = require('../lib/integrations/requests').requestCounter();
   counts();
   const profiler = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
-  const log = new WorkLog();
-  const roots = [];
-  await Promise.all(
-    [0, 1].map((i) =>
-      tracer.startActiveSpan(
-        `request ${i}`,
-        { kind: api.SpanKind.SERVER, attributes: { 'http.request.method': 'GET', 'http.route': `/users/:id${i}` } },
-        async (root) => {
-          const { spanId, traceId } = root.spanContext();
-          roots.push(root.spanContext());
-          assert.equal(getLabels().span_id, root.spanContext().spanId);
-          await tracer.startActiveSpan('db query', async (child) => {
-            await sleep(1);
-            // In a child span: still the request's labels, its local root span's.
-            untilSignals(30, () => log.run({ span_id: spanId, trace_id: traceId, endpoint: `GET /users/:id${i}` }, otelRouteWork, 4));
-            child.end();
-          });
-          assert.equal(getLabels().endpoint, `GET /users/:id${i}`);
-          root.end();
-        },
+  try {
+    const log = new WorkLog();
+    const roots = [];
+    await Promise.all(
+      [0, 1].map((i) =>
+        tracer.startActiveSpan(
+          `request ${i}`,
+          { kind: api.SpanKind.SERVER, attributes: { 'http.request.method': 'GET', 'http.route': `/users/:id${i}` } },
+          async (root) => {
+            const { spanId, traceId } = root.spanContext();
+            roots.push(root.spanContext());
+            assert.equal(getLabels().span_id, root.spanContext().spanId);
+            await tracer.startActiveSpan('db query', async (child) => {
+              await sleep(1);
+              // In a child span: still the request's labels, its local root span's.
+              untilSignals(30, () => log.run({ span_id: spanId, trace_id: traceId, endpoint: `GET /users/:id${i}` }, otelRouteWork, 4));
+              child.end();
+            });
+            assert.equal(getLabels().endpoint, `GET /users/:id${i}`);
+            root.end();
+          },
+        ),
       ),
-    ),
-  );
-  const trace = await profiler.stop();
-  t.diagnostic(`with their root span: ${assertRequestLabels(traceWork(trace, ['otelRouteWork']), log.calls, { what: 'otelRouteWork', exact: true })}`);
-  // Each ended local root span is one request of its endpoint (Datadog's endpoint_counts).
-  assert.deepEqual(counts(), { 'GET /users/:id0': 1, 'GET /users/:id1': 1 });
-  await close();
+    );
+    const trace = await profiler.stop();
+    t.diagnostic(`with their root span: ${assertRequestLabels(traceWork(trace, ['otelRouteWork']), log.calls, { what: 'otelRouteWork', exact: true })}`);
+    // Each ended local root span is one request of its endpoint (Datadog's endpoint_counts).
+    assert.deepEqual(counts(), { 'GET /users/:id0': 1, 'GET /users/:id1': 1 });
+  } finally {
+    await stopAll(profiler);
+    await close();
+  }
 });
 
 function beforeRouting(ms) {
@@ -91,12 +95,15 @@ test("a request's samples carry the route its span ends with, those taken before
   const counts = require('../lib/integrations/requests').requestCounter();
   counts();
   setBaseInterval(0.1);
+  let profiler;
   try {
-    const profiler = new Profiler({ sampleInterval: 0.1, maxBufferSize: 1_000_000 });
+    profiler = new Profiler({ sampleInterval: 0.1, maxBufferSize: 1_000_000 });
     const segments0 = group.segments;
     const signals0 = native.signalCount();
     const ids = [];
-    const log = new WorkLog();
+    // Each call on until signalled 10 times (at 0.1 ms, a loaded machine gives a fixed
+    // 20 ms few samples).
+    const log = new WorkLog({ signals: 10 });
     // As the HTTP instrumentation does: the server span starts as `GET`; the route comes
     // once routing ran, the final name at the end.
     for (let i = 0; i < 4; i++) {
@@ -126,6 +133,8 @@ test("a request's samples carry the route its span ends with, those taken before
     for (const c of trace.contexts) assert.notEqual(c.labels.endpoint, 'GET', 'no context keeps the name the span started with');
     assert.deepEqual(counts(), { 'GET /users/:id0': 2, 'GET /users/:id1': 2 });
   } finally {
+    // Stopped first: setBaseInterval throws while a profiler runs.
+    await stopAll(profiler);
     setBaseInterval(1);
     await close();
   }
@@ -160,9 +169,12 @@ test("getLabels() in a request gives the route as soon as a handler's span bring
 test('a request still running at stop() carries the route known then; a span that never gets one keeps its name, never "undefined"', async () => {
   const { tracer, close } = otelTracer();
   const RPC = api.createContextKey('OpenTelemetry SDK Context Key RPC_METADATA');
+  let profiler;
+  let p2;
   try {
-    const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
-    const log = new WorkLog();
+    profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+    // Each call on until signalled 20 times: a fixed 40 ms gave a loaded machine 9 samples.
+    const log = new WorkLog({ signals: 20 });
     let release;
     const released = new Promise((r) => (release = r));
     let stopped;
@@ -189,7 +201,7 @@ test('a request still running at stop() carries the route known then; a span tha
     assertRequestLabels(traceWork(trace, ['stillRunning']), log.calls, { what: 'stillRunning', exact: true });
 
     // A span with no route keeps its name; a span named "undefined" gives no endpoint.
-    const p2 = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+    p2 = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
     const log2 = new WorkLog();
     for (const name of ['GET', 'undefined']) {
       tracer.startActiveSpan(name, { kind: api.SpanKind.SERVER }, (root) => {
@@ -201,14 +213,16 @@ test('a request still running at stop() carries the route known then; a span tha
     const t2 = await p2.stop();
     assertRequestLabels(traceWork(t2, ['otelRouteWork', 'unnamedWork']), log2.calls, { what: 'no route', min: 10, exact: true });
   } finally {
+    await stopAll(profiler, p2);
     await close();
   }
 });
 
 test('the old HTTP semantic conventions (http.method) give the same endpoint', async () => {
   const { tracer, close } = otelTracer();
+  let profiler;
   try {
-    const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+    profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
     const log = new WorkLog();
     // As instrumentation-http did before the stable conventions: `HTTP POST`, then the
     // route at the end.
@@ -221,6 +235,7 @@ test('the old HTTP semantic conventions (http.method) give the same endpoint', a
     const trace = await profiler.stop();
     assertRequestLabels(traceWork(trace, ['otelRouteWork']), log.calls, { what: 'old conventions', min: 10, exact: true });
   } finally {
+    await stopAll(profiler);
     await close();
   }
 });
@@ -236,16 +251,19 @@ test('service mode adds its span processor to the registered provider once; span
   const warnings = [];
   const onWarning = (w) => warnings.push(w.message);
   process.on('warning', onWarning);
+  let session;
+  let again;
+  let profiler;
   try {
-    let session = start({ exporters: [], heap: false, workers: false, spanLabels: false });
+    session = start({ exporters: [], heap: false, workers: false, spanLabels: false });
     await session.stop();
     assert.equal(ours(), 0, 'spanLabels: false adds nothing');
     session = start({ exporters: [], heap: false, workers: false });
-    const again = start({ exporters: [], heap: false, workers: false });
+    again = start({ exporters: [], heap: false, workers: false });
     assert.equal(ours(), 1, 'added once, however many sessions');
     // Its spans label samples.
     const tracer = api.trace.getTracer('selfprof-test');
-    const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+    profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
     const log = new WorkLog();
     tracer.startActiveSpan('GET', { kind: api.SpanKind.SERVER, attributes: { 'http.request.method': 'GET', 'http.route': '/wired' } }, (root) => {
       const { spanId, traceId } = root.spanContext();
@@ -266,6 +284,7 @@ test('service mode adds its span processor to the registered provider once; span
     await new Promise((r) => setImmediate(r));
     assert.equal(warnings.filter((m) => m.includes('openTelemetrySpanProcessor()')).length, 1, warnings.join('\n'));
   } finally {
+    await stopAll(profiler, session, again);
     process.off('warning', onWarning);
     api.trace.disable();
   }
@@ -280,32 +299,37 @@ function adoptedWork(ms) {
 async function twoLabeledRequests(t, tracer, what) {
   const profiler = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
   const log = new WorkLog();
-  await withLabels({ tenant: 'acme' }, () =>
-    Promise.all(
-      [0, 1].map((i) =>
-        tracer.startActiveSpan(`request ${i}`, { kind: api.SpanKind.SERVER, attributes: { 'http.request.method': 'GET', 'http.route': `/orders/:id${i}` } }, async (root) => {
-          const { spanId, traceId } = root.spanContext();
-          const want = { tenant: 'acme', span_id: spanId, trace_id: traceId, endpoint: `GET /orders/:id${i}` };
-          assert.deepEqual({ ...getLabels() }, want);
-          await tracer.startActiveSpan('db query', async (child) => {
-            await sleep(1);
-            // The active span is OpenTelemetry's own, through awaits and withLabels.
-            assert.equal(api.trace.getActiveSpan(), child);
-            withLabels({ step: 'query' }, () => {
+  let trace;
+  try {
+    await withLabels({ tenant: 'acme' }, () =>
+      Promise.all(
+        [0, 1].map((i) =>
+          tracer.startActiveSpan(`request ${i}`, { kind: api.SpanKind.SERVER, attributes: { 'http.request.method': 'GET', 'http.route': `/orders/:id${i}` } }, async (root) => {
+            const { spanId, traceId } = root.spanContext();
+            const want = { tenant: 'acme', span_id: spanId, trace_id: traceId, endpoint: `GET /orders/:id${i}` };
+            assert.deepEqual({ ...getLabels() }, want);
+            await tracer.startActiveSpan('db query', async (child) => {
+              await sleep(1);
+              // The active span is OpenTelemetry's own, through awaits and withLabels.
               assert.equal(api.trace.getActiveSpan(), child);
-              untilSignals(20, () => log.run({ ...want, step: 'query' }, adoptedWork, 4));
+              withLabels({ step: 'query' }, () => {
+                assert.equal(api.trace.getActiveSpan(), child);
+                untilSignals(20, () => log.run({ ...want, step: 'query' }, adoptedWork, 4));
+              });
+              await new Promise((resolve) => setTimeout(resolve, 1));
+              untilSignals(20, () => log.run(want, adoptedWork, 4));
+              child.end();
             });
-            await new Promise((resolve) => setTimeout(resolve, 1));
-            untilSignals(20, () => log.run(want, adoptedWork, 4));
-            child.end();
-          });
-          assert.equal(api.trace.getActiveSpan(), root);
-          root.end();
-        }),
+            assert.equal(api.trace.getActiveSpan(), root);
+            root.end();
+          }),
+        ),
       ),
-    ),
-  );
-  const trace = await profiler.stop();
+    );
+    trace = await profiler.stop();
+  } finally {
+    await stopAll(profiler);
+  }
   t.diagnostic(`${what}: ${assertRequestLabels(traceWork(trace, ['adoptedWork']), log.calls, { what: 'adoptedWork', exact: true })}`);
 }
 
@@ -320,14 +344,17 @@ const selfprofStore = () => require('../lib/capture/labels/thread').als.getStore
 /** Requests until the frame's checks (selfprof's, then the manager's) are done. */
 async function untilTracerChecked(tracer) {
   const profiler = new Profiler({ sampleInterval: 5, maxBufferSize: 10_000 });
-  // (A new manager is seen at its first span: one at least.)
-  for (let i = 0; i === 0 || (i < 200 && labelState().tracers.OpenTelemetry !== 'frame'); i++) {
-    await tracer.startActiveSpan('warm', { kind: api.SpanKind.SERVER }, async (span) => {
-      await new Promise((resolve) => setTimeout(resolve, 2));
-      span.end();
-    });
+  try {
+    // (A new manager is seen at its first span: one at least.)
+    for (let i = 0; i === 0 || (i < 200 && labelState().tracers.OpenTelemetry !== 'frame'); i++) {
+      await tracer.startActiveSpan('warm', { kind: api.SpanKind.SERVER }, async (span) => {
+        await new Promise((resolve) => setTimeout(resolve, 2));
+        span.end();
+      });
+    }
+  } finally {
+    await stopAll(profiler);
   }
-  await profiler.stop();
 }
 
 test("where the handler reads the frame (Node >= 24), it reads OpenTelemetry's own contexts: nothing is entered per request, labels and active spans right", async (t) => {
