@@ -19,12 +19,18 @@ function tmp(t) {
   return dir;
 }
 
+/** The recorder's sampler, as the recorded program reads it (the copy record preloads). */
+const GROUP = JSON.stringify(path.join(__dirname, '..', 'lib', 'capture', 'group.js'));
+
 /** A recording to read back; `many`: of many distinct stacks (a trace of over 64 KiB, more
- * than a pipe holds). */
+ * than a pipe holds). Each program runs until the sampler signalled enough times (2,000 and
+ * 300: 2 s and 0.3 s at no load), not for a fixed time, which gave a loaded machine too few
+ * samples for the trace to outgrow a pipe. */
 function record(t, cwd, many = false) {
+  const until = `const { group } = require(${GROUP}); const until = group.ticks() + ${many ? 2000 : 300}; const end = Date.now() + 60000; const more = () => group.ticks() < until && Date.now() < end;`;
   const code = many
-    ? "const fns=[]; for (let k=0;k<400;k++) fns.push(new Function('n','f','return n ? f[(n*7+'+k+')%400](n-1,f) : 0')); const t=Date.now(); let i=0; while (Date.now()-t<2000) fns[i%400](i++%60, fns);"
-    : 'function busy(){let x=0;for(let i=0;i<2e6;i++)x+=Math.sqrt(i);return x} const t=Date.now(); while(Date.now()-t<300) busy();';
+    ? `${until} const fns=[]; for (let k=0;k<400;k++) fns.push(new Function('n','f','return n ? f[(n*7+'+k+')%400](n-1,f) : 0')); let i=0; while (more()) fns[i%400](i++%60, fns);`
+    : `${until} function busy(){let x=0;for(let i=0;i<2e5;i++)x+=Math.sqrt(i);return x} while (more()) busy();`;
   const r = run(['record', '--', process.execPath, '-e', code], { cwd });
   assert.equal(r.status, 0, r.stderr);
   return r;

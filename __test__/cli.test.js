@@ -244,7 +244,10 @@ test('selfprof record from an install path with a newline, a space, quotes and a
   for (const f of files) fs.cpSync(path.join(pkg, f), path.join(root, f), { recursive: true });
   const dir = tmp('record-path-out');
   const app = path.join(dir, 'app.js');
-  fs.writeFileSync(app, `const end = Date.now() + 300; let x = 0; while (Date.now() < end) x += Math.sqrt(x + 1);\n`);
+  // Busy until the sampler (the installed copy's, which record loaded) signalled 100 times:
+  // a fixed 300 ms gave a loaded machine 39 samples.
+  const group = JSON.stringify(path.join(root, 'lib', 'capture', 'group.js'));
+  fs.writeFileSync(app, `const { group } = require(${group}); const until = group.ticks() + 100; const end = Date.now() + 30000; let x = 0; while (group.ticks() < until && Date.now() < end) x += Math.sqrt(x + 1);\n`);
   const r = spawnSync(process.execPath, [path.join(root, 'bin', 'selfprof.js'), 'record', '-o', dir, '--', process.execPath, app], {
     encoding: 'utf8',
     timeout: 60_000,

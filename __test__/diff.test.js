@@ -8,7 +8,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { Profiler, withLabels, diffProfiles, diffLabelValues, convert } = require('..');
-const { spin, stackFrames, assertValidTrace } = require('./helpers');
+const { spin, sampledCall, stackFrames, assertValidTrace } = require('./helpers');
 
 const cli = path.join(__dirname, '..', 'bin', 'selfprof.js');
 const run = (...args) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 60_000 });
@@ -31,12 +31,16 @@ let a;
 let b;
 let labeled;
 let dir;
+/** Calls `fn(ms)` on until the sampler signalled `ms` times in it (1 ms sampling): as many
+ * samples as `ms` at no load, and a loaded machine's share as large. */
+const sampled = (fn, ms) => sampledCall(ms, 10_000, fn, ms);
+
 before(async () => {
   const record = async (slowMs) => {
     const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
     for (let i = 0; i < 5; i++) {
-      cliSteady(10);
-      cliSlowed(slowMs);
+      sampled(cliSteady, 10);
+      sampled(cliSlowed, slowMs);
       await new Promise((r) => setTimeout(r, 2)); // a little idle: not in the shares
     }
     return assertValidTrace(await p.stop());
@@ -44,10 +48,10 @@ before(async () => {
   a = await record(10);
   b = await record(30);
   const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
-  await withLabels({ endpoint: 'GET /orders' }, async () => cliSteady(40));
+  await withLabels({ endpoint: 'GET /orders' }, async () => sampled(cliSteady, 40));
   await withLabels({ endpoint: 'POST /orders' }, async () => {
-    cliSteady(20);
-    cliSlowed(40);
+    sampled(cliSteady, 20);
+    sampled(cliSlowed, 40);
   });
   labeled = assertValidTrace(await p.stop());
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-diff-'));

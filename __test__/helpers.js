@@ -157,20 +157,22 @@ const LABEL_FLOOR = 0.99;
 class WorkLog {
   calls = [];
   #signals;
+  #timeoutMs;
 
   /**
-   * With `signals`, each call of a busy `fn(ms)` goes on (`fn(1)`, up to 2 s more) until the
-   * sampler has signalled that many times in it: every call gets samples however loaded the
-   * machine is.
+   * With `signals`, each call of a busy `fn(ms)` goes on (`fn(1)`, up to `timeoutMs` more)
+   * until the sampler has signalled that many times in it: every call gets samples however
+   * loaded the machine is.
    */
-  constructor({ signals = 0 } = {}) {
+  constructor({ signals = 0, timeoutMs = 2000 } = {}) {
     this.#signals = signals;
+    this.#timeoutMs = timeoutMs;
   }
 
   /** Runs `fn(...args)` as work done under `labels`, and records it. */
   run(labels, fn, ...args) {
     const t0 = performance.now();
-    const out = sampledCall(this.#signals, 2000, fn, ...args);
+    const out = sampledCall(this.#signals, this.#timeoutMs, fn, ...args);
     this.calls.push({ labels, work: fn.name, t0, t1: performance.now() });
     return out;
   }
