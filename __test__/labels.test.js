@@ -229,17 +229,22 @@ test('bad labels throw TypeError or RangeError', () => {
     [() => withLabels({ a: {} }, () => {}), TypeError, /label "a" must be a string, number, bigint or boolean, got object/],
     [() => withLabels({ a: Symbol('s') }, () => {}), TypeError, /got symbol/],
     [() => setLabels({ f() {} }), TypeError, /label "f"/],
-    [() => withLabels({ a: 'x'.repeat(5000) }, () => {}), RangeError, /at most 4096/],
-    [() => withLabels({ ['k'.repeat(300)]: 'v' }, () => {}), RangeError, /keys must be 1 to 256/],
+    // One past each bound of docs/reliability.md (the bounds themselves are taken below).
+    [() => withLabels({ a: 'x'.repeat(4097) }, () => {}), RangeError, /is 4097 characters; at most 4096/],
+    [() => setLabels({ a: 'é'.repeat(4097) }), RangeError, /is 4097 characters; at most 4096/],
+    [() => withLabels({ ['k'.repeat(257)]: 'v' }, () => {}), RangeError, /keys must be 1 to 256 characters, got 257/],
     [() => withLabels({ '': 'v' }, () => {}), RangeError, /keys must be 1 to 256/],
     [() => withLabels(JSON.parse('{"__proto__": "x"}'), () => {}), TypeError, /"__proto__" cannot be a label key/],
     [() => setLabels(JSON.parse('{"a": "1", "__proto__": "x"}')), TypeError, /"__proto__" cannot be a label key/],
     [() => withLabels(Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`k${i}`, i])), () => {}), RangeError, /at most 64 labels/],
   ];
   for (const [fn, type, message] of cases) {
-    assert.throws(fn, (err) => err.constructor === type && message.test(err.message));
+    assert.throws(fn, (err) => err.constructor === type && message.test(err.message), `${type.name} ${message}`);
   }
   assert.deepEqual(getLabels(), {}, 'a failed withLabels leaves no labels behind');
+  // At each bound: taken as given (a sample carrying them: labels-hostile.test.js).
+  const atBounds = { ['k'.repeat(256)]: 'x'.repeat(4096), v: 'é'.repeat(4096), ...Object.fromEntries(Array.from({ length: 62 }, (_, i) => [`k${i}`, i])) };
+  assert.deepEqual(withLabels(atBounds, () => ({ ...getLabels() })), Object.fromEntries(Object.entries(atBounds).map(([k, v]) => [k, String(v)])));
 });
 
 test('cpuTime adds up to the CPU the thread spent', { skip: BY_TIME && 'no per-sample CPU time where samples are joined by time' }, async (t) => {
