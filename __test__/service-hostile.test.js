@@ -12,7 +12,7 @@ const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { start, withLabels } = require('..');
-const { spin, decodePprof, pprofWork, assertRequestLabels } = require('./helpers');
+const { spin, decodePprof, pprofWork, assertRequestLabels, receiver } = require('./helpers');
 const { missing, otlpPython, OTLP_TOOL, decodeOtlp, otlpWork, formOf } = require('./tools');
 
 const root = path.join(__dirname, '..');
@@ -99,6 +99,33 @@ test('options that would overflow a timer are RangeErrors naming the option', ()
   } finally {
     delete process.env.SELFPROF_PERIOD_MS;
   }
+});
+
+test('exporter retries and queueSize: taken at their maxima (100 and 1000), refused one past them; 100 retries are 101 attempts', async () => {
+  // docs/reliability.md's bounds, at their number and one past it.
+  for (const [key, max] of [['retries', 100], ['queueSize', 1000]]) {
+    const message = new RegExp(`^start: exporter ${key} must be a whole number from \\d+ to ${max}, got ${max + 1}$`);
+    assert.throws(() => start({ exporters: [{ type: 'datadog', url: 'http://127.0.0.1:1', [key]: max + 1 }] }), (err) => err instanceof RangeError && message.test(err.message), `${key}: ${max + 1}`);
+  }
+  // At the maxima: a profile refused with 500 every time is tried once and retried 100 times
+  // (no backoff here), then given up.
+  const rx = await receiver(() => ({ status: 500 }));
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w.message);
+  process.on('warning', onWarning);
+  const session = start({ service: 'bounds', period: 60_000, heap: false, workers: false, exporters: [{ type: 'datadog', url: rx.url, retries: 100, backoffMs: 0, queueSize: 1000 }] });
+  try {
+    spin(20);
+    await session.flush(60_000);
+    const [exporter] = session.exporters;
+    assert.equal(rx.requests.length, 101, 'one attempt and 100 retries');
+    assert.deepEqual([exporter.sent, exporter.failed, exporter.dropped], [0, 1, 0]);
+  } finally {
+    await session.stop(0);
+    process.off('warning', onWarning);
+    await rx.close();
+  }
+  assert.ok(warnings.some((m) => /datadog export failed: .*500/.test(m)), warnings.join('\n'));
 });
 
 test('URL credentials become a Basic header and never appear in a warning', async () => {
