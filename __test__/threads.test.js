@@ -7,7 +7,9 @@ const { warningsIn } = require('./tools');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { spawnSync } = require('node:child_process');
+const { spawn, spawnSync } = require('node:child_process');
+const { performance } = require('node:perf_hooks');
+const { setTimeout: sleep } = require('node:timers/promises');
 const { pathToFileURL } = require('node:url');
 const { decodePprof } = require('./helpers');
 
@@ -17,12 +19,16 @@ const { missing, NO_CHROMIUM } = require('./tools');
 const CHROMIUM = '/usr/bin/chromium';
 
 /** An app whose worker burns CPU in `workerBusyFunction` (and keeps 8 MiB), one that throws,
- * and one still running when the main thread exits (terminated, yet recorded). */
+ * and one still running when the main thread exits (terminated, yet recorded). The busy
+ * worker runs for BUSY_MS of its own CPU time (the addon's clock of the calling thread), not
+ * of wall time: on a loaded machine the wall time gave its loop a smaller share of the
+ * worker's samples (101 of 183) beside the start-up's fixed work. */
 const APP = `
 const { Worker } = require('node:worker_threads');
 const busy = new Worker(\`
+const { native } = require(${JSON.stringify(path.join(root, 'lib', 'native.js'))});
 globalThis.kept = [];
-function workerBusyFunction(ms) { const end = Date.now() + ms; let x = 0; while (Date.now() < end) x += Math.sqrt(x + 1); return x; }
+function workerBusyFunction(ms) { const end = native.threadCpuNs() + ms * 1e6; let x = 0; while (native.threadCpuNs() < end) for (let i = 0; i < 100000; i++) x += Math.sqrt(x + i); return x; }
 function workerHeapHog() { for (let i = 0; i < 128; i++) globalThis.kept.push(new Array(8192).fill(i + 0.5)); }
 workerHeapHog();
 workerBusyFunction(Number(process.env.BUSY_MS || 800));
@@ -35,7 +41,7 @@ const pool = new Worker('function poolTick() { const end = Date.now() + 15; whil
 busy.on('exit', () => setTimeout(() => process.exit(0), 200));
 `;
 
-test('selfprof record: a worker busy for 0.8 s appears with its thread label, a terminated pool worker too', () => {
+test('selfprof record: a worker busy for 0.8 s appears with its thread label, a terminated pool worker too', (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-threads-'));
   fs.writeFileSync(path.join(dir, 'app.js'), APP);
   // A heap sample every 64 KiB on average: the hog's 8 MiB is ~128 samples. At the default
@@ -57,6 +63,7 @@ test('selfprof record: a worker busy for 0.8 s appears with its thread label, a 
   // samples its 0.8 s gives depends on how much CPU it got).
   const own = p.sample.filter((s) => labels(s)['thread id'] === id && !/^\(/.test(names(s)[0] ?? '('));
   assert.ok(busy.length >= 20 && busy.length >= 0.6 * own.length, `${busy.length} samples in workerBusyFunction of the worker's ${own.length} JS samples`);
+  t.diagnostic(`${busy.length} samples in workerBusyFunction of the worker's ${own.length} JS samples`);
   const pool = p.sample.filter((s) => names(s)[0] === 'poolTick');
   assert.ok(pool.length > 50, `the pool worker, ended by the main thread's exit, was recorded (${pool.length})`);
   assert.ok(p.sample.some((s) => labels(s)['thread name'] === 'Main Event Loop'));
@@ -103,7 +110,7 @@ const wait = setInterval(() => {
   fs.rmSync(dir, { recursive: true });
 });
 
-test('service mode: the worker\'s busy function with its thread label, in one pprof per period with the main thread', () => {
+test('service mode: the worker\'s busy function with its thread label, in one pprof per period with the main thread', (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-svc-threads-'));
   const script = `
     const session = require(${JSON.stringify(root)}).start({ service: 'threads', period: 1000, exporters: [{ type: 'file', dir: ${JSON.stringify(dir)} }] });
@@ -132,37 +139,90 @@ test('service mode: the worker\'s busy function with its thread label, in one pp
   // 99 Hz for 1.5 s: up to ~150 samples, as many as the CPU it got allows; most of the
   // worker's JS samples are its busy loop.
   assert.ok(busy >= 20 && busy >= 0.6 * own, `${busy} samples of workerBusyFunction of the worker's ${own} JS samples`);
+  t.diagnostic(`${busy} samples of workerBusyFunction of the worker's ${own} JS samples`);
   assert.ok(mainSamples > 0, 'the main thread is in the same pprofs');
   fs.rmSync(dir, { recursive: true });
 });
 
-test('past the thread cap: one warning, those workers unprofiled, the app unharmed', () => {
+/** The threads service mode profiles at once, the main thread included (docs/reliability.md). */
+const THREAD_CAP = 32;
+
+/**
+ * Runs an app with `workers` workers under service mode (file exporter, a profile every
+ * 0.5 s), all alive at once until the test has seen `expected` threads in its profiles (or
+ * 60 s went by: a loaded machine's workers answer a rotation late, and theirs go into the
+ * next); then the app stops its session and ends them. Resolves to the distinct `thread id`s
+ * of every profile written, the workers' ids, and what it printed.
+ */
+async function capRun(t, workers, expected) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-cap-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   const script = `
-    const session = require(${JSON.stringify(root)}).start({ service: 'cap', period: 60000, heap: false, exporters: [{ type: 'file', dir: ${JSON.stringify(dir)} }] });
+    const session = require(${JSON.stringify(root)}).start({ service: 'cap', period: 500, heap: false, exporters: [{ type: 'file', dir: process.argv[1] }] });
     // Taken after start(): the wrapped Worker.
     const { Worker } = require('node:worker_threads');
     const workers = [];
     let ready = 0;
-    // Each worker runs until it is ended, so all 40 run at once however slowly they start;
-    // the app ends them once all have run.
-    for (let i = 0; i < 40; i++) {
+    // Each worker runs until it is ended, so all run at once however slowly they start; the
+    // app ends them when told (a line on its stdin).
+    for (let i = 0; i < ${workers}; i++) {
       const w = new Worker('const { parentPort } = require("node:worker_threads"); parentPort.postMessage(1); parentPort.once("message", () => {})', { eval: true });
-      w.once('message', async () => {
-        if (++ready < 40) return;
-        console.log('all 40 ran');
-        await session.stop();
-        for (const w of workers) w.terminate();
+      w.once('message', () => {
+        if (++ready === ${workers}) console.log('all ran: ' + workers.map((w) => w.threadId).join(' '));
       });
       workers.push(w);
     }
+    process.stdin.once('data', async () => {
+      await session.stop();
+      for (const w of workers) w.terminate();
+      process.stdin.destroy();
+    });
   `;
-  const r = spawnSync(process.execPath, ['-e', script], { cwd: dir, encoding: 'utf8', timeout: 60_000 });
-  assert.equal(r.status, 0, r.stderr);
-  assert.match(r.stdout, /all 40 ran/);
-  const warnings = r.stderr.match(/more than 32 threads at once/g) ?? [];
-  assert.equal(warnings.length, 1, r.stderr);
-  fs.rmSync(dir, { recursive: true });
+  const child = spawn(process.execPath, ['-e', script, dir], { cwd: dir, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  /** The thread ids of the profiles written so far (one being written is read next time). */
+  const seen = () => {
+    const ids = new Set();
+    for (const f of fs.readdirSync(dir).filter((f) => /Z\.pb\.gz$/.test(f))) {
+      try {
+        const { p, labels } = decodePprof(fs.readFileSync(path.join(dir, f)));
+        // (A profile of the main thread alone, before any worker's came, has no thread labels.)
+        for (const s of p.sample) if (labels(s)['thread id'] !== undefined) ids.add(labels(s)['thread id']);
+      } catch {
+        // not whole yet
+      }
+    }
+    return ids;
+  };
+  const deadline = performance.now() + 60_000;
+  while (!/all ran/.test(stdout) && child.exitCode === null && performance.now() < deadline) await sleep(100);
+  while (seen().size < expected && child.exitCode === null && performance.now() < deadline) await sleep(200);
+  child.stdin.end('stop\n');
+  const code = await exited;
+  assert.equal(code, 0, stderr);
+  const ids = [...(/all ran: ([\d ]+)/.exec(stdout)?.[1].split(' ') ?? [])];
+  assert.equal(ids.length, workers, `all ${workers} workers ran: ${stdout}`);
+  return { threads: seen(), workers: ids, stderr };
+}
+
+test(`at the thread cap (${THREAD_CAP - 1} workers and the main thread): every thread profiled, no warning`, async (t) => {
+  const { threads, workers, stderr } = await capRun(t, THREAD_CAP - 1, THREAD_CAP);
+  assert.doesNotMatch(warningsIn(stderr), /selfprof/, 'no warning');
+  assert.deepEqual([...threads].sort(), ['0', ...workers].sort(), 'every thread in the profiles');
+});
+
+test(`one past the thread cap (${THREAD_CAP} workers): one warning naming the worker left out, the others profiled, the app unharmed`, async (t) => {
+  const { threads, workers, stderr } = await capRun(t, THREAD_CAP, THREAD_CAP);
+  const warnings = [...warningsIn(stderr).matchAll(/selfprof: more than (\d+) threads at once; worker (\d+) and any others past the cap are not profiled/g)];
+  assert.equal(warnings.length, 1, stderr);
+  assert.equal(Number(warnings[0][1]), THREAD_CAP, 'the cap named');
+  const left = warnings[0][2];
+  assert.ok(workers.includes(left), `worker ${left} is one of the app's`);
+  assert.deepEqual([...threads].sort(), ['0', ...workers.filter((w) => w !== left)].sort(), `every thread but worker ${left} in the profiles`);
 });
 
 test('in headless Chromium: a heap profile is a flame graph of bytes', async (t) => {
