@@ -82,13 +82,28 @@ test('selfprof record: a worker ended by terminate() keeps what it recorded unti
     path.join(dir, 'app.js'),
     `const { recordCheckpoints } = require(${JSON.stringify(path.join(__dirname, 'helpers.js'))});
 const { Worker } = require('node:worker_threads');
-const w = new Worker('function terminatedWork() { const end = Date.now() + 5; while (Date.now() < end); setImmediate(terminatedWork); } terminatedWork();', { eval: true });
-// Ended after 0.8 s once the recorder has six checkpoints of it (a loaded machine gives it
-// less CPU in that time), or after 10 s.
+const w = new Worker(\`
+const { parentPort } = require('node:worker_threads');
+const { native } = require(${JSON.stringify(path.join(root, 'lib', 'native.js'))});
+let told = false;
+function terminatedWork() {
+  const end = Date.now() + 5;
+  while (Date.now() < end);
+  // 200 ms of its own CPU time: ~200 samples at no load, ~100 under load (a fixed 0.8 s of
+  // wall time gives a loaded machine's worker fewer).
+  if (!told && native.threadCpuNs() > 200e6) parentPort.postMessage((told = 'busy enough'));
+  setImmediate(terminatedWork);
+}
+terminatedWork();
+\`, { eval: true });
+// Ended once the worker has been busy enough and the recorder has checkpointed it six
+// times since, or after 30 s.
 const parts = () => recordCheckpoints(process.env.SELFPROF_RECORD_DIR, process.pid, w.threadId);
 const t0 = Date.now();
+let since = null;
+w.once('message', () => (since = parts()));
 const wait = setInterval(() => {
-  if ((Date.now() - t0 < 800 || parts() < 6) && Date.now() - t0 < 10000) return;
+  if ((since === null || parts() < since + 6) && Date.now() - t0 < 30000) return;
   clearInterval(wait);
   w.terminate().then(() => setTimeout(() => {}, 100));
 }, 50);
