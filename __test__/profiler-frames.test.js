@@ -17,6 +17,7 @@ const { spawnSync } = require('node:child_process');
 const { pathToFileURL } = require('node:url');
 const { readProfile, convert, htmlReport, fromCpuProfile } = require('..');
 const { decodePprof, assertValidTrace } = require('./helpers');
+const { missing, NO_CHROMIUM } = require('./tools');
 const { storesInFrame } = require('../lib/capture/labels');
 
 const ROOT = path.resolve(__dirname, '..');
@@ -320,10 +321,8 @@ test('a copy of selfprof loaded twice, from a linked directory of another name, 
 });
 
 test('in headless Chromium: the report\'s flame graph has (selfprof) and no selfprof box; profilerFrames shows them', async (t) => {
-  if (!fs.existsSync(CHROMIUM)) {
-    t.skip(`no chromium at ${CHROMIUM}: apt-get install chromium`);
-    return;
-  }
+  // Under CI a missing Chromium is a failure, never a skip (tools.js).
+  if (!fs.existsSync(CHROMIUM) && missing(t, NO_CHROMIUM)) return;
   const { chromium } = require('playwright-core');
   const out = path.join(ROOT, 'out', 'test-report');
   fs.mkdirSync(out, { recursive: true });
