@@ -3,7 +3,8 @@
 // decoder, the opentelemetry-proto Python package (1.45.2, proto v1.10 profiles/
 // v1development: the same descriptors the Rust crate is generated from), and compared
 // sample by sample with the trace of the same recording (the file exporter's trace: true
-// writes it beside): stacks, timestamps, wall time, labels as attributes, ids as links.
+// writes it beside): stacks, timestamps, wall time, labels as attributes, ids as links;
+// and each sample of the requests' work judged against the test's own record of them.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -12,8 +13,8 @@ const path = require('node:path');
 const zlib = require('node:zlib');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { start, withLabels } = require('..');
-const { spin, stackFrames, receiver } = require('./helpers');
-const { missing, otlpPython, OTLP_TOOL, decodeOtlp } = require('./tools');
+const { spin, stackFrames, receiver, WorkLog, assertRequestLabels } = require('./helpers');
+const { missing, otlpPython, OTLP_TOOL, decodeOtlp, otlpWork: otlpSamples } = require('./tools');
 
 function otlpWork(ms) {
   return spin(ms);
@@ -31,7 +32,7 @@ async function withEnv(vars, fn) {
   }
 }
 
-test('OTLP: samples, stacks, attributes and links equal the trace of the same recording', async (t) => {
+test("OTLP: each sample of a request's work carries its labels as attributes and its ids as a link; samples, stacks and times equal the trace of the same recording", async (t) => {
   const python = otlpPython();
   if (!python && missing(t, OTLP_TOOL)) return;
   const rx = await receiver(() => ({ headers: { 'content-type': 'application/x-protobuf' } }));
@@ -49,12 +50,16 @@ test('OTLP: samples, stacks, attributes and links equal the trace of the same re
         exporters: [{ type: 'otlp' }, { type: 'file', dir, trace: true }],
       }),
   );
-  const end = performance.now() + 900;
-  for (let i = 0; performance.now() < end; i++) {
+  // The requests' record: each call on until signalled. Requests for 0.9 s (two periods'
+  // rotations and more) and 40 of them at least (twice the samples judged: a loaded
+  // machine ran 5 in 0.9 s), or 30 s.
+  const log = new WorkLog({ signals: 1 });
+  const t0 = performance.now();
+  for (let i = 0; (performance.now() - t0 < 900 || log.calls.length < 40) && performance.now() - t0 < 30_000; i++) {
     const labels = { endpoint: i % 2 ? 'POST /pay' : 'GET /cart', tenant: 'acme,inc}=' };
     if (i % 3) Object.assign(labels, { trace_id: (0x4bf9n + BigInt(i)).toString(16).padStart(32, '0'), span_id: (0xa0n + BigInt(i)).toString(16).padStart(16, '0') });
     await withLabels(labels, async () => {
-      otlpWork(5);
+      log.run(labels, otlpWork, 5);
       await sleep(1);
     });
   }
@@ -163,5 +168,9 @@ test('OTLP: samples, stacks, attributes and links equal the trace of the same re
     assert.equal(cpu.samples.length, trace.samples.filter((s) => s.cpuTime !== undefined).length);
   });
   assert.ok(linked > 0, 'samples with trace and span ids carry a link');
-  t.diagnostic(`${decoded.length} uploads, ${compared} samples compared, ${linked} linked; sizes ${rx.requests.map((r) => r.body.length).join(', ')} bytes`);
+  // Against the requests' record: every sample in otlpWork, placed on the calls' time line
+  // by its timestamp, carries its own request's labels as attributes and, where it had
+  // them, its ids as the link; none another's, none missing a key.
+  const judged = assertRequestLabels(otlpSamples(decoded, ['otlpWork'], performance.timeOrigin), log.calls, { what: 'OTLP', exact: true });
+  t.diagnostic(`${decoded.length} uploads, ${compared} samples compared, ${linked} linked; ${judged}; sizes ${rx.requests.map((r) => r.body.length).join(', ')} bytes`);
 });
