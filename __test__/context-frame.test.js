@@ -15,6 +15,7 @@ const { Profiler, withLabels } = require('..');
 const { labelState } = require('../lib/capture/labels');
 const { native } = require('../lib/native');
 const { spin, WorkLog, traceWork, assertRequestLabels, noChildProcess } = require('./helpers');
+const { judgeStress } = require('./fixtures/frame-stress-judge');
 
 const major = Number(process.versions.node.split('.')[0]);
 /** Whether this build has the running V8's layouts (a Node newer than the build, or 25, has
@@ -295,17 +296,10 @@ function child(t, script, { args = [], env = {}, execArgv = [], timeout = 120_00
   return JSON.parse(fs.readFileSync(out, 'utf8'));
 }
 
-/**
- * Every sample in stressWork carries the labels of the request whose work ran then (its
- * span id and endpoint). V8 deoptimizes often under --stress-compaction, each time with a
- * sample of its own without a signal: a floor of 98%.
- */
-function checkStress(t, { trace, calls, requests, workers, state }, what) {
-  const judged = calls.map((c) => ({ labels: { span_id: `s${c.i}`, endpoint: `e${c.i % 5}` }, work: 'stressWork', t0: c.t0, t1: c.t1 }));
-  const counts = assertRequestLabels(traceWork(trace, ['stressWork']), judged, { what, min: 20, floor: 0.98, exact: true });
-  // Every id a sample took, even one read while the collector ran, found its labels.
-  assert.equal(trace.metadata.labelsLostSamples ?? 0, 0, `${what}: ${JSON.stringify(trace.metadata)}`);
-  t.diagnostic(`${what}: ${requests} requests, ${workers} workers, ${counts}; ${JSON.stringify(trace.metadata)}; ${JSON.stringify(state)}`);
+/** A run of frame-stress.js judged (fixtures/frame-stress-judge.js), and said. */
+function checkStress(t, run, what) {
+  const counts = judgeStress(run, what);
+  t.diagnostic(`${what}: ${run.requests} requests, ${run.workers} workers, ${counts}; ${JSON.stringify(run.trace.metadata)}; ${JSON.stringify(run.state)}`);
 }
 
 test('under GC stress (compaction at every collection, a collection every few allocations), with other stores in the frame, setLabels and workers: no crash, no sample with another request’s labels', { skip: noChildProcess }, (t) => {

@@ -8,7 +8,7 @@
 #    in-process ones of __test__/context-frame.test.js: which path labels samples on this
 #    Node, and a worker's own) with the arm64 binary from npm/linux-arm64-gnu/ in place of
 #    the host's; then __test__/fixtures/frame-stress.js under V8's GC stress flags, its
-#    trace checked here (no sample with another request's labels).
+#    trace checked here as the host checks its own (fixtures/frame-stress-judge.js).
 # 2. The packed tarballs (main + selfprof-linux-arm64-gnu) installed offline with
 #    `npm install --cpu=arm64`, and __test__/fixtures/installed-app.js run on them
 #    (not with QEMU_TESTS_ONLY=1).
@@ -61,20 +61,17 @@ SELFPROF_TEST_NO_CHILD_PROCESS='qemu-user here cannot start a child process' \
 t0=$SECONDS
 if (cd "$tree" && run --stress-compaction --gc-interval=2000 __test__/fixtures/frame-stress.js 2 "$work/stress.json") >"$work/stress.log" 2>&1 &&
   out=$(node -e '
-    const { trace, calls } = require(process.argv[1]);
-    const { samplesIn } = require(process.argv[2]);
-    calls.sort((a, b) => a.t0 - b.t0);
-    let right = 0, wrong = 0;
-    const samples = samplesIn(trace, "stressWork");
-    for (const s of samples) {
-      const l = s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels;
-      if (!l) continue;
-      const c = calls.find((c) => c.t0 <= s.timestamp && s.timestamp <= c.t1);
-      if (c && l.span_id === `s${c.i}`) right++; else wrong++;
+    // Judged as the host judges its own run (context-frame.test.js): every sample its
+    // request'"'"'s span id and endpoint, 98% labeled, no label set lost.
+    const { judgeStress } = require(process.argv[2]);
+    const run = require(process.argv[1]);
+    try {
+      console.log(`${run.trace.metadata.labelPath}: ${judgeStress(run, "GC stress on arm64")}`);
+    } catch (err) {
+      console.log(err.message);
+      process.exit(1);
     }
-    console.log(`${trace.metadata.labelPath}: ${samples.length} samples in stressWork, ${right} right, ${wrong} wrong`);
-    process.exit(wrong === 0 && samples.length >= 20 && right >= samples.length * 0.9 ? 0 : 1);
-  ' "$work/stress.json" "$root/__test__/helpers.js"); then
+  ' "$work/stress.json" "$root/__test__/fixtures/frame-stress-judge.js"); then
   echo "  ok   GC stress on arm64: $out ($((SECONDS - t0)) s)"
   passed=$((passed + 1))
 else
