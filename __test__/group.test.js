@@ -6,7 +6,7 @@ const { setTimeout: sleep } = require('node:timers/promises');
 const { performance } = require('node:perf_hooks');
 const { Profiler } = require('..');
 const { group } = require('../lib/capture/group');
-const { spin, untilSignals, assertValidTrace } = require('./helpers');
+const { spin, untilSignals, stopAll, assertValidTrace } = require('./helpers');
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const gaps = (trace) => trace.samples.slice(1).map((s, i) => s.timestamp - trace.samples[i].timestamp);
@@ -135,8 +135,9 @@ test('the base interval is configurable while no profiler runs', async (t) => {
   assert.throws(() => setBaseInterval(0), RangeError);
   assert.throws(() => setBaseInterval(0.0005), RangeError);
   setBaseInterval(0.25);
+  let running;
   try {
-    const p = new Profiler({ sampleInterval: 0.6, maxBufferSize: 10_000 });
+    const p = (running = new Profiler({ sampleInterval: 0.6, maxBufferSize: 10_000 }));
     assert.equal(p.sampleInterval, 0.75, 'rounded up to a multiple of 0.25 ms');
     assert.throws(() => setBaseInterval(1), { name: 'InvalidStateError' });
     assert.equal(group.interval, 0.75, "V8's sampler runs at it");
@@ -146,13 +147,19 @@ test('the base interval is configurable while no profiler runs', async (t) => {
     // sample's time is taken in the handler, so a handler that ran late (this thread waiting
     // for the CPU, as when other tests run beside this one) leaves one short gap before the
     // next signal, and V8 takes a few samples without a signal (at a deoptimization). At
-    // the base interval of 0.25 ms nearly every gap would be under 0.5 ms.
-    const g = gaps(trace).sort((a, b) => a - b);
-    const close = g.filter((x) => x < 0.5);
-    t.diagnostic(`spacing at 0.75 ms: min ${g[0].toFixed(3)}, median ${median(g).toFixed(3)} ms; ${close.length} under 0.5 ms`);
+    // the base interval of 0.25 ms nearly every gap would be under 0.5 ms. How many
+    // handlers run late depends on the machine's load (10 of 97 gaps were short at a load
+    // of 14-19): a short gap right after a long one (over 1 ms) is that late handler's, and
+    // the others, V8's own samples, are a few.
+    const inOrder = gaps(trace);
+    const g = [...inOrder].sort((a, b) => a - b);
+    const close = inOrder.filter((x) => x < 0.5);
+    const unexplained = inOrder.filter((x, i) => x < 0.5 && !(inOrder[i - 1] > 1));
+    t.diagnostic(`spacing at 0.75 ms: min ${g[0].toFixed(3)}, median ${median(g).toFixed(3)} ms; ${close.length} under 0.5 ms, ${unexplained.length} of them not after a late handler`);
     assert.ok(median(g) >= 0.7, `the median gap is ${median(g).toFixed(3)} ms at 0.75 ms`);
-    assert.ok(close.length <= Math.max(2, 0.1 * g.length), `${close.length} of ${g.length} samples under 0.5 ms apart at 0.75 ms`);
+    assert.ok(unexplained.length <= Math.max(2, 0.1 * g.length), `${unexplained.length} of ${g.length} samples under 0.5 ms apart at 0.75 ms, not after a late one (${close.length} in all)`);
   } finally {
+    await stopAll(running); // (setBaseInterval throws while one runs)
     setBaseInterval(1);
   }
   const p = new Profiler({ sampleInterval: 0.6, maxBufferSize: 10 });
@@ -175,12 +182,14 @@ test('profilers start and stop from labeled callbacks, timers, and in any order'
   await new Promise((r) => setImmediate(() => r(started.push(new Profiler({ sampleInterval: 1, maxBufferSize: 1000 })))));
   assert.equal(group.size, 3);
   assert.equal(group.interval, 1);
-  spin(60);
+  // Until 60 signals, then 20 more (fixed 60 and 20 ms gave a loaded machine too few
+  // samples to compare).
+  untilSignals(60, () => spin(1));
   // Stop in an order unlike the start order, one from a timer and one from a labeled callback.
   const t6 = await new Promise((r) => setTimeout(() => r(started[1].stop()), 1));
   const t4 = await withLabels({ endpoint: 'GET /b' }, () => started[0].stop());
   assert.equal(group.interval, 1);
-  spin(20);
+  untilSignals(20, () => spin(1));
   const t1 = await started[2].stop();
   assert.equal(group.size, 0);
   assert.equal(group.interval, 0, 'the last stop stopped the sampler');

@@ -8,7 +8,7 @@ const vm = require('node:vm');
 const { Profiler, withLabels, setLabels, getLabels } = require('..');
 const { native } = require('../lib/native');
 const { labelStats, labelsForTrace } = require('../lib/capture/labels');
-const { spin, untilSignals, sampledCall, assertValidTrace, samplesIn, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
+const { spin, untilSignals, sampledCall, stopAll, assertValidTrace, samplesIn, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
 // Where V8 samples without a signal (Windows), samples are joined to the label switches by
 // time: no cpuTime, and every label set switched to while recording is kept.
 const BY_TIME = native.labelJoin() !== 'signal';
@@ -306,9 +306,11 @@ test('100 start/stop cycles with labels active: no crash, no leaked label sets',
 test("a long recording's stop() looks its label sets up while V8 stops; the build finds them there, and they are right", { skip: BY_TIME && 'it records until 20,000 signals' }, async (t) => {
   const { setBaseInterval } = require('..');
   setBaseInterval(0.1);
+  const running = [];
   try {
     // A short recording does without: the lookup would save little and compete with V8's stop.
     const short = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
+    running.push(short);
     const log = new WorkLog();
     await withLabels({ endpoint: 'prefetch', span_id: spanId(999) }, async () => log.run({ endpoint: 'prefetch', span_id: spanId(999) }, usersHandlerWork, 20));
     const before = labelStats();
@@ -317,6 +319,7 @@ test("a long recording's stop() looks its label sets up while V8 stops; the buil
 
     // A long one (past 16,384 samples: ~2-5 s at 0.1 ms), a span id per request.
     const p = new Profiler({ sampleInterval: 0.1, maxBufferSize: 200_000 });
+    running.push(p);
     const signals = native.signalCount();
     const deadline = performance.now() + 30_000;
     for (let i = 0; native.signalCount() - signals < 20_000 && performance.now() < deadline; i++) {
@@ -346,6 +349,7 @@ test("a long recording's stop() looks its label sets up while V8 stops; the buil
     assert.equal(labelStats().prefetched, 0, 'the build took what was looked up');
     assert.equal(labelStats().saved, 0, 'and let go of the sets');
   } finally {
+    await stopAll(...running); // (setBaseInterval throws while one runs)
     setBaseInterval(1);
   }
 });

@@ -6,7 +6,7 @@ const assert = require('node:assert/strict');
 const { Worker } = require('node:worker_threads');
 const { Profiler, withLabels, setBaseInterval } = require('..');
 const { native } = require('../lib/native');
-const { spin, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
+const { spin, stopAll, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
 
 function drainWork(ms) {
   return spin(ms);
@@ -30,8 +30,9 @@ test('a labeled recording longer than the ring holds keeps its labels', async (t
   // Workers sampling too: the ring, shared by every thread, wraps sooner.
   const workers = await Promise.all([samplingWorker(), samplingWorker()]);
   setBaseInterval(0.1);
+  let p;
   try {
-    const p = new Profiler({ sampleInterval: 0.1, maxBufferSize: 1_000_000 });
+    p = new Profiler({ sampleInterval: 0.1, maxBufferSize: 1_000_000 });
     const signals0 = native.signalCount();
     const capacity = native.ringCapacity();
     const deadline = performance.now() + 60_000;
@@ -53,6 +54,7 @@ test('a labeled recording longer than the ring holds keeps its labels', async (t
     );
     assert.ok(wrapped > capacity, `the ring wrapped during the recording: ${wrapped} signals`);
   } finally {
+    await stopAll(p); // (setBaseInterval throws while one runs)
     setBaseInterval(1);
     await Promise.all(workers.map((w) => w.terminate()));
   }

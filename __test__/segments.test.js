@@ -10,7 +10,7 @@ const { Profiler, withLabels, setBaseInterval } = require('..');
 const { labelStats } = require('../lib/capture/labels');
 const { native } = require('../lib/native');
 const { group, SEGMENT_SIGNALS } = require('../lib/capture/group');
-const { spin, samplesIn, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
+const { spin, stopAll, samplesIn, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
 
 function serveOrders(ms) {
   return spin(ms);
@@ -22,8 +22,9 @@ function serveUsers(ms) {
 
 test('a long labeled recording is joined in segments as it runs, and its trace is whole and labeled right', async (t) => {
   setBaseInterval(0.1);
+  let p;
   try {
-    const p = new Profiler({ sampleInterval: 0.1, maxBufferSize: 1_000_000 });
+    p = new Profiler({ sampleInterval: 0.1, maxBufferSize: 1_000_000 });
     const signals0 = native.signalCount();
     const segments0 = group.segments;
     const deadline = performance.now() + 60_000;
@@ -73,15 +74,17 @@ test('a long labeled recording is joined in segments as it runs, and its trace i
     const { matchedSamples, unmatchedSamples } = trace.metadata;
     assert.ok(unmatchedSamples <= 0.01 * matchedSamples, `${unmatchedSamples} samples unmatched, ${matchedSamples} matched`);
   } finally {
+    await stopAll(p); // (setBaseInterval throws while one runs)
     setBaseInterval(1);
   }
 });
 
 test('a recording that fills its buffer after a segment keeps at most maxBufferSize samples, up to when it filled', async (t) => {
   setBaseInterval(0.1);
+  let p;
   try {
     const max = SEGMENT_SIGNALS + 4000;
-    const p = new Profiler({ sampleInterval: 0.1, maxBufferSize: max });
+    p = new Profiler({ sampleInterval: 0.1, maxBufferSize: max });
     const segments0 = group.segments;
     let full = false;
     let firedAt;
@@ -107,6 +110,7 @@ test('a recording that fills its buffer after a segment keeps at most maxBufferS
     assert.ok(trace.samples.length <= max && trace.samples.length >= 0.85 * max, `${trace.samples.length} samples of ${max}`);
     assert.ok(trace.samples.every((s) => s.timestamp <= firedAt), 'nothing sampled after it filled');
   } finally {
+    await stopAll(p); // (setBaseInterval throws while one runs)
     setBaseInterval(1);
   }
 });

@@ -5,7 +5,7 @@ const assert = require('node:assert/strict');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { Profiler, setBaseInterval } = require('..');
 const { native } = require('../lib/native');
-const { spin } = require('./helpers');
+const { spin, stopAll } = require('./helpers');
 
 test('the handler chains in front of V8 while a profiler samples, and leaves with V8', async (t) => {
   assert.equal(native.signalHandlerInstalled(), false, 'nothing before profiling');
@@ -100,8 +100,9 @@ test('errno reaches the caller unchanged under signals', async () => {
   const path = require('node:path');
   const missing = path.join(os.tmpdir(), `selfprof-signal-${process.pid}-missing`);
   setBaseInterval(0.1);
+  let p;
   try {
-    const p = new Profiler({ sampleInterval: 0.1, maxBufferSize: 100_000 });
+    p = new Profiler({ sampleInterval: 0.1, maxBufferSize: 100_000 });
     // Failing system calls, many per signal: a handler that changed errno between a call's
     // return and its caller's read of errno would turn some ENOENT into another code.
     const codes = new Map();
@@ -117,6 +118,7 @@ test('errno reaches the caller unchanged under signals', async () => {
     await p.stop();
     assert.deepEqual([...codes.keys()], ['ENOENT'], JSON.stringify([...codes]));
   } finally {
+    await stopAll(p); // (setBaseInterval throws while one runs)
     setBaseInterval(1);
   }
 });
