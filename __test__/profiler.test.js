@@ -7,7 +7,7 @@ const { performance } = require('node:perf_hooks');
 const v8 = require('node:v8');
 const vm = require('node:vm');
 const { Profiler, fromCpuProfile, withLabels } = require('..');
-const { spin, definitionOf, assertValidTrace, stackFrames, samplesIn, v8CpuProfile, noChildProcess } = require('./helpers');
+const { spin, sampledCall, definitionOf, assertValidTrace, stackFrames, samplesIn, v8CpuProfile, noChildProcess } = require('./helpers');
 // Where V8 samples without a signal (Windows), samples are joined to labels by time and
 // carry no cpuTime.
 const BY_SIGNAL = require('../lib/native').native.labelJoin() === 'signal';
@@ -249,7 +249,8 @@ test("a labeled trace object's samples have the members JSON.parse of its JSON g
 
 test('samples taken after stop() are not included', async () => {
   const p = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
-  beforeStopBusy(100);
+  // On until signalled 20 times: a fixed 100 ms once gave a loaded machine no sample of it.
+  sampledCall(20, 10_000, beforeStopBusy, 100);
   const pending = p.stop();
   const stoppedAt = performance.now();
   afterStopBusy(100);

@@ -13,7 +13,7 @@ const { pathToFileURL } = require('node:url');
 const { performance } = require('node:perf_hooks');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { Profiler, withLabels, htmlReport } = require('..');
-const { spin, assertValidTrace, stackFrames, definitionOf } = require('./helpers');
+const { spin, sampledCall, assertValidTrace, stackFrames, definitionOf } = require('./helpers');
 
 const OUT = path.join(__dirname, '..', 'out', 'test-report');
 const { missing, NO_CHROMIUM } = require('./tools');
@@ -62,17 +62,22 @@ let traceA; // diffSteady 10 + diffSlowed 10, six times
 let traceB; // diffSteady 10 + diffSlowed 30, six times
 let browser;
 
+/** Calls `fn(ms)` on until the sampler signalled `ms` times in it (1 ms sampling): as many
+ * samples as `ms` at no load, and a loaded machine's shares as large (a fixed time gave
+ * one diffSlowed 53% -> 58% where ~50% -> ~75% is the point). */
+const sampled = (fn, ms) => sampledCall(ms, 10_000, fn, ms);
+
 before(async () => {
   require('node:v8').setFlagsFromString('--expose-gc');
   collectGarbage = require('node:vm').runInNewContext('gc');
   const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
   await withLabels({ endpoint: 'GET /primes' }, async () => {
-    viewsPrimes(120);
-    viewsLines(60);
+    sampled(viewsPrimes, 120);
+    sampled(viewsLines, 60);
   });
   await sleep(15);
   await withLabels({ endpoint: 'POST /orders' }, async () => {
-    viewsOrders(100);
+    sampled(viewsOrders, 100);
     viewsGarbage();
   });
   await sleep(15);
@@ -81,8 +86,8 @@ before(async () => {
   const record = async (slowMs) => {
     const q = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
     for (let i = 0; i < 6; i++) {
-      diffSteady(10);
-      diffSlowed(slowMs);
+      sampled(diffSteady, 10);
+      sampled(diffSlowed, slowMs);
     }
     return assertValidTrace(await q.stop());
   };
