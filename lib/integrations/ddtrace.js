@@ -24,7 +24,8 @@
 // listens to dd-trace's many tag updates a request: its span is read when needed.
 //
 // Web requests are counted by endpoint when their local root span finishes (Datadog's
-// endpoint_counts), as dd-trace's own profiler counts them.
+// endpoint_counts), as dd-trace's own profiler counts them; where dd-trace traces, only its
+// requests are (OpenTelemetry's server spans beside are the same requests again).
 
 const dc = require('node:diagnostics_channel');
 const labels = require('../capture/labels');
@@ -190,7 +191,7 @@ function subscribeDdTrace() {
       // root of another kind (a DNS lookup or connection at start-up) then labels nothing.
       const record = { span, derived: null, ended: false, endpoint: undefined };
       ctx[RECORD] = record;
-      enterSpanLabels(record, labelsOfRequest);
+      enterSpanLabels(record, labelsOfRequest, FRAME_KEY);
     } catch (err) {
       warnOnce('ddtrace', `selfprof: could not label a dd-trace span: ${err.message}`);
     }
@@ -218,6 +219,15 @@ function subscribeDdTrace() {
     },
   };
   return active;
+}
+
+/**
+ * Whether dd-trace counts the requests (Datadog's endpoint_counts): it traces (loaded and
+ * initialized) and its spans are listened to. Another tracer's server spans are then the
+ * same requests again (both tracers trace them): they are not counted twice.
+ */
+function ddTraceCountsRequests() {
+  return active !== null && global._ddtrace?._tracingInitialized === true;
 }
 
 /**
@@ -284,4 +294,4 @@ function untraced(fn) {
   return noopStorage ? noopStorage.run({ noop: true }, fn) : fn();
 }
 
-module.exports = { ddTraceIntegration, subscribeDdTrace, ddTraceRuntimeId, untraced, warnBesideDdTraceProfiler };
+module.exports = { ddTraceIntegration, subscribeDdTrace, ddTraceCountsRequests, ddTraceRuntimeId, untraced, warnBesideDdTraceProfiler };

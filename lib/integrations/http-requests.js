@@ -21,8 +21,10 @@ const { AsyncResource } = require('node:async_hooks');
 const dc = require('node:diagnostics_channel');
 
 let watching = false;
-/** The request whose 'request' event is being emitted: `{ store, scope }`, until claimed. */
+/** The request whose 'request' event is being emitted: `{ store, scope }`, until claimed;
+ * then `claimed`, until that turn ends. */
 let emitting = null;
+let claimed = null;
 let runWith = null;
 
 /** Whether requests' events are bound now: not where every tracer's contexts are read from
@@ -46,6 +48,7 @@ let clearQueued = false;
 function clearEmitting() {
   clearQueued = false;
   emitting = null;
+  claimed = null;
 }
 
 function bind(emitter, holder) {
@@ -70,13 +73,20 @@ function watchRequests(run) {
 
 /**
  * A request span labeled `store`: the request being emitted now (if any) takes it. With
- * `inFrame` (the current frame holds `store`), its events run in this frame.
+ * `inFrame` (the current frame holds `store`), its events run in this frame. `over`: the
+ * store `store` was made over (another tracer's span of the same request): the request
+ * that one claimed in this turn takes `store` instead.
  */
-function claimRequest(store, inFrame) {
-  if (emitting === null) return;
-  emitting.store = store;
-  if (inFrame) emitting.scope = new AsyncResource('selfprof.request');
+function claimRequest(store, inFrame, over) {
+  let holder = emitting;
+  if (holder === null) {
+    if (over === undefined || claimed?.store !== over) return;
+    holder = claimed;
+  }
+  holder.store = store;
+  holder.scope = inFrame ? new AsyncResource('selfprof.request') : null;
   emitting = null;
+  claimed = holder;
 }
 
 /** Binds requests' events only while `when()` says so. */

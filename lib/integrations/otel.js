@@ -15,7 +15,7 @@
 // only as it ends. The request's samples, those taken before routing included, carry the
 // endpoint the span ends with (or, for a request still running when a trace is built,
 // the route known then). When the span ends, the request is counted by that endpoint
-// (Datadog's endpoint_counts).
+// (Datadog's endpoint_counts), unless dd-trace traces here too and counts it.
 //
 // Where the registered context manager is OpenTelemetry's AsyncLocalStorageContextManager
 // and the handler reads the async context frame (Node >= 24), it reads the manager's own
@@ -29,6 +29,7 @@ const labels = require('../capture/labels');
 const { enterSpanLabels, watchSpanRequests, requestDerived, endRequest, markDerived, watchTracer, drainIfBatched } = labels;
 const { warnOnce } = require('../log');
 const { countRequest } = require('./requests');
+const { ddTraceCountsRequests } = require('./ddtrace');
 
 // Context keys as @opentelemetry/api's createContextKey makes them (Symbol.for of their
 // names, the same from every copy of the API): the active span, and @opentelemetry/core's
@@ -173,7 +174,7 @@ function openTelemetrySpanProcessor() {
           drainIfBatched();
           return;
         }
-        enterSpanLabels(root, labelsOfRoot);
+        enterSpanLabels(root, labelsOfRoot, FRAME_KEY);
       } catch (err) {
         warnOnce('otel', `selfprof: could not label a span: ${err.message}`);
       }
@@ -187,8 +188,9 @@ function openTelemetrySpanProcessor() {
         // The span waits in an exporter's batch for seconds: what routed it goes now.
         // (Its contexts may still be sampled and drained: they find the endpoint.)
         root.rpc = undefined;
-        // Requests are what a server span stands for (Datadog counts web requests).
-        if (root.server) countRequest(root.endpoint);
+        // Requests are what a server span stands for (Datadog counts web requests); where
+        // dd-trace traces too, it counts them (the same requests: ddtrace.js).
+        if (root.server && !ddTraceCountsRequests()) countRequest(root.endpoint);
       } catch (err) {
         warnOnce('otel', `selfprof: could not label a span: ${err.message}`);
       }

@@ -3,18 +3,25 @@
 //!
 //! selfprof's own labels are free-form; three keys carry meaning: `endpoint` (the route),
 //! `span_id` (the local root span's id: 16 hex digits as OpenTelemetry writes it, or a
-//! decimal number as dd-trace does) and `trace_id` (32 hex digits).
+//! decimal number as dd-trace does) and `trace_id` (32 hex digits). Where both dd-trace and
+//! OpenTelemetry trace a request, `span_id`/`trace_id` are dd-trace's and OpenTelemetry's
+//! are `otel_span_id`/`otel_trace_id` (JS: `capture/labels/tracers.js`): each backend gets
+//! the ids of the tracer it joins, and only those (`second_ids`).
 //!
 //! - Datadog (dd-trace's wall profiler, `packages/dd-trace/src/profiling/profilers/wall.js`
 //!   and `shared.js`): `endpoint` → `trace endpoint`; `span_id` → numeric labels `span id`
 //!   and `local root span id` (a `local_root_span_id` label, if set, gives the latter);
-//!   `trace_id` left out (Datadog joins on span ids); `thread name`, `thread id` and
-//!   `os thread id` on every sample; a numeric `end_timestamp_ns` per sample.
+//!   `trace_id` left out (Datadog joins on span ids), and OpenTelemetry's `otel_*` ids;
+//!   `thread name`, `thread id` and `os thread id` on every sample; a numeric
+//!   `end_timestamp_ns` per sample.
 //! - Pyroscope (the server's `pkg/model/pprofsplit`, `pkg/pprof`; the Node client's
 //!   `utils/process-profile.js`): count type `samples` (not `sample`); every string sample
 //!   label but `span_id` and `trace_id` becomes a series label at ingest, so only the
 //!   series labels asked for are sent, values cut to the server's 2048-byte limit; `span_id`
-//!   as 16 hex digits (span profiles); everything else is left out.
+//!   as 16 hex digits (span profiles: Grafana joins them to OpenTelemetry's spans, so
+//!   `otel_span_id` where a request has both tracers' ids); everything else is left out.
+//! - OTLP (`otlp.rs`): the link from `otel_trace_id`/`otel_span_id` where a request has both
+//!   tracers' ids (dd-trace's then left out), else from `trace_id`/`span_id`.
 
 use super::pprof::Timing;
 use crate::trace::{Labels, Trace};
@@ -98,6 +105,16 @@ pub fn span_id(value: &str) -> Option<u64> {
   n.filter(|n| *n != 0)
 }
 
+/// OpenTelemetry's span and trace id keys where both tracers trace a request (dd-trace's
+/// are then `span_id` and `trace_id`).
+pub const OTEL_SPAN_ID: &str = "otel_span_id";
+pub const OTEL_TRACE_ID: &str = "otel_trace_id";
+
+/// Whether `labels` hold a second tracer's (OpenTelemetry's) ids beside dd-trace's.
+pub fn second_ids(labels: &Labels) -> bool {
+  labels.get(OTEL_SPAN_ID).is_some() || labels.get(OTEL_TRACE_ID).is_some()
+}
+
 /// `s` cut to at most `max` bytes, at a character boundary.
 pub fn truncate(s: &str, max: usize) -> &str {
   if s.len() <= max {
@@ -149,23 +166,34 @@ impl Dialect {
               Some(id) => out.push(OutLabel::Num(Cow::Borrowed("local root span id"), id as i64)),
               None => out.push(str(k, v)),
             },
-            "trace_id" => {}
+            "trace_id" | OTEL_SPAN_ID | OTEL_TRACE_ID => {}
             _ => out.push(str(k, v)),
           }
         }
       }
-      Dialect::Pyroscope { series_labels } => out.extend(labels.iter().filter_map(|(k, v)| {
-        if k == "span_id" {
-          return Some(match span_id(v) {
-            Some(id) => OutLabel::Str(Cow::Borrowed(k), Cow::Owned(format!("{id:016x}"))),
-            None => str(k, truncate(v, PYROSCOPE_MAX_VALUE_BYTES)),
-          });
-        }
-        series_labels
-          .iter()
-          .any(|s| s == k)
-          .then(|| str(k, truncate(v, PYROSCOPE_MAX_VALUE_BYTES)))
-      })),
+      Dialect::Pyroscope { series_labels } => {
+        // The span Grafana joins: OpenTelemetry's where both tracers' ids are here.
+        let span_key = if labels.get(OTEL_SPAN_ID).is_some() {
+          OTEL_SPAN_ID
+        } else {
+          "span_id"
+        };
+        out.extend(labels.iter().filter_map(|(k, v)| {
+          if k == span_key {
+            return Some(match span_id(v) {
+              Some(id) => OutLabel::Str(Cow::Borrowed("span_id"), Cow::Owned(format!("{id:016x}"))),
+              None => str("span_id", truncate(v, PYROSCOPE_MAX_VALUE_BYTES)),
+            });
+          }
+          if k == "span_id" || k == OTEL_SPAN_ID {
+            return None;
+          }
+          series_labels
+            .iter()
+            .any(|s| s == k)
+            .then(|| str(k, truncate(v, PYROSCOPE_MAX_VALUE_BYTES)))
+        }))
+      }
     }
   }
 

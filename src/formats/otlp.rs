@@ -6,8 +6,11 @@
 //! sample type per profile): `wall/nanoseconds`, and `cpu/nanoseconds` when CPU time was
 //! collected. Every sample keeps its timestamp; its labels become sample attributes, except
 //! `trace_id` and `span_id`, which become the sample's link (the dictionary's link table)
-//! when both are valid ids. Tables share one dictionary, each with its zero value first.
+//! when both are valid ids. Where a request has both tracers' ids (`dialect.rs`), the link
+//! is OpenTelemetry's (`otel_trace_id`, `otel_span_id`) and dd-trace's are left out. Tables
+//! share one dictionary, each with its zero value first.
 
+use crate::formats::dialect::{second_ids, OTEL_SPAN_ID, OTEL_TRACE_ID};
 use crate::formats::pprof::Timing;
 use crate::trace::{Marker, Trace};
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
@@ -130,9 +133,16 @@ pub fn request(trace: &Trace, timing: &Timing, options: &OtlpOptions) -> ExportP
     .iter()
     .map(|c| {
       let get = |key: &str| c.labels.get(key);
+      // Both tracers' ids: OpenTelemetry's are the ones an OTLP backend joins.
+      let both = second_ids(&c.labels);
+      let (trace_key, span_key) = if both {
+        (OTEL_TRACE_ID, OTEL_SPAN_ID)
+      } else {
+        ("trace_id", "span_id")
+      };
       let link = match (
-        get("trace_id").and_then(|t| hex_bytes(t, 16)),
-        get("span_id").and_then(|v| hex_bytes(v, 8)),
+        get(trace_key).and_then(|t| hex_bytes(t, 16)),
+        get(span_key).and_then(|v| hex_bytes(v, 8)),
       ) {
         (Some(t), Some(sp)) => Some(links.id((t, sp), |(t, sp)| Link {
           trace_id: t.clone(),
@@ -143,7 +153,11 @@ pub fn request(trace: &Trace, timing: &Timing, options: &OtlpOptions) -> ExportP
       let attrs = c
         .labels
         .iter()
-        .filter(|(k, _)| link.is_none() || (*k != "trace_id" && *k != "span_id"))
+        .filter(|(k, _)| {
+          let linked = link.is_some() && (*k == trace_key || *k == span_key);
+          let other_tracer = both && (*k == "trace_id" || *k == "span_id");
+          !linked && !other_tracer
+        })
         .map(|(k, v)| {
           let key = s(k);
           attributes.id((key, v.to_owned()), |(key, v)| KeyValueAndUnit {

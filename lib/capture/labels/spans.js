@@ -12,7 +12,7 @@ const { lazyStore, endRequestDerived } = require('./sets');
 const { publish, runWithStore } = require('./switching');
 const { drainIfBatched } = require('./frame');
 const { useLabels } = require('./activity');
-const { allTracersRead } = require('./tracers');
+const { allTracersRead, combineRequests } = require('./tracers');
 const { watchRequests, claimRequest, bindRequestsWhile } = require('../../integrations/http-requests');
 
 // A request's events need binding only where AsyncLocalStorage keeps its stores in the
@@ -28,19 +28,28 @@ bindRequestsWhile(() => FRAME_STORES && !(path.frameRead && allTracersRead()));
  * too. The labels are worked out only when needed (a sample took the store, the labels
  * are asked for, labels are merged over them): `resolve(span)` gives them then, as
  * `{ labels, derived }` (sets.js `derivedLabels`) or null. Most requests are never sampled,
- * and their span is then never read. `span` is the integration's record of the span;
+ * and their span is then never read. `span` is the integration's record of the span
+ * (`ended` once it ended), `key` its tracer's (tracers.js: 1 dd-trace, 2 OpenTelemetry);
  * `leaveSpanLabels(span)` as the span ends.
  */
-function enterSpanLabels(span, resolve) {
+function enterSpanLabels(span, resolve, key) {
   watchSpanRequests();
   useLabels();
   const current = currentStore();
   // Its labels are its base's with the span's over them. Another span's store in effect
   // here (a consumer's loop starts each message where the last one's labels are) gives
   // way to its own base: the span's labels replace that span's, and a chain of them would
-  // keep every earlier request alive.
-  const base = current.resolve !== undefined ? current.base : current;
-  const store = lazyStore(base, span, resolve);
+  // keep every earlier request alive. But another tracer's request still running here is
+  // this one's too (both tracers trace it): the store holds both (tracers.js).
+  const spans = [{ key, record: span, resolve }];
+  let base = current;
+  if (current.spans !== undefined) {
+    base = current.base;
+    for (const other of current.spans) if (other.key !== key && !other.record.ended) spans.push(other);
+    spans.sort((a, b) => a.key - b.key);
+  }
+  const store = lazyStore(base, spans, resolveSpans);
+  store.spans = spans;
   drainIfBatched();
   if (!storesInFrame()) {
     // AsyncLocalStorage on async_hooks (Node < 24) keeps the store on the resource being
@@ -51,9 +60,19 @@ function enterSpanLabels(span, resolve) {
   }
   als.enterWith(store);
   // Claimed now, where the frame holds the store: on the frame path the request's events
-  // run in this frame (http-requests.js).
-  claimRequest(store, path.frameRead);
+  // run in this frame (http-requests.js). Over another tracer's store of this request, it
+  // takes that one's claim.
+  claimRequest(store, path.frameRead, spans.length > 1 ? current : undefined);
   publish(store);
+}
+
+/** The request labels of a store's spans (`enterSpanLabels`): its one span's, or both
+ * tracers' (tracers.js `combineRequests`). */
+function resolveSpans(spans) {
+  if (spans.length === 1) return spans[0].resolve(spans[0].record);
+  const found = [];
+  for (const s of spans) found[s.key] = s.resolve(s.record);
+  return combineRequests(found);
 }
 
 /** The span `enterSpanLabels` labeled with ended. */
@@ -62,7 +81,11 @@ function leaveSpanLabels(span) {
   if (entered === undefined) return;
   span.entered = undefined;
   if (entered.resource[als.kResourceStore] === entered.store) {
-    entered.resource[als.kResourceStore] = entered.outer;
+    // Back to what was there, but not to a store whose requests all ended (the other
+    // tracer's, where both traced this request and that one ended first).
+    let outer = entered.outer;
+    while (outer?.spans !== undefined && outer.spans.every((s) => s.record.ended)) outer = outer.base;
+    entered.resource[als.kResourceStore] = outer;
     publish(currentStore());
   }
 }

@@ -10,6 +10,13 @@
 // over or under them. Only what a sample needs is worked out, and only for the contexts a
 // sample took.
 //
+// With both tracers in one request (dd-trace for traces, OpenTelemetry brought by a
+// library), its samples carry both tracers' ids, each backend taking those of the tracer it
+// joins: dd-trace's as `span_id`/`trace_id` (with its endpoint), OpenTelemetry's under keys
+// of their own, `otel_span_id`/`otel_trace_id` (`combineRequests`; src/formats/dialect.rs
+// picks them per backend). The same on every path: here, a pair's contexts; spans.js, a
+// set entered inside the other tracer's request.
+//
 // Each tracer registers (`registerTracer`) with:
 //   als           its AsyncLocalStorage (the key in the frame);
 //   requestOf(s)  what stands for the request of its store `s` (one object per request), or
@@ -24,8 +31,8 @@ const TRACER_KEYS = [1, 2];
 /** By key: `{ name, als, requestOf, resolve, read }` (`read`: the handler reads its key). */
 const tracers = [null, null, null];
 
-/** Registers tracer `name` under key `key` (1: dd-trace, 2: OpenTelemetry; on both, the
- * first key's labels win). Returns its entry. */
+/** Registers tracer `name` under key `key` (1: dd-trace, 2: OpenTelemetry; on both,
+ * `combineRequests`). Returns its entry. */
 function registerTracer(key, name, { als, requestOf, resolve }) {
   const entry = { name, als, requestOf, resolve, read: false };
   tracers[key] = entry;
@@ -59,31 +66,47 @@ function tracerRequests() {
   return requests;
 }
 
+/** OpenTelemetry's ids' keys where dd-trace's ids are `span_id`/`trace_id`. */
+const SECOND_IDS = { span_id: 'otel_span_id', trace_id: 'otel_trace_id' };
+
+/**
+ * The request labels of a sample in the requests of the tracers by key (`found[k]`: tracer
+ * k's `{ labels, derived }`, or null/undefined): the first key's (dd-trace's) labels and
+ * derived endpoint, with the second's (OpenTelemetry's) ids under their own keys
+ * (`otel_span_id`, `otel_trace_id`); one tracer's alone as it gives them. Null if none.
+ */
+function combineRequests(found) {
+  const [first, second] = [found[1] ?? null, found[2] ?? null];
+  if (first === null || second === null) return first ?? second;
+  const labels = { ...first.labels };
+  for (const key in second.labels) if (Object.hasOwn(SECOND_IDS, key)) labels[SECOND_IDS[key]] = second.labels[key];
+  return { labels, derived: first.derived };
+}
+
 /**
  * The labels of selfprof's set `base` (EMPTY if none) in the tracers' contexts `stores`
- * (by key, undefined where none): each tracer's request labels, the first key's over the
- * second's, and `base`'s own labels over them where `base` was set inside that same request
- * (`base.requests`), under them where the request began inside `base`.
+ * (by key, undefined where none): the tracers' request labels (`combineRequests`), and
+ * `base`'s own labels over them where `base` was set inside that same request
+ * (`base.requests`), under them where the request began inside `base`. A tracer whose
+ * contexts are not read here labeled its request with selfprof's set (spans.js): where
+ * `base` is that set, its request is that tracer's in the pair.
  */
 function resolvePair(base, stores) {
-  let found = null;
-  for (const k of [...TRACER_KEYS].reverse()) {
+  const found = [null, null, null];
+  let any = false;
+  let under = base !== EMPTY && base.requests !== undefined;
+  for (const k of TRACER_KEYS) {
     const t = tracers[k];
     const store = stores[k];
     if (t === null || store === undefined) continue;
-    const got = t.resolve(store);
-    if (got === null) continue;
-    const under = base !== EMPTY && base.requests !== undefined && base.requests[k] === t.requestOf(store);
-    if (found === null) {
-      found = { labels: { ...got.labels }, derived: got.derived, under };
-      continue;
-    }
-    // A second tracer's request: its labels over the first's (one derived: the last's).
-    Object.assign(found.labels, got.labels);
-    found.derived = got.derived;
-    found.under = found.under && under;
+    found[k] = t.resolve(store);
+    if (found[k] === null) continue;
+    any = true;
+    under &&= base.requests[k] === t.requestOf(store);
   }
-  return found;
+  if (!any) return null;
+  for (const span of base.spans ?? []) if (stores[span.key] === undefined) found[span.key] ??= span.resolve(span.record);
+  return { ...combineRequests(found), under };
 }
 
 /** What makes a pair's labels what they are, for pairs of one tracer's contexts: the
@@ -128,4 +151,4 @@ function labelsIn(base) {
   return labelsOf(store);
 }
 
-module.exports = { TRACER_KEYS, tracers, registerTracer, readTracers, anyTracerRead, allTracersRead, tracerRequests, pairStore, pairRequest, currentPair, labelsIn };
+module.exports = { TRACER_KEYS, SECOND_IDS, tracers, registerTracer, combineRequests, readTracers, anyTracerRead, allTracersRead, tracerRequests, pairStore, pairRequest, currentPair, labelsIn };

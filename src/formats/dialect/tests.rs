@@ -91,3 +91,48 @@ fn dialects_parse_from_json() {
   assert_eq!(d.len(), 3);
   assert!(serde_json::from_str::<Dialect>(r#"{"name":"kafka"}"#).is_err());
 }
+
+/// Both tracers' ids on one request: dd-trace's as `span_id`/`trace_id`, OpenTelemetry's
+/// as `otel_*`. Datadog gets dd-trace's alone; Pyroscope OpenTelemetry's span; the plain
+/// dialect every label as it is.
+#[test]
+fn both_tracers_ids_go_to_the_backend_that_joins_them() {
+  let both = l(&[
+    ("endpoint", "GET /a"),
+    ("span_id", "8489345074087403192"),
+    ("trace_id", "6b0baaaf0000000076eb74a6ea53344f"),
+    ("otel_span_id", "00f067aa0ba902b7"),
+    ("otel_trace_id", "4bf92f3577b34da6a3ce929d0e0e4736"),
+  ]);
+  assert!(second_ids(&both));
+  assert!(!second_ids(&l(&[("span_id", "9")])));
+  let datadog = Dialect::Datadog {
+    thread_name: "Main Event Loop".into(),
+    thread_id: "0".into(),
+    os_thread_id: "7".into(),
+  };
+  assert_eq!(
+    datadog.labels(&both),
+    vec![
+      OutLabel::Str("trace endpoint".into(), "GET /a".into()),
+      OutLabel::Num("span id".into(), 8_489_345_074_087_403_192),
+      OutLabel::Num("local root span id".into(), 8_489_345_074_087_403_192),
+    ]
+  );
+  let pyroscope = Dialect::Pyroscope {
+    series_labels: vec!["endpoint".into()],
+  };
+  assert_eq!(
+    pyroscope.labels(&both),
+    vec![
+      OutLabel::Str("endpoint".into(), "GET /a".into()),
+      OutLabel::Str("span_id".into(), "00f067aa0ba902b7".into()),
+    ]
+  );
+  // One tracer's: its span, as before.
+  assert_eq!(
+    pyroscope.labels(&l(&[("span_id", "00f067aa0ba902b7")])),
+    vec![OutLabel::Str("span_id".into(), "00f067aa0ba902b7".into())]
+  );
+  assert_eq!(Dialect::Plain.labels(&both).len(), 5);
+}

@@ -143,6 +143,33 @@ fn samples_stacks_attributes_and_links() {
   assert_eq!(profiles[1].samples[2].values, vec![2_500_000]);
 }
 
+/// Both tracers' ids on a request: the link is OpenTelemetry's, dd-trace's ids are left
+/// out; the other attributes stay.
+#[test]
+fn both_tracers_ids_link_opentelemetrys() {
+  let mut t = trace();
+  t.contexts[0].labels = Labels::from(vec![
+    ("endpoint".into(), "GET /a".into()),
+    ("span_id".into(), "8489345074087403192".into()),
+    ("trace_id".into(), "6b0baaaf0000000076eb74a6ea53344f".into()),
+    ("otel_span_id".into(), "00f067aa0ba902b7".into()),
+    ("otel_trace_id".into(), "4bf92f3577b34da6a3ce929d0e0e4736".into()),
+  ]);
+  let bytes = encode(&t, &TIMING, &options());
+  let req = ExportProfilesServiceRequest::decode(&bytes[..]).unwrap();
+  let d = req.dictionary.unwrap();
+  let wall = &req.resource_profiles[0].scope_profiles[0].profiles[0];
+  let link = &d.link_table[wall.samples[0].link_index as usize];
+  assert_eq!(link.span_id, vec![0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7]);
+  assert_eq!(link.trace_id[..2], [0x4b, 0xf9]);
+  let keys: Vec<&str> = wall.samples[0]
+    .attribute_indices
+    .iter()
+    .map(|i| d.string_table[d.attribute_table[*i as usize].key_strindex as usize].as_str())
+    .collect();
+  assert_eq!(keys, vec!["endpoint"]);
+}
+
 #[test]
 fn no_cpu_profile_without_cpu_time() {
   let timing = Timing { cpu: false, ..TIMING };
