@@ -327,6 +327,11 @@ export interface StartOptions {
    * without code (default true; $SELFPROF_SPAN_LABELS).
    */
   spanLabels?: boolean
+  /**
+   * A request that runs one named GraphQL operation gets it as its endpoint (`query
+   * GetUser`), its route as the label `http_route` (default true; $SELFPROF_OPERATION_ENDPOINTS).
+   */
+  operationEndpoints?: boolean
   exporters?: Array<DatadogExporterOptions | PyroscopeExporterOptions | OtlpExporterOptions | FileExporterOptions>
   pyroscope?: {
     /** Sample labels that become Pyroscope series labels (default `['endpoint']`). */

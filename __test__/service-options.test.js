@@ -61,3 +61,14 @@ test('nothing configured to receive, a second session, an agent out of reach: ea
   assert.equal(gone.code, 0, gone.stderr);
   assert.match(gone.stderr, /datadog exporter could not send 1 profile before shutdown .*ECONNREFUSED/, gone.stderr);
 });
+
+test("operationEndpoints: start()'s option over SELFPROF_OPERATION_ENDPOINTS, on by default; a bad value is an error naming it", () => {
+  const { validate, fromEnv } = require('../lib/service/options');
+  assert.equal(fromEnv({}).operationEndpoints, undefined);
+  assert.equal(validate({ service: 'x' }).operationEndpoints, true, 'on by default');
+  assert.equal(fromEnv({ SELFPROF_OPERATION_ENDPOINTS: '0' }).operationEndpoints, false);
+  assert.equal(fromEnv({ SELFPROF_OPERATION_ENDPOINTS: '0' }, { operationEndpoints: true }).operationEndpoints, undefined, 'the option wins');
+  assert.throws(() => fromEnv({ SELFPROF_OPERATION_ENDPOINTS: 'maybe' }), /SELFPROF_OPERATION_ENDPOINTS must be 1 or 0/);
+  assert.throws(() => validate({ service: 'x', operationEndpoints: 'no' }), { name: 'TypeError', message: /operationEndpoints must be a boolean/ });
+  assert.equal(validate({ service: 'x', operationEndpoints: false }).operationEndpoints, false);
+});

@@ -10,7 +10,10 @@
 //   endpoint  resource.name, else `<http.method> <http.route>` (dd-trace's endpoint name),
 //             as the span ends: routing sets them after the request began, and the
 //             request's samples, those before routing too, carry the final one (a request
-//             still running when a trace is built carries what its tags say then)
+//             still running when a trace is built carries what its tags say then); a
+//             request that ran one named GraphQL operation has it instead (`query
+//             GetUser`: the graphql plugin's execute span, tagged with it), and that route
+//             as `http_route` (operations.js)
 //
 //   require('dd-trace').init();
 //   require('selfprof').ddTraceIntegration();
@@ -29,10 +32,11 @@
 
 const dc = require('node:diagnostics_channel');
 const labels = require('../capture/labels');
-const { enterSpanLabels, watchSpanRequests, requestDerived, endRequest, derivedValue, watchTracer, drainIfBatched } = labels;
+const { enterSpanLabels, watchSpanRequests, requestDerived, requestValues, endRequest, watchTracer, drainIfBatched } = labels;
 const { native } = require('../native');
 const { warnOnce } = require('../log');
 const { countRequest } = require('./requests');
+const { noteOperation, operationName, endpointLabels } = require('./operations');
 
 const START = 'dd-trace:span:start';
 const FINISH = 'dd-trace:span:finish';
@@ -41,7 +45,7 @@ const FINISH = 'dd-trace:span:finish';
  * null where two local roots share it. One property a request, where one on every span's
  * context cost each an allocation. */
 const ROOT = Symbol('selfprof.localRoot');
-/** On a local root's context: its request's record `{ span, derived, ended, endpoint }`
+/** On a local root's context: its request's record `{ span, derived, ended, final }`
  * (`derived` made when its labels are first needed). */
 const RECORD = Symbol('selfprof.request');
 /** dd-trace's storage's key in the frame (tracers.js). */
@@ -56,14 +60,42 @@ function part(value) {
   return text === '' || text === 'undefined' ? undefined : text;
 }
 
+/** The tags of a span's context `ctx`. */
+const tagsOf = (ctx) => ctx.getTags?.() ?? ctx._tags ?? {};
+
 /** As dd-trace's endpointNameFromTags: resource.name, else `<http.method> <http.route>`; undefined while neither is known. */
-function endpointOf(span) {
-  const ctx = span.context();
-  const tags = ctx.getTags?.() ?? ctx._tags ?? {};
+function routeOf(span) {
+  const tags = tagsOf(span.context());
   const resource = part(tags['resource.name']);
   if (resource) return resource;
   const endpoint = [part(tags['http.method']), part(tags['http.route'])].filter(Boolean).join(' ');
   return endpoint || undefined;
+}
+
+/** The name of the operation whose span's context is `ctx`, from its tags. */
+const ddOperationName = (ctx) => {
+  const tags = tagsOf(ctx);
+  return operationName(tags['graphql.operation.type'], tags['graphql.operation.name']);
+};
+
+/** A local root span's endpoint labels: its route, or the one operation it ran. */
+function endpointOf(span) {
+  return endpointLabels(routeOf(span), span.context(), ddOperationName);
+}
+
+/** On an operation's span context: it is one (a span inside it is not another). */
+const IS_OPERATION = Symbol('selfprof.operation');
+/** The graphql plugin's spans that run an operation, by dd-trace's naming schemas (v0, v1):
+ * the execute span, and mercurius' request span (whose execute span is the same operation). */
+const OPERATION_SPANS = new Set(['graphql.execute', 'graphql.request', 'graphql.server.request']);
+
+/** Notes on its local root's context (`root`: the local root span, null or undefined where
+ * it is not certain) the operation a span starts, if it does (its type and name are tagged
+ * just after it starts, and read when needed); `parent`: the span's parent's context. */
+function noteIfOperation(root, ctx, fields, parent) {
+  if (!OPERATION_SPANS.has(fields.operationName) || fields.integrationName !== 'graphql') return;
+  ctx[IS_OPERATION] = true;
+  if (root != null && parent?.[IS_OPERATION] !== true) noteOperation(root.context(), ctx);
 }
 
 /** A server or consumer span (dd-trace's span.kind), or a web one. */
@@ -78,7 +110,7 @@ function hexIds(span) {
   return { span_id: ctx.toSpanId(true), trace_id: ctx.toTraceId(true) };
 }
 
-/** The endpoint of a request's root span now. */
+/** The endpoint labels of a request's root span now. */
 const rootEndpoint = (root) => endpointOf(root.span);
 
 /** A request's labels, worked out when a sample (or getLabels) needs them. */
@@ -113,7 +145,7 @@ function labelsOfStore(store) {
     if (!isRequest(root)) return null;
     // Its first sample may be drained after the span ended: its labels are final then.
     const ended = ctx._isFinished === true;
-    record = { span: root, derived: null, ended, endpoint: ended ? derivedValue(endpointOf(root)) : undefined };
+    record = { span: root, derived: null, ended, final: ended ? requestValues(endpointOf(root)) : undefined };
     ctx[RECORD] = record;
   }
   return labelsOfRequest(record);
@@ -175,8 +207,12 @@ function subscribeDdTrace() {
     try {
       // A span whose parent is a span of this process is not a local root.
       const parent = typeof fields?.parent?.context === 'function' ? fields.parent.context() : fields?.parent;
-      if (parent && parent._isRemote === false) return;
       const ctx = span.context();
+      if (parent && parent._isRemote === false) {
+        // Inside a request: a GraphQL operation's span is noted on its local root.
+        if (OPERATION_SPANS.has(fields.operationName)) noteIfOperation(ctx._trace?.[ROOT], ctx, fields, parent);
+        return;
+      }
       // Two local roots in one trace object (one remote context made the parent of both):
       // neither is certain from the frame, so the trace's samples carry no request's labels.
       const trace = ctx._trace;
@@ -189,7 +225,7 @@ function subscribeDdTrace() {
       // Selfprof's own set, entered now: whether the span is a request (dd-trace tags it
       // right after it starts) is read with its labels, when a sample took it. A local
       // root of another kind (a DNS lookup or connection at start-up) then labels nothing.
-      const record = { span, derived: null, ended: false, endpoint: undefined };
+      const record = { span, derived: null, ended: false, final: undefined };
       ctx[RECORD] = record;
       enterSpanLabels(record, labelsOfRequest, FRAME_KEY);
     } catch (err) {
@@ -202,7 +238,7 @@ function subscribeDdTrace() {
       const record = ctx[RECORD];
       if (record === undefined && ctx._trace?.[ROOT] !== span) return;
       // The request's samples carry the endpoint it ends with, those drained later too.
-      const endpoint = record !== undefined ? endRequest(record, rootEndpoint) : derivedValue(endpointOf(span));
+      const endpoint = record !== undefined ? endRequest(record, rootEndpoint) : requestValues(endpointOf(span)).endpoint;
       const tags = ctx.getTags?.() ?? {};
       if (tags['span.type'] === 'web') countRequest(endpoint ?? '');
     } catch {

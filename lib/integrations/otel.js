@@ -14,7 +14,10 @@
 // route in the request's RPC metadata), and the span gets `http.route` and its final name
 // only as it ends. The request's samples, those taken before routing included, carry the
 // endpoint the span ends with (or, for a request still running when a trace is built,
-// the route known then). When the span ends, the request is counted by that endpoint
+// the route known then). A request that runs one named GraphQL operation (a child span
+// `graphql.execute`, instrumentation-graphql's, or one with `graphql.operation.type` as it
+// starts) has it as its endpoint instead (`query GetUser`), that route as `http_route`
+// (operations.js). When the span ends, the request is counted by that endpoint
 // (Datadog's endpoint_counts), unless dd-trace traces here too and counts it.
 //
 // Where the registered context manager is OpenTelemetry's AsyncLocalStorageContextManager
@@ -30,6 +33,7 @@ const { enterSpanLabels, watchSpanRequests, requestDerived, endRequest, markDeri
 const { warnOnce } = require('../log');
 const { countRequest } = require('./requests');
 const { ddTraceCountsRequests } = require('./ddtrace');
+const { noteOperation, operationName, endpointLabels } = require('./operations');
 
 // Context keys as @opentelemetry/api's createContextKey makes them (Symbol.for of their
 // names, the same from every copy of the API): the active span, and @opentelemetry/core's
@@ -80,15 +84,23 @@ function handlerRouteOf(span) {
 }
 
 /** On a local root span: its request's record `{ span, rpc, handlerRoute, derived, server,
- * ended, endpoint }` (`derived` made when the request's labels are first needed). A symbol
+ * ended, final }` (`derived` made when the request's labels are first needed). A symbol
  * property, not a WeakMap entry: a span dies young, and an entry that outlives its key in
  * a WeakMap costs the collector several times more (docs/performance.md). */
 const RECORD = Symbol('selfprof.request');
 /** On a span of a request without RPC metadata (a message's): its local root's record. */
 const ROOT_OF = Symbol('selfprof.localRoot');
 
-/** The endpoint of a request's local root span now (`root` its record). */
-const rootEndpoint = (root) => endpointOf(root.span, root.rpc, root.handlerRoute);
+/** A span that runs a GraphQL operation, as it starts (instrumentation-graphql sets the
+ * operation's attributes just after). */
+const isOperation = (span) => span.name === 'graphql.execute' || span.attributes?.['graphql.operation.type'] !== undefined;
+
+/** The name of the operation of span `span`, from its attributes. */
+const otelOperationName = (span) => operationName(span.attributes?.['graphql.operation.type'], span.attributes?.['graphql.operation.name']);
+
+/** The endpoint labels of a request's local root span now (`root` its record): its route,
+ * or the one operation it ran. */
+const rootEndpoint = (root) => endpointLabels(endpointOf(root.span, root.rpc, root.handlerRoute), root, otelOperationName);
 
 // --- the context manager's contexts read from the frame ---------------------------------
 
@@ -159,6 +171,7 @@ function openTelemetrySpanProcessor() {
           if (root && !root.ended) {
             if (rpc) root.rpc = rpc;
             root.handlerRoute = handlerRouteOf(span) ?? root.handlerRoute;
+            if (isOperation(span)) noteOperation(root, span);
             markDerived(root.derived);
           }
           return;
@@ -167,7 +180,7 @@ function openTelemetrySpanProcessor() {
         // root of another kind (a DNS lookup or connection made at start-up, a client call
         // outside any request) would label everything after it in its async context.
         if (span.kind !== SERVER && span.kind !== CONSUMER) return;
-        const root = { span, rpc: undefined, handlerRoute: undefined, derived: null, server: span.kind === SERVER, ended: false, endpoint: undefined };
+        const root = { span, rpc: undefined, handlerRoute: undefined, derived: null, server: span.kind === SERVER, ended: false, final: undefined };
         span[RECORD] = root;
         // Read from the frame, the contexts that carry the span give its labels when sampled.
         if (framed()) {
@@ -184,13 +197,13 @@ function openTelemetrySpanProcessor() {
       const root = span[RECORD];
       if (!root || root.ended) return;
       try {
-        endRequest(root, rootEndpoint);
+        const endpoint = endRequest(root, rootEndpoint);
         // The span waits in an exporter's batch for seconds: what routed it goes now.
         // (Its contexts may still be sampled and drained: they find the endpoint.)
         root.rpc = undefined;
         // Requests are what a server span stands for (Datadog counts web requests); where
         // dd-trace traces too, it counts them (the same requests: ddtrace.js).
-        if (root.server && !ddTraceCountsRequests()) countRequest(root.endpoint);
+        if (root.server && !ddTraceCountsRequests()) countRequest(endpoint);
       } catch (err) {
         warnOnce('otel', `selfprof: could not label a span: ${err.message}`);
       }

@@ -20,6 +20,7 @@ const profilerFrames = require('../profiler-frames');
 const { startHeapSampling, nativeReadUnavailable } = require('../capture/heap');
 const { ThreadHub, wrapWorkers, threadName } = require('./threads');
 const { wireTracers } = require('../integrations/auto');
+const { setOperationEndpoints } = require('../integrations/operations');
 const { warnBesideDdTraceProfiler } = require('../integrations/ddtrace');
 
 const EXIT_FLUSH_MS = EXIT_BUDGET_MS;
@@ -66,6 +67,7 @@ class Session {
     }
     if (this.#options.spanLabels) {
       try {
+        setOperationEndpoints(this.#options.operationEndpoints);
         this.#tracers = wireTracers();
       } catch (err) {
         warnOnce('service-tracers', `selfprof: samples will not carry span labels: ${err.message}`);

@@ -87,7 +87,7 @@ function fromEnv(env, given = {}) {
     Object.defineProperty(exporter, ENV_NAMES, { value: names });
     options.exporters = [exporter];
   }
-  for (const [key, name] of [['heap', 'SELFPROF_HEAP'], ['workers', 'SELFPROF_WORKERS'], ['spanLabels', 'SELFPROF_SPAN_LABELS']]) {
+  for (const [key, name] of [['heap', 'SELFPROF_HEAP'], ['workers', 'SELFPROF_WORKERS'], ['spanLabels', 'SELFPROF_SPAN_LABELS'], ['operationEndpoints', 'SELFPROF_OPERATION_ENDPOINTS']]) {
     const v = wanted(key) ? envBoolean(env, name) : undefined;
     if (v !== undefined) options[key] = v;
   }
@@ -120,6 +120,7 @@ const START_KEYS = [
   'workers',
   'sourceMaps',
   'spanLabels',
+  'operationEndpoints',
   'profilerFrames',
   'exporters',
   'pyroscope',
@@ -151,7 +152,7 @@ function validate(options) {
   for (const [k, v] of Object.entries(tags)) {
     if (typeof v !== 'string') throw new TypeError(`start: tag ${JSON.stringify(k)} must be a string`);
   }
-  for (const key of ['collectCpuTime', 'lines', 'heap', 'workers', 'sourceMaps', 'spanLabels', 'profilerFrames']) {
+  for (const key of ['collectCpuTime', 'lines', 'heap', 'workers', 'sourceMaps', 'spanLabels', 'operationEndpoints', 'profilerFrames']) {
     if (o[key] !== undefined && typeof o[key] !== 'boolean') throw new TypeError(`start: ${key} must be a boolean`);
   }
   const exporters = o.exporters ?? [];
@@ -180,6 +181,7 @@ function validate(options) {
     heap: o.heap ?? true,
     workers: o.workers ?? true,
     spanLabels: o.spanLabels ?? true,
+    operationEndpoints: o.operationEndpoints ?? true,
     heapSamplingInterval: checkHeapIntervalOption(o.heapSamplingInterval ?? DEFAULT_HEAP_INTERVAL),
     lines: o.lines ?? false,
     // undefined: on, unless SELFPROF_SOURCE_MAPS=0 (read at each build).

@@ -16,7 +16,7 @@
 //   activity.js   when hooks run and the frame is checked; recordings
 
 const { currentStore, storesInFrame, path, JOIN } = require('./thread');
-const { storeWith, derivedLabels, derivedValue, requestDerived, markDerived, closeDerived } = require('./sets');
+const { storeWith, derivedLabels, derivedValue, requestValues, requestDerived, markDerived, closeDerived } = require('./sets');
 const { labelStats } = require('./kept');
 const { runWithStore, enterStore, hooksRunning } = require('./switching');
 const { drainIfBatched } = require('./frame');
@@ -108,6 +108,7 @@ module.exports = {
   drainIfBatched,
   derivedLabels,
   derivedValue,
+  requestValues,
   requestDerived,
   endRequest,
   markDerived,

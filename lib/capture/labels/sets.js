@@ -251,25 +251,40 @@ function updateOpenDerived() {
   for (const derived of openDerived) updateDerived(derived);
 }
 
+/** The labels a request's record derives from its span: its endpoint, and its HTTP route
+ * where an operation names the endpoint (integrations/operations.js). */
+const REQUEST_KEYS = ['endpoint', 'http_route'];
+
+/** A request's labels as `labelsOf` read them, as a span's values are kept. */
+function requestValues(read) {
+  const values = {};
+  for (const key of REQUEST_KEYS) {
+    const value = derivedValue(read?.[key]);
+    if (value !== undefined) values[key] = value;
+  }
+  return values;
+}
+
 /**
- * The derived labels of an integration's request record (`{ derived, ended, endpoint }`),
- * made the first time its labels are needed: `endpointOf(root)` reads the endpoint from
- * the span while the request runs; once it ended, the endpoint it ended with.
+ * The derived labels of an integration's request record (`{ derived, ended, final }`),
+ * made the first time its labels are needed: `labelsOf(root)` reads them from the span
+ * while the request runs (`{ endpoint, http_route }`); once it ended, those it ended with.
  */
-function requestDerived(root, endpointOf) {
+function requestDerived(root, labelsOf) {
   if (root.derived === null) {
-    root.derived = derivedLabels(['endpoint'], () => ({ endpoint: root.ended ? root.endpoint : endpointOf(root) }));
+    root.derived = derivedLabels(REQUEST_KEYS, () => (root.ended ? root.final : labelsOf(root)));
     if (root.ended) closeDerived(root.derived, false);
   }
   return root.derived;
 }
 
-/** The request's span ended: its samples carry the endpoint it ended with (returned). */
-function endRequestDerived(root, endpointOf) {
+/** The request's span ended: its samples carry the labels it ended with (`root.final`).
+ * Returns its endpoint. */
+function endRequestDerived(root, labelsOf) {
   closeDerived(root.derived);
-  root.endpoint = root.derived !== null ? root.derived.values.endpoint : derivedValue(endpointOf(root));
+  root.final = root.derived !== null ? root.derived.values : requestValues(labelsOf(root));
   root.ended = true;
-  return root.endpoint;
+  return root.final.endpoint;
 }
 
 module.exports = {
@@ -287,6 +302,7 @@ module.exports = {
   closeDerived,
   noteSavedDerived,
   updateOpenDerived,
+  requestValues,
   requestDerived,
   endRequestDerived,
 };

@@ -90,11 +90,11 @@ function leaveSpanLabels(span) {
   }
 }
 
-/** The request's span ended: its samples carry the endpoint it ended with (returned), its
- * store leaves the connection it was entered on. */
-function endRequest(root, endpointOf) {
+/** The request's span ended: its samples carry the labels it ended with (`labelsOf(root)`
+ * then; its endpoint returned), its store leaves the connection it was entered on. */
+function endRequest(root, labelsOf) {
   leaveSpanLabels(root);
-  return endRequestDerived(root, endpointOf);
+  return endRequestDerived(root, labelsOf);
 }
 
 /** Starts watching HTTP requests for `enterSpanLabels`: an integration calls it as it is set
