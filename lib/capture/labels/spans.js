@@ -12,7 +12,7 @@ const { lazyStore, endRequestDerived } = require('./sets');
 const { publish, runWithStore } = require('./switching');
 const { drainIfBatched } = require('./frame');
 const { useLabels } = require('./activity');
-const { allTracersRead, combineRequests } = require('./tracers');
+const { allTracersRead, combineRequests, spansOf } = require('./tracers');
 const { watchRequests, claimRequest, bindRequestsWhile } = require('../../integrations/http-requests');
 
 // A request's events need binding only where AsyncLocalStorage keeps its stores in the
@@ -41,15 +41,20 @@ function enterSpanLabels(span, resolve, key) {
   // way to its own base: the span's labels replace that span's, and a chain of them would
   // keep every earlier request alive. But another tracer's request still running here is
   // this one's too (both tracers trace it): the store holds both (tracers.js).
-  const spans = [{ key, record: span, resolve }];
   let base = current;
-  if (current.spans !== undefined) {
+  let store = null;
+  if (current.spanKey !== undefined) {
     base = current.base;
-    for (const other of current.spans) if (other.key !== key && !other.record.ended) spans.push(other);
-    spans.sort((a, b) => a.key - b.key);
+    const others = spansOf(current).filter((other) => other.key !== key && !other.record.ended);
+    if (others.length > 0) {
+      const spans = [{ key, record: span, resolve }, ...others].sort((a, b) => a.key - b.key);
+      store = lazyStore(base, spans, resolveSpans);
+      store.spans = spans;
+    }
   }
-  const store = lazyStore(base, spans, resolveSpans);
-  store.spans = spans;
+  // One tracer's (most requests): its span, allocating nothing more.
+  store ??= lazyStore(base, span, resolve);
+  store.spanKey = key;
   drainIfBatched();
   if (!storesInFrame()) {
     // AsyncLocalStorage on async_hooks (Node < 24) keeps the store on the resource being
@@ -62,14 +67,13 @@ function enterSpanLabels(span, resolve, key) {
   // Claimed now, where the frame holds the store: on the frame path the request's events
   // run in this frame (http-requests.js). Over another tracer's store of this request, it
   // takes that one's claim.
-  claimRequest(store, path.frameRead, spans.length > 1 ? current : undefined);
+  claimRequest(store, path.frameRead, store.spans !== undefined ? current : undefined);
   publish(store);
 }
 
-/** The request labels of a store's spans (`enterSpanLabels`): its one span's, or both
- * tracers' (tracers.js `combineRequests`). */
+/** The request labels of a store holding both tracers' spans (`enterSpanLabels`; tracers.js
+ * `combineRequests`). */
 function resolveSpans(spans) {
-  if (spans.length === 1) return spans[0].resolve(spans[0].record);
   const found = [];
   for (const s of spans) found[s.key] = s.resolve(s.record);
   return combineRequests(found);
@@ -84,7 +88,7 @@ function leaveSpanLabels(span) {
     // Back to what was there, but not to a store whose requests all ended (the other
     // tracer's, where both traced this request and that one ended first).
     let outer = entered.outer;
-    while (outer?.spans !== undefined && outer.spans.every((s) => s.record.ended)) outer = outer.base;
+    while (outer?.spanKey !== undefined && spansOf(outer).every((s) => s.record.ended)) outer = outer.base;
     entered.resource[als.kResourceStore] = outer;
     publish(currentStore());
   }

@@ -83,6 +83,12 @@ function combineRequests(found) {
   return { labels, derived: first.derived };
 }
 
+/** The requests a span store holds (spans.js `enterSpanLabels`: `spanKey` set), as
+ * `[{ key, record, resolve }]`: its one tracer's span, or both tracers'. */
+function spansOf(store) {
+  return store.spans ?? [{ key: store.spanKey, record: store.of, resolve: store.resolve }];
+}
+
 /**
  * The labels of selfprof's set `base` (EMPTY if none) in the tracers' contexts `stores`
  * (by key, undefined where none): the tracers' request labels (`combineRequests`), and
@@ -105,7 +111,7 @@ function resolvePair(base, stores) {
     under &&= base.requests[k] === t.requestOf(store);
   }
   if (!any) return null;
-  for (const span of base.spans ?? []) if (stores[span.key] === undefined) found[span.key] ??= span.resolve(span.record);
+  if (base.spanKey !== undefined) for (const span of spansOf(base)) if (stores[span.key] === undefined) found[span.key] ??= span.resolve(span.record);
   return { ...combineRequests(found), under };
 }
 
@@ -151,4 +157,4 @@ function labelsIn(base) {
   return labelsOf(store);
 }
 
-module.exports = { TRACER_KEYS, SECOND_IDS, tracers, registerTracer, combineRequests, readTracers, anyTracerRead, allTracersRead, tracerRequests, pairStore, pairRequest, currentPair, labelsIn };
+module.exports = { TRACER_KEYS, SECOND_IDS, tracers, registerTracer, combineRequests, spansOf, readTracers, anyTracerRead, allTracersRead, tracerRequests, pairStore, pairRequest, currentPair, labelsIn };
