@@ -109,6 +109,7 @@ test('Pyroscope: what the name key cannot carry is one clear error at start', ()
     [{ tags: { 'bad-name': 'x' } }, /"bad-name" is not a valid Pyroscope label name/],
     [{ service: 'my app' }, /app name "my app" may hold only/],
     [{ pyroscope: { seriesLabels: ['span_id'] } }, /seriesLabels cannot hold span_id/],
+    [{ pyroscope: { seriesLabels: ['otel_trace_id'] } }, /seriesLabels cannot hold otel_trace_id/],
     [{ pyroscope: { seriesLabels: ['http-route'] } }, /series label "http-route" is not a valid/],
     [{ pyroscope: { seriesLabels: 'endpoint' } }, /seriesLabels must be an array/],
   ];

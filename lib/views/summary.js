@@ -13,7 +13,7 @@ function weightOf(trace) {
 }
 
 /** The labels a tracer gives a request's samples (OpenTelemetry, dd-trace: lib/integrations/). */
-const TRACER_LABELS = ['endpoint', 'span_id', 'trace_id', 'local_root_span_id'];
+const TRACER_LABELS = ['endpoint', 'span_id', 'trace_id', 'local_root_span_id', 'http_route', 'otel_span_id', 'otel_trace_id'];
 
 /**
  * Why no sample has label `key` (`keys`: the labels some sample has), and how samples get

@@ -61,13 +61,16 @@ function ingestName(appName, labels) {
     .join(',')}}`;
 }
 
-/** The series label names: a list of valid names, not span_id/trace_id. */
+/** A request's own ids: one series per request as series labels. */
+const ID_LABELS = ['span_id', 'trace_id', 'otel_span_id', 'otel_trace_id'];
+
+/** The series label names: a list of valid names, not a request's ids. */
 function seriesLabelsOf(value) {
   const list = value ?? DEFAULT_SERIES_LABELS;
   if (!Array.isArray(list)) throw new TypeError('start: pyroscope.seriesLabels must be an array of label names');
   for (const name of list) {
     checkLabelName(name, 'series label');
-    if (name === 'span_id' || name === 'trace_id') {
+    if (ID_LABELS.includes(name)) {
       throw new TypeError(`start: pyroscope.seriesLabels cannot hold ${name}: one series per request (span_id is sent anyway, for span profiles)`);
     }
   }
