@@ -23,9 +23,11 @@ function testFile(name) {
   return f;
 }
 // Files that run on some of these majors only, to keep CI within its time:
-// - the real apps' matrix (about a minute a run; and record's of traced apps) carries context the same way on 22 as on 20
-//   (async_hooks, which `npm test` covers) and on 26 as on 24 (V8's continuation data), so
-//   it runs on 24; the HTML report's browser tests (~20 s a major) check a page Chromium
+// - the real apps' matrix (about a minute a run; and record's of traced apps, and the GraphQL
+//   apps') carries context the same way on 22 as on 20 (async_hooks, which `npm test`
+//   covers) and on 26 as on 24 (V8's continuation data), so it runs on 24 (the two tracers'
+//   apps, real-apps-tracers.test.js, whose ids must be the same on every Node, run on 24 and
+//   26 too); the HTML report's browser tests (~20 s a major) check a page Chromium
 //   runs, which Node only writes out, so they run on 24 besides `npm test`'s Node;
 // - files that test selfprof's own JS and Rust over what every Node has alike (the CLI,
 //   the converters and formats, the exporters against hostile receivers, the environment,
@@ -35,7 +37,7 @@ function testFile(name) {
 // - the CLI at its 256 MiB input bound (~1 to 2 min, 2 GiB) runs on `npm test`'s Node only:
 //   what it measures is selfprof's JS over a JSON parse every Node has.
 const onlyOn = Object.fromEntries([
-  ...['real-apps', 'record-tracers', 'report', 'report-labels', 'report-sources', 'views'].map((f) => [f, ['24']]),
+  ...['real-apps', 'real-apps-graphql', 'record-tracers', 'report', 'report-labels', 'report-sources', 'views'].map((f) => [f, ['24']]),
   ...['cli', 'cli-edges', 'cli-disk-full', 'install', 'docs', 'convert', 'convert-hostile', 'datadog-agent', 'datadog-agentless', 'service-ddtrace-users', 'diff', 'endpoint-counts', 'env', 'git', 'otlp', 'pyroscope', 'service-hostile', 'service-options', 'sourcemaps-bounds', 'summary'].map((f) => [f, ['26']]),
   ['cli-bounds', []],
 ].map(([f, on]) => [testFile(f), on]));
