@@ -94,9 +94,10 @@ function storeWith(fn, labels, current) {
 // gives `{ labels, derived, under }` (`under`: the base was set inside this very request,
 // so its own keys win) or null (no request: the base's labels).
 
-/** A lazy store of `of` over `base` (see above). */
+/** A lazy store of `of` over `base` (see above). `spanKey` and `spans`: those of a
+ * request span's store (spans.js), in the literal so that setting them adds no property. */
 function lazyStore(base, of, resolve, id = newId()) {
-  return { id, labels: null, flat: null, savedFor: -1, base, of, resolve };
+  return { id, labels: null, flat: null, savedFor: -1, base, of, resolve, spanKey: undefined, spans: undefined };
 }
 
 /** `store` derives its labels from the span `from` derives from, if any. */
