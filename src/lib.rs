@@ -262,6 +262,33 @@ pub fn convert_profile(
   String::from_utf8(out).map(Either::A).map_err(invalid)
 }
 
+/// The event-loop blocks of a profile over `threshold_ms` (default 50): found from a
+/// trace's samples (`trace::blocks`), or read from a pprof's comments. The input is read as
+/// `convert_profile` reads it (frames hidden and mapped alike). JSON of `formats::FoundBlocks`.
+#[napi]
+pub fn event_loop_blocks(
+  input: Buffer,
+  threshold_ms: Option<f64>,
+  source_maps: Option<bool>,
+  profiler_frames: Option<bool>,
+  profiler_roots: Option<Vec<String>>,
+) -> Result<String> {
+  let mut profile = formats::read_input(&input).map_err(invalid)?;
+  if let Some(files) = objects::profiler_files(profiler_frames, profiler_roots) {
+    trace::profiler_frames::hide(&mut profile.trace, &files);
+  }
+  if source_maps.unwrap_or(false) {
+    symbolize::build(&mut profile.trace, Some(&[]), symbolize::TextFrom::Maps);
+  }
+  let options = trace::blocks::BlockOptions {
+    threshold_ms: threshold_ms
+      .filter(|t| t.is_finite() && *t >= 0.0)
+      .unwrap_or(trace::blocks::DEFAULT_THRESHOLD_MS),
+    ..Default::default()
+  };
+  serde_json::to_string(&formats::event_loop_blocks(&profile, &options)).map_err(invalid)
+}
+
 /// Merges the traces of a process's threads into one (`formats::threads`), each sample
 /// labeled with its thread; returns it as `format` (`"json-gzip"`, default, or `"pprof"`).
 #[napi]

@@ -55,6 +55,8 @@ pub struct Profile {
   pub trace: Trace,
   pub weights: Option<Vec<pprof::Weight>>,
   pub timing: Option<pprof::Timing>,
+  /// A pprof's event-loop blocks, as its comments carry them (`pprof::parse_block_comments`).
+  pub blocks: Option<crate::trace::blocks::Recorded>,
 }
 
 impl From<Trace> for Profile {
@@ -63,6 +65,7 @@ impl From<Trace> for Profile {
       trace,
       weights: None,
       timing: None,
+      blocks: None,
     }
   }
 }
@@ -101,6 +104,7 @@ pub fn read_input(bytes: &[u8]) -> Result<Profile, ConvertError> {
         trace: d.trace,
         weights,
         timing: Some(d.timing),
+        blocks: d.blocks,
       })
     }
   }
@@ -267,6 +271,84 @@ pub fn expand(p: &Profile) -> Result<std::borrow::Cow<'_, Trace>, ConvertError> 
     samples,
     ..p.trace.clone()
   }))
+}
+
+/// What `event_loop_blocks` found in a profile, and why there are none when it could not look.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FoundBlocks {
+  /// `samples` (found from the samples' times), `pprof` (read from its comments) or `none`.
+  pub from: &'static str,
+  #[serde(flatten)]
+  pub recorded: crate::trace::blocks::Recorded,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub note: Option<String>,
+}
+
+/// The event-loop blocks of a profile longer than `options.threshold_ms`: found from a
+/// trace's samples, or those a pprof's comments carry (a pprof keeps no sample times).
+pub fn event_loop_blocks(p: &Profile, options: &crate::trace::blocks::BlockOptions) -> FoundBlocks {
+  use crate::trace::blocks::Recorded;
+  let none = |note: &str| FoundBlocks {
+    from: "none",
+    recorded: Recorded {
+      threshold_ms: options.threshold_ms,
+      found: 0,
+      blocks: Vec::new(),
+    },
+    note: Some(note.to_owned()),
+  };
+  if p.trace.weight.is_some() {
+    return none("a heap profile has no time line: event-loop blocks are found in CPU profiles");
+  }
+  if p.timing.is_none() {
+    let blocks = crate::trace::blocks::event_loop_blocks(&p.trace, options);
+    return FoundBlocks {
+      from: "samples",
+      recorded: Recorded {
+        threshold_ms: options.threshold_ms,
+        found: blocks.len(),
+        blocks,
+      },
+      note: None,
+    };
+  }
+  let Some(recorded) = &p.blocks else {
+    return none("this pprof carries no event-loop blocks: a pprof keeps no sample times, and selfprof writes the blocks it found in the comments of the profiles it records");
+  };
+  let blocks: Vec<_> = recorded
+    .blocks
+    .iter()
+    .filter(|b| b.duration > options.threshold_ms)
+    .cloned()
+    .collect();
+  let mut note = Vec::new();
+  if options.threshold_ms < recorded.threshold_ms {
+    note.push(format!(
+      "the profile holds the blocks over {} ms only",
+      recorded.threshold_ms
+    ));
+  }
+  if recorded.found > recorded.blocks.len() {
+    note.push(format!(
+      "it kept the {} longest of the {} it found",
+      recorded.blocks.len(),
+      recorded.found
+    ));
+  }
+  FoundBlocks {
+    from: "pprof",
+    recorded: Recorded {
+      threshold_ms: options.threshold_ms.max(recorded.threshold_ms),
+      found: if recorded.found > recorded.blocks.len() {
+        recorded.found
+      } else {
+        blocks.len()
+      },
+      blocks,
+    },
+    note: (!note.is_empty()).then(|| note.join("; ")),
+  }
 }
 
 /// Stack frames that writing every sample's stack walks: samples × depth.

@@ -25,8 +25,8 @@ mod lines;
 mod proto;
 mod strings;
 
-use comments::{metadata_comment, LINES_COMMENT};
-pub use comments::{parse_lines_comment, parse_metadata_comment};
+use comments::{block_comments, metadata_comment, LINES_COMMENT};
+pub use comments::{parse_block_comments, parse_lines_comment, parse_metadata_comment};
 pub use lines::LinePieces;
 pub use proto::{Function, Label, Line, Location, Profile, Sample, ValueType};
 use strings::intern_labels;
@@ -92,7 +92,9 @@ struct Encoder<'a> {
 }
 
 impl<'a> Encoder<'a> {
-  fn new(trace: &'a Trace, timing: &Timing, dialect: &Dialect) -> Encoder<'a> {
+  /// `blocks`: the trace's samples are points in time (not a pprof's aggregates): its
+  /// event-loop blocks go in the comments.
+  fn new(trace: &'a Trace, timing: &Timing, dialect: &Dialect, blocks: bool) -> Encoder<'a> {
     let label_strings: usize = trace.contexts.iter().map(|c| 2 * c.labels.len()).sum();
     // A label's key is one of a few; its value may be new (a span id per context), and
     // then it is appended, not looked up (`value_id`).
@@ -185,6 +187,9 @@ impl<'a> Encoder<'a> {
     let mut comment: Vec<i64> = trace.metadata.iter().map(|m| strings.id(metadata_comment(m))).collect();
     if !line_location.is_empty() {
       comment.push(strings.id(format!("{LINES_COMMENT}{first_line_location}")));
+    }
+    if blocks {
+      comment.extend(block_comments(trace, timing).into_iter().map(|c| strings.id(c)));
     }
 
     let header = Profile {
@@ -456,7 +461,7 @@ pub fn profile(trace: &Trace, timing: &Timing) -> Profile {
 
 /// `profile` in a backend's dialect.
 pub fn profile_for(trace: &Trace, timing: &Timing, dialect: &Dialect) -> Profile {
-  let encoder = Encoder::new(trace, timing, dialect);
+  let encoder = Encoder::new(trace, timing, dialect, true);
   let mut sample = Vec::with_capacity(trace.samples.len());
   encoder.each(trace, timing.start_ms, None, false, |s, _| sample.push(s.clone()));
   Profile {
@@ -486,7 +491,7 @@ pub fn encode_gzip_for(
   dialect: &Dialect,
   weights: Option<&[Weight]>,
 ) -> std::io::Result<Vec<u8>> {
-  let encoder = Encoder::new(trace, timing, dialect);
+  let encoder = Encoder::new(trace, timing, dialect, weights.is_none());
   // The header, the string table, then the samples (protobuf lets a repeated field's
   // elements follow the rest), deflated on a second thread as they are encoded.
   super::gzip::gzip(flate2::Compression::fast(), |pipe| {

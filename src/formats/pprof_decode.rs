@@ -34,6 +34,8 @@ pub struct Decoded {
   pub trace: Trace,
   pub weights: Vec<Weight>,
   pub timing: Timing,
+  /// The event-loop blocks selfprof wrote in its comments, if it did.
+  pub blocks: Option<crate::trace::blocks::Recorded>,
 }
 
 // --- the pre-scan ---------------------------------------------------------------------
@@ -441,5 +443,11 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ConvertError> {
     cpu: cpu_at.is_some(),
     lines: false,
   };
-  Ok(Decoded { trace, weights, timing })
+  let blocks = crate::formats::pprof::parse_block_comments(p.comment.iter().filter_map(|&c| str(c).ok()));
+  Ok(Decoded {
+    trace,
+    weights,
+    timing,
+    blocks,
+  })
 }

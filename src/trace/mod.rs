@@ -4,6 +4,7 @@
 //! joined to the handler's brackets by `join` (at the stop: `build`; while a recording
 //! runs: `segments`), handed to JS as columns by `columns`.
 
+pub mod blocks;
 pub mod build;
 pub mod builder;
 pub mod columns;
