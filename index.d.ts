@@ -425,6 +425,8 @@ export interface HtmlReportOptions {
   sourceMaps?: boolean
   /** Show selfprof's own frames as recorded (default false: hidden, as `convert` hides them). */
   profilerFrames?: boolean
+  /** The event-loop blocks listed first are longer than this (ms, default 50): `eventLoopBlocks`. */
+  blockThresholdMs?: number
 }
 
 /**
@@ -438,6 +440,74 @@ export interface HtmlReportOptions {
  * JSON; the page loads nothing from the network.
  */
 export declare function htmlReport(trace: ProfileInput, options?: HtmlReportOptions): string
+
+/** A frame of an event-loop block's stack. */
+export interface BlockFrame {
+  name: string
+  url?: string
+  line?: number
+  column?: number
+}
+
+/** A stretch where a thread's event loop did not turn for longer than the threshold. */
+export interface EventLoopBlock {
+  /** When it began, ms on the trace's clock (`samples[i].timestamp`'s); absent when read from a pprof. */
+  start?: number
+  /** When it began, ms after the recording's first sample (a pprof's: after its start). */
+  offset: number
+  /** Its Unix time in ms, when the recording's time origin is known (a pprof's blocks). */
+  unixMs?: number
+  /** Its duration (ms): the real one is within `duration ± error`. */
+  duration: number
+  error: number
+  /**
+   * Of `duration`, the ms its thread was not running: where V8 took no sample for over two
+   * typical intervals and the thread's CPU time says it did not run (a busy machine, a CPU limit).
+   */
+  unsampled: number
+  /** The thread's CPU time (ms) between its first and last samples, when the samples carry it. */
+  cpu?: number
+  samples: number
+  /** Its first and last samples' indices in the trace (absent when read from a pprof). */
+  firstSample?: number
+  lastSample?: number
+  /** It was running as the recording began (or still as it stopped): it lasted at least `duration`. */
+  openStart?: boolean
+  openEnd?: boolean
+  /** Its thread's `thread name` and `thread id`, in a trace of several threads. */
+  thread?: Record<string, string>
+  /** The requests whose code ran in it: their labels (the thread's left out), most samples first. */
+  requests: { labels: Record<string, string>; samples: number }[]
+  otherRequests?: number
+  /** Its samples that carry no request's labels, and its garbage-collection samples. */
+  unlabeled: number
+  gc: number
+  /** The function it ran in: the deepest frame most of its JS samples share, and how many do. */
+  function?: BlockFrame & { samples: number }
+  /** Its heaviest stacks, leaf first, most samples first; `more`: frames beyond those kept. */
+  stacks: { frames: BlockFrame[]; samples: number; more?: number }[]
+}
+
+export interface EventLoopBlocks {
+  /** Found from the samples' times, read from a pprof's comments, or not looked for (`note` says why). */
+  from: 'samples' | 'pprof' | 'none'
+  thresholdMs: number
+  /** How many there were (a pprof keeps the 20 longest). */
+  found: number
+  blocks: EventLoopBlock[]
+  note?: string
+}
+
+/**
+ * The event-loop blocks of a profile: the stretches where its event loop did not turn for
+ * longer than `thresholdMs` (default 50), each with its duration, the requests whose code
+ * ran in it and its heaviest stacks; found from a trace's sample times, or read from the
+ * comments of a pprof selfprof wrote. Input and `sourceMaps`/`profilerFrames` as `readProfile`.
+ */
+export declare function eventLoopBlocks(
+  input: ProfileInput | ArrayBuffer,
+  options?: { thresholdMs?: number; sourceMaps?: boolean; profilerFrames?: boolean },
+): EventLoopBlocks
 
 /** One side's share of a function: % of that side's busy samples, and B − A in percentage points. */
 export interface DiffShare {

@@ -6,6 +6,7 @@ const { openTelemetrySpanProcessor } = require('./lib/integrations/otel');
 const { ddTraceIntegration } = require('./lib/integrations/ddtrace');
 const { convert, readProfile } = require('./lib/views/convert');
 const { htmlReport } = require('./lib/views/report');
+const { eventLoopBlocks } = require('./lib/views/blocks');
 const { diffProfiles, diffLabelValues } = require('./lib/views/diff');
 
 module.exports = {
@@ -21,6 +22,7 @@ module.exports = {
   convert,
   readProfile,
   htmlReport,
+  eventLoopBlocks,
   diffProfiles,
   diffLabelValues,
 };

@@ -14,8 +14,11 @@ const USAGE = `usage:
       and profile.heap.html; frames of scripts with a source map are mapped to the original
       files (--no-source-maps: as V8 ran them); the trace and report carry the text of the
       hot lines of the scripts the program loaded (--no-sources: none)
-  selfprof report FILE [--html OUT] [--by KEY] [--top N] [--source-maps] [--no-sources] [--profiler-frames]
-      top functions and samples per label value of a profile file
+  selfprof report FILE [--html OUT] [--by KEY] [--top N] [--blocks] [--threshold MS] [--source-maps] [--no-sources] [--profiler-frames]
+      top functions and samples per label value of a profile file; --blocks first lists its
+      event-loop blocks: the stretches where the loop did not turn for longer than
+      --threshold MS (default 50; the HTML report lists them too), each with its duration,
+      the requests that ran in it and its heaviest stacks
   selfprof convert FILE --to cpuprofile|folded|pprof|trace [-o OUT] [--lines] [--source-maps] [--profiler-frames]
       (--lines: pprof samples at line-level locations, from the profile's line ticks)
       (--source-maps: map frames through the source maps found on this machine; a file is

@@ -18,8 +18,9 @@ function kind(value) {
   return Array.isArray(value) ? 'an array' : `a ${value.constructor?.name ?? 'null-prototype object'}`;
 }
 
-/** The input as bytes for the native reader, which tells JSON from pprof and gunzips. */
-function inputBytes(input) {
+/** The input as bytes for the native reader, which tells JSON from pprof and gunzips; a
+ * mistake is a TypeError naming `what` (the API function). */
+function inputBytes(input, what = 'convert') {
   if (typeof input === 'string') return Buffer.from(input, 'utf8');
   if (ArrayBuffer.isView(input)) return Buffer.from(input.buffer, input.byteOffset, input.byteLength);
   if (input instanceof ArrayBuffer || (typeof SharedArrayBuffer === 'function' && input instanceof SharedArrayBuffer)) {
@@ -31,11 +32,11 @@ function inputBytes(input) {
     try {
       json = JSON.stringify(input);
     } catch (err) {
-      throw new TypeError(`convert: the trace object cannot be serialized: ${err.message}`, { cause: err });
+      throw new TypeError(`${what}: the trace object cannot be serialized: ${err.message}`, { cause: err });
     }
     return Buffer.from(json, 'utf8');
   }
-  throw new TypeError(`convert: input must be ${INPUT}, got ${kind(input)}`);
+  throw new TypeError(`${what}: input must be ${INPUT}, got ${kind(input)}`);
 }
 
 /**
@@ -69,4 +70,4 @@ function readProfile(input, options) {
   return JSON.parse(convert(input, { to: 'trace', sourceMaps: options?.sourceMaps, profilerFrames: options?.profilerFrames }));
 }
 
-module.exports = { convert, readProfile, TARGETS };
+module.exports = { convert, readProfile, inputBytes, TARGETS };

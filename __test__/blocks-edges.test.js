@@ -1,0 +1,92 @@
+'use strict';
+// The edges of the event-loop block rule (src/trace/blocks.rs) on real V8 samples, each
+// recorded in this process: a block made of several requests' microtasks, garbage
+// collection inside a block, and blocks at the recording's start and end.
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const v8 = require('node:v8');
+const vm = require('node:vm');
+const { setTimeout: sleep } = require('node:timers/promises');
+const { Profiler, withLabels, eventLoopBlocks } = require('..');
+const { spin } = require('./helpers');
+
+const spans = (b) => b.requests.map((r) => r.labels.span_id).sort();
+
+function edgeMicrotaskWork(ms) {
+  return spin(ms);
+}
+
+test('microtasks of several requests that one timer set off are one block, naming each request', async () => {
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  await sleep(20);
+  // Three requests wait on one promise; a timer resolves it, and each one's continuation
+  // runs 30 ms: the loop does not turn until all three have.
+  let release;
+  const shared = new Promise((resolve) => (release = resolve));
+  const requests = ['a', 'b', 'c'].map((id) =>
+    withLabels({ endpoint: 'GET /batch', span_id: `span-${id}` }, async () => {
+      await shared;
+      edgeMicrotaskWork(30);
+    }),
+  );
+  setTimeout(release, 20);
+  await Promise.all(requests);
+  await sleep(20);
+  const trace = await p.stop();
+  const found = eventLoopBlocks(trace).blocks.filter((b) => b.requests.length);
+  assert.equal(found.length, 1, JSON.stringify(found.map((b) => [b.duration, spans(b)])));
+  assert.deepEqual(spans(found[0]), ['span-a', 'span-b', 'span-c']);
+  assert.ok(found[0].duration >= 85 && found[0].duration <= 90 + 2 * found[0].error + 10, `${found[0].duration} ms`);
+  assert.ok(found[0].stacks[0].frames.some((f) => f.name === 'edgeMicrotaskWork'), JSON.stringify(found[0].stacks[0]));
+});
+
+function edgeAllocatingWork(gc) {
+  const keep = [];
+  for (let round = 0; round < 4; round++) {
+    for (let i = 0; i < 50_000; i++) keep.push({ i, s: `item ${i}` });
+    gc();
+    spin(10);
+  }
+  return keep.length;
+}
+
+test('garbage collection inside a request\'s task is part of its block', async () => {
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc');
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  await sleep(20);
+  await withLabels({ endpoint: 'GET /alloc', span_id: 'span-gc' }, async () => edgeAllocatingWork(gc));
+  await sleep(20);
+  const trace = await p.stop();
+  const blocks = eventLoopBlocks(trace).blocks.filter((b) => b.requests.length);
+  assert.equal(blocks.length, 1, JSON.stringify(blocks));
+  const b = blocks[0];
+  assert.deepEqual(spans(b), ['span-gc']);
+  const gcSamples = trace.samples.slice(b.firstSample, b.lastSample + 1).filter((s) => s.marker === 'gc').length;
+  assert.ok(b.gc > 0 && b.gc === gcSamples, `its GC samples are in it (${b.gc} of ${gcSamples})`);
+});
+
+function edgeStartWork(ms) {
+  return spin(ms);
+}
+
+function edgeEndWork(ms) {
+  return spin(ms);
+}
+
+test('a block running as the recording begins or ends is open there: at least its duration', async () => {
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+  edgeStartWork(80);
+  await sleep(30);
+  edgeEndWork(80);
+  const trace = await p.stop();
+  const { blocks } = eventLoopBlocks(trace);
+  const ranIn = (name) => blocks.find((b) => b.stacks[0]?.frames.some((f) => f.name === name));
+  const [first, last] = [ranIn('edgeStartWork'), ranIn('edgeEndWork')];
+  assert.ok(first && last, JSON.stringify(blocks.map((b) => [b.stacks[0]?.frames.map((f) => f.name), b.duration])));
+  assert.deepEqual([first.openStart, first.openEnd ?? false], [true, false]);
+  assert.equal(first.firstSample, 0);
+  assert.deepEqual([last.openStart ?? false, last.openEnd], [false, true]);
+  assert.equal(last.lastSample, trace.samples.length - 1);
+  for (const b of [first, last]) assert.ok(b.duration >= 75, `at least the work's 80 ms, within an interval: ${b.duration} ms`);
+});

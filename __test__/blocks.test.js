@@ -1,0 +1,322 @@
+'use strict';
+// What blocked the event loop: an Express service under dd-trace (real packages, service
+// mode with a file exporter), loaded from this process with short requests all along while
+// one endpoint blocks the loop 120–300 ms now and then. The app measures itself, with
+// performance.now(): each request's handler, and each turn of its loop (a 5 ms timer). The
+// blocks found from the samples (the API, `selfprof report --blocks` on the trace and on
+// the pprof's comments, and the HTML report in Chromium) must be those requests', in that
+// endpoint and its blocking function, each within one sampling interval of the handler's
+// time, and none a short request's: every block lies where the app saw its loop not turn.
+// (On a machine so busy that the loop stalled past the threshold around a short request,
+// as the app saw it, that stall is a block too: its request is not a short one there.)
+/* global document -- used in page.evaluate's callbacks, which run in the browser */
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const http = require('node:http');
+const zlib = require('node:zlib');
+const { fork, spawnSync } = require('node:child_process');
+const { pathToFileURL } = require('node:url');
+const { setTimeout: sleep } = require('node:timers/promises');
+const { eventLoopBlocks, htmlReport } = require('..');
+const { missing, NO_CHROMIUM, findTool, startTestAgent, formOf } = require('./tools');
+
+const root = path.join(__dirname, '..');
+const CLI = path.join(root, 'bin', 'selfprof.js');
+const CHROMIUM = '/usr/bin/chromium';
+const REPORT = 'GET /report/:ms';
+/** The blocking requests' durations (ms), sent one after another among the short ones. */
+const BLOCKS_MS = [120, 300, 180, 250, 140, 220];
+
+let dir;
+let agent = null; // Datadog's test agent, when scripts/test-tools.sh set it up
+let run; // { measured, turns, trace, traceFile, pprofFile }
+before(async () => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-blocks-'));
+  const binary = findTool('ddagent', 'ddapm-test-agent');
+  if (binary) agent = await startTestAgent(binary);
+  run = await runApp(dir);
+});
+after(async () => {
+  await agent?.stop();
+  if (process.env.SELFPROF_TEST_KEEP) console.log(`kept ${dir}`);
+  else fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** Runs the app, loads it (short requests on 2 connections all along, the blocking ones in turn), stops it. */
+async function runApp(out) {
+  const child = fork(path.join(__dirname, 'fixtures', 'blocks-app.js'), {
+    cwd: out,
+    execArgv: ['-r', path.join(__dirname, 'fixtures', 'apps', 'tracing', 'dd-trace.js')],
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    env: {
+      ...process.env,
+      SELFPROF_TEST_DIR: out,
+      DD_TRACE_AGENT_URL: agent?.url ?? 'http://127.0.0.1:9', // else nothing listens: traces are dropped
+      ...(agent && { SELFPROF_TEST_DD_URL: agent.url }),
+      DD_INSTRUMENTATION_TELEMETRY_ENABLED: 'false',
+      DD_REMOTE_CONFIGURATION_ENABLED: 'false',
+      DD_TRACE_STARTUP_LOGS: 'false',
+    },
+  });
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr += d));
+  child.stdout.resume();
+  const exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  const message = (want) =>
+    new Promise((resolve, reject) => {
+      child.on('message', (m) => want(m) && resolve(m));
+      exited.then((code) => reject(new Error(`the app exited (${code}) early:\n${stderr}`)));
+    });
+  const { port } = await message((m) => m?.port);
+  const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 8 });
+  const get = (p) =>
+    new Promise((resolve, reject) => {
+      http
+        .get({ host: '127.0.0.1', port, path: p, agent: keepAlive }, (res) => {
+          res.resume();
+          res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`${p}: ${res.statusCode}`))));
+        })
+        .on('error', reject);
+    });
+  let pinging = true;
+  const pings = [0, 1].map(async (k) => {
+    while (pinging) {
+      await get('/ping');
+      await sleep(10 + 15 * k);
+    }
+  });
+  // The service's first requests: each endpoint's code compiled, the tracer's first span (a
+  // cold first request may be a block of its own, as the app measures it).
+  await get('/report/20');
+  await sleep(1000);
+  for (const ms of BLOCKS_MS) {
+    await get(`/report/${ms}`);
+    await sleep(300);
+  }
+  pinging = false;
+  await Promise.all(pings);
+  keepAlive.destroy();
+  child.send('stop');
+  const { measured, turns } = await message((m) => m?.measured);
+  assert.equal(await exited, 0, stderr);
+  const files = fs.readdirSync(out);
+  const traceFile = path.join(out, files.find((f) => f.endsWith('.trace.json.gz')));
+  const pprofFile = path.join(out, files.find((f) => f.endsWith('.pb.gz') && !f.includes('heap')));
+  const trace = JSON.parse(zlib.gunzipSync(fs.readFileSync(traceFile)));
+  return { measured, turns, trace, traceFile, pprofFile, stderr };
+}
+
+const isReport = (r) => r.labels.endpoint === REPORT;
+
+/**
+ * The blocking requests V8 sampled as they began and ended: those with no hole in the
+ * samples at their handler's start or end longer than half the threshold (the whole
+ * process stopped, as on a machine this busy it can for a quarter of a second: no sampler
+ * sees where in the hole the request began). The others are counted.
+ */
+function sampledReports({ measured, trace }, thresholdMs = 50) {
+  const times = trace.samples.map((s) => s.timestamp);
+  const gapAt = (t) => {
+    const i = times.findIndex((x) => x > t);
+    return i <= 0 ? Infinity : times[i] - times[i - 1];
+  };
+  const seen = (m) => gapAt(m.t0) <= thresholdMs / 2 && gapAt(m.t1) <= thresholdMs / 2;
+  const reports = measured.filter((m) => m.path === '/report' && m.ms >= 100);
+  return { reports: reports.filter(seen), holes: reports.filter((m) => !seen(m)).length, all: reports.length };
+}
+
+const frameNames = (st) => st.frames.map((f) => f.name);
+
+/** The block whose stretch holds request `m`'s time on the loop. */
+const blockOf = (blocks, m) => blocks.filter((b) => b.start < m.t1 && b.start + b.duration > m.t0);
+
+/** The app's turns of the loop just before and just after time `t` (none: ±Infinity). */
+function turnsAround(turns, t) {
+  let i = 0;
+  while (i < turns.length && turns[i] < t) i++;
+  return [i > 0 ? turns[i - 1] : -Infinity, i < turns.length ? turns[i] : Infinity];
+}
+
+test('the blocks found from the samples are the blocking requests\', each within a sampling interval of what the app measured', () => {
+  const { measured, turns, trace } = run;
+  const found = eventLoopBlocks(trace);
+  assert.equal(found.from, 'samples');
+  const { reports, holes, all } = sampledReports(run);
+  const pings = measured.filter((m) => m.path === '/ping');
+  assert.equal(all, BLOCKS_MS.length);
+  assert.ok(reports.length >= BLOCKS_MS.length - 2, `most blocking requests were sampled through (${holes} were not)`);
+  assert.ok(pings.length > 50, `short requests ran all along (${pings.length})`);
+  const gaps = [];
+  for (let i = 1; i < trace.samples.length; i++) gaps.push(trace.samples[i].timestamp - trace.samples[i - 1].timestamp);
+  const interval = gaps.sort((a, b) => a - b)[gaps.length >> 1];
+  const lines = [];
+  for (const m of reports) {
+    const mine = blockOf(found.blocks, m);
+    assert.equal(mine.length, 1, `one block holds the ${m.ms} ms request: ${JSON.stringify(mine.map((b) => [b.start, b.duration]))}`);
+    const b = mine[0];
+    const handler = m.t1 - m.t0;
+    // The time its thread did not run: an app's measure and the samples' differ by as much
+    // (a busy machine stretches the part of the task outside the handler).
+    const offCpu = Math.max(0, b.duration - b.cpu);
+    lines.push(`${m.ms} ms asked: the app measured ${handler.toFixed(1)} ms in its handler; the block ${b.duration.toFixed(1)} ± ${b.error.toFixed(1)} ms (${b.samples} samples, CPU ${b.cpu.toFixed(1)} ms)`);
+    assert.equal(b.requests[0].labels.endpoint, REPORT, 'that request first');
+    assert.ok(b.requests[0].labels.span_id, 'with its span id');
+    const others = b.requests.slice(1).reduce((n, r) => n + r.samples, 0);
+    assert.ok(others <= 2, `and nearly alone (the rest of its samples unlabeled: its start, a collection): ${JSON.stringify(b.requests)}`);
+    // It ran in the blocking function (or, with few samples, in the handler that calls it:
+    // V8 puts some of its samples there, its code inlined or at the call), as its heaviest
+    // stacks say.
+    assert.ok(b.stacks.some((st) => frameNames(st).includes('buildReport')), `its heaviest stacks are the blocking function's: ${JSON.stringify(b.stacks)}`);
+    assert.ok(
+      b.function?.name === 'buildReport' || (b.samples < 12 && b.function?.url?.endsWith('blocks-app.js') && b.stacks[0].frames.some((f) => f.line === b.function.line)),
+      `it ran in the blocking function: ${JSON.stringify(b.function)}`,
+    );
+    // It holds the handler, within its error.
+    assert.ok(b.start <= m.t0 + b.error && b.start + b.duration >= m.t1 - b.error, `${lines.at(-1)}: it holds the handler`);
+    // Within one sampling interval (as sampled: the gaps around its edges, `error`) of the
+    // handler's time, give or take the time the thread did not run.
+    assert.ok(Math.abs(b.duration - handler) <= Math.max(interval, b.error) + offCpu, `${lines.at(-1)}; interval ${interval.toFixed(1)} ms`);
+  }
+  // Every block lies where the app saw no turn of its loop (within its error), and one
+  // without a blocking request is where the app saw its loop stall that long anyway: the
+  // start-up (the app loading, running as the recording began), a cold request. Except,
+  // judged by what the samples say happened, where the thread ran less than half the
+  // block: a machine so busy that short tasks stretched, back to back, with no sample
+  // between two of them to tell them apart (docs/api.md: what samples cannot show).
+  const busyMachine = (b) => b.cpu < b.duration / 2;
+  let stalls = 0;
+  let stretched = 0;
+  for (const b of found.blocks) {
+    const end = b.start + b.duration;
+    const [before] = turnsAround(turns, b.start + b.error);
+    const [, after] = turnsAround(turns, end - b.error);
+    const unturned = before <= b.start + b.error && after >= end - b.error;
+    const report = b.requests.some(isReport);
+    if (report && unturned) continue;
+    if (!report && (b.openStart || (unturned && after - before >= found.thresholdMs))) {
+      stalls++;
+      continue;
+    }
+    assert.ok(busyMachine(b), `the app's loop turned within a block, or it saw no stall there: ${JSON.stringify(b)}`);
+    stretched++;
+  }
+  const short = pings.filter((p) => {
+    const [before, after] = [turnsAround(turns, p.t0)[0], turnsAround(turns, p.t1)[1]];
+    return after - before < found.thresholdMs;
+  });
+  // (against the part of a block certain to be in it: its edges within its error)
+  const core = (b) => ({ ...b, start: b.start + b.error, duration: b.duration - 2 * b.error });
+  for (const p of short) {
+    const mine = blockOf(found.blocks.map(core), p).filter((b) => !busyMachine(b));
+    const around = [turnsAround(turns, p.t0)[0], turnsAround(turns, p.t1)[1]];
+    assert.equal(mine.length, 0, `no block at a short request (its handler ${p.t0}–${p.t1}, the loop turning at ${around}): ${JSON.stringify(mine)}`);
+  }
+  console.log(
+    `interval ${interval.toFixed(2)} ms; ${found.blocks.length} blocks: ${reports.length} of the blocking requests (${holes} more not sampled through), ${stalls} where the app saw its loop stall (the start-up, a cold request), ${stretched} where the thread ran less than half of it (a busy machine); ${pings.length - short.length} of ${pings.length} short requests in a stall\n${lines.join('\n')}`,
+  );
+});
+
+test('selfprof report --blocks lists them, from the trace and from the pprof\'s comments', () => {
+  const cli = (...args) => {
+    const r = spawnSync(process.execPath, [CLI, 'report', ...args], { encoding: 'utf8', timeout: 60_000, cwd: dir });
+    assert.equal(r.status, 0, r.stderr);
+    return r.stdout;
+  };
+  const api = eventLoopBlocks(run.trace).blocks;
+  for (const file of [run.traceFile, run.pprofFile]) {
+    const out = cli(file, '--blocks');
+    // The blocks come first, then the summary.
+    const text = out.slice(0, out.search(/^\d+ samples \(/m));
+    assert.match(text, new RegExp(`^event-loop blocks longer than 50 ms: ${api.length} `), out);
+    const reports = api.filter((b) => b.requests[0]?.labels.endpoint === REPORT);
+    assert.ok(reports.length >= sampledReports(run).reports.length);
+    assert.equal((text.match(/requests: GET \/report\/:ms /g) ?? []).length, reports.length, out);
+    assert.equal((text.match(/^ +in: +buildReport \(.*blocks-app\.js:\d+\): \d+ of its samples$/gm) ?? []).length, reports.filter((b) => b.function?.name === 'buildReport').length, out);
+    assert.equal((text.match(/stacks: +\d+ +\S/g) ?? []).length, api.filter((b) => b.stacks.length).length, out);
+    if (!api.some((b) => b.requests.some((r) => r.labels.endpoint === 'GET /ping'))) assert.doesNotMatch(text, /GET \/ping/, 'no short request listed');
+    // The durations printed are the API's, longest first.
+    const printed = [...text.matchAll(/^#\d+ +(?:≥ )?([\d.]+) ms ±/gm)].map((x) => Number(x[1]));
+    assert.deepEqual(printed, api.map((b) => Number(b.duration.toFixed(1))).sort((a, b) => b - a));
+  }
+  // The pprof's comments, as Datadog's own pprof reader (pprof-format) decodes them.
+  const { Profile } = require('pprof-format');
+  const p = Profile.decode(zlib.gunzipSync(fs.readFileSync(run.pprofFile)));
+  const comments = p.comment.map((i) => p.stringTable.strings[Number(i)]);
+  const head = comments.filter((c) => c.startsWith('selfprof-blocks: ')).map((c) => JSON.parse(c.slice('selfprof-blocks: '.length)));
+  assert.deepEqual(head, [{ thresholdMs: 50, found: api.length, kept: api.length }], comments.join('\n'));
+  const inPprof = comments.filter((c) => c.startsWith('selfprof-block: ')).map((c) => JSON.parse(c.slice('selfprof-block: '.length)));
+  const same = (b) => [b.duration.toFixed(6), b.requests, b.function];
+  assert.deepEqual(inPprof.map(same), api.map(same));
+  assert.ok(inPprof.filter((b) => b.requests.some(isReport)).length >= sampledReports(run).reports.length);
+  const timeNanos = Number(p.timeNanos);
+  for (const b of inPprof) assert.ok(Math.abs(b.unixMs - (timeNanos / 1e6 + b.offset)) < 1, 'each placed in time: its Unix time, its offset in the profile');
+  // A threshold over every block finds none.
+  const none = cli(run.traceFile, '--blocks', '--threshold', '60000');
+  assert.match(none, /^event-loop blocks longer than 60000 ms: 0/);
+  const bad = spawnSync(process.execPath, [CLI, 'report', run.traceFile, '--threshold', '10'], { encoding: 'utf8' });
+  assert.equal(bad.status, 1);
+  assert.match(bad.stderr, /--threshold goes with --blocks or --html/);
+});
+
+test('the Datadog upload carries the same blocks as pprof comments, as dd-trace\'s agent receives it', async (t) => {
+  if (!agent && missing(t, 'ddapm-test-agent')) return;
+  const commentsOf = (p) => p.comment.map((i) => p.stringTable.strings[Number(i)]).filter((c) => c.startsWith('selfprof-block: '));
+  const { Profile } = require('pprof-format');
+  const uploads = (await agent.requests()).filter((r) => r.path === '/profiling/v1/input');
+  assert.equal(uploads.length, 1, 'one profile: the run was one period');
+  const form = await formOf(uploads[0].body, uploads[0].headers['Content-Type']);
+  const wall = Profile.decode(zlib.gunzipSync(Buffer.from(await form.get('wall.pprof').arrayBuffer())));
+  const file = Profile.decode(zlib.gunzipSync(fs.readFileSync(run.pprofFile)));
+  const blocks = (p) => commentsOf(p).map((c) => JSON.parse(c.slice('selfprof-block: '.length)));
+  assert.ok(blocks(wall).filter((b) => b.requests.some(isReport) && b.function?.name === 'buildReport').length >= sampledReports(run).reports.length);
+  assert.deepEqual(blocks(wall), blocks(file), 'the blocks the file exporter wrote');
+});
+
+test('in headless Chromium: the blocks are listed first, each opening the flame graph of its stretch', async (t) => {
+  if (!fs.existsSync(CHROMIUM)) {
+    if (missing(t, NO_CHROMIUM)) return;
+  }
+  const { chromium } = require('playwright-core');
+  const file = path.join(dir, 'report.html');
+  fs.writeFileSync(file, htmlReport(run.trace, { title: 'blocks' }));
+  const found = eventLoopBlocks(run.trace);
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    const problems = [];
+    page.on('pageerror', (e) => problems.push(e.message));
+    page.on('console', (m) => m.type() === 'error' && problems.push(m.text()));
+    await page.goto(pathToFileURL(file).href);
+    await page.waitForSelector('body[data-ready]');
+    // First on the page, above the timeline; one row a block, longest first.
+    const order = await page.evaluate(() => {
+      const b = document.getElementById('blocks-section');
+      const tl = document.getElementById('timeline-section');
+      return { shown: !b.hidden, first: !!(b.compareDocumentPosition(tl) & 4) };
+    });
+    assert.deepEqual(order, { shown: true, first: true });
+    const rows = await page.$$eval('#blocks tbody tr', (trs) => trs.map((tr) => ({ text: tr.textContent, duration: Number(tr.dataset.duration), first: tr.dataset.first })));
+    assert.equal(rows.length, found.blocks.length);
+    assert.deepEqual(rows.map((r) => r.duration), rows.map((r) => r.duration).sort((a, b) => b - a), 'longest first');
+    const reportRows = rows.filter((r) => r.text.includes(REPORT));
+    const sampled = sampledReports(run).reports.length;
+    assert.ok(reportRows.length >= sampled);
+    assert.ok(reportRows.filter((r) => /buildReport/.test(r.text)).length >= sampled, reportRows.map((r) => r.text).join('\n'));
+    assert.equal(await page.$$eval('#block-marks div', (d) => d.length), found.blocks.length, 'each marked on the timeline');
+
+    // A row opens the flame graph of its stretch: its samples, its blocking function.
+    const b = found.blocks.find((x) => x.requests.some(isReport) && x.function?.name === 'buildReport');
+    await page.click(`#blocks tbody tr[data-first="${b.firstSample}"]`);
+    assert.equal(Number(await page.textContent('#total-samples')), b.lastSample - b.firstSample + 1);
+    assert.match(await page.textContent('#active-range'), /^\+[\d.]+ (ms|s) … \+[\d.]+ (ms|s)/);
+    const names = await page.$$eval('#flamegraph .frame', (els) => els.map((e) => e.dataset.name));
+    assert.ok(names.includes('buildReport') && !names.includes('pingWork'), names.join());
+    assert.equal(await page.$eval(`#blocks tbody tr[data-first="${b.firstSample}"]`, (tr) => tr.className), 'active');
+    assert.deepEqual(problems, []);
+  } finally {
+    await browser.close();
+  }
+});
