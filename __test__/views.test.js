@@ -541,7 +541,11 @@ test('100k samples: load, filter, brush and every view, timed in the browser', a
   await timed('label filter', () => page.click('#label-values tbody tr[data-value="GET /primes"]'));
   assert.equal(Number(await page.textContent('#total-samples')), samples.filter((s) => endpointOf(trace, s) === 'GET /primes').length);
   await timed('clear filter', () => page.click('#all-samples'));
-  const box = await page.$eval('#timeline', (e) => e.getBoundingClientRect().toJSON());
+  // (the clicks below the timeline scrolled the page: bring it back into view first)
+  const box = await page.$eval('#timeline', (e) => {
+    e.scrollIntoView();
+    return e.getBoundingClientRect().toJSON();
+  });
   await timed('brush a range', async () => {
     await page.mouse.move(box.x + box.width * 0.3, box.y + 20);
     await page.mouse.down();

@@ -10,11 +10,12 @@ const { readProfile } = require('../convert');
 const { sourceLines } = require('./sources');
 const { page } = require('./shell');
 const { SHARED } = require('../format');
+const { eventLoopBlocks } = require('../blocks');
 
 // The client, in the order its parts are defined: the functions shared with Node (by their
 // source text), the model and helpers, then the views, the page's wiring (main.js) last.
 // All share one function scope in the page.
-const CLIENT_FILES = ['model.js', 'flame.js', 'timeline.js', 'timeorder.js', 'sandwich.js', 'diff.js', 'tables.js', 'main.js'];
+const CLIENT_FILES = ['model.js', 'flame.js', 'blocks.js', 'timeline.js', 'timeorder.js', 'sandwich.js', 'diff.js', 'tables.js', 'main.js'];
 let clientCode;
 function client() {
   if (clientCode === undefined) {
@@ -69,7 +70,9 @@ const VIEWS = ['flame', 'timeorder', 'sandwich', 'diff'];
  * - `sourceMaps` (default false): map the frames through the source maps found here first
  *   (a trace from `stop()` or `record` was mapped when it was built);
  * - `profilerFrames` (default false): show selfprof's own frames as recorded, rather than
- *   hidden (src/trace/profiler_frames.rs).
+ *   hidden (src/trace/profiler_frames.rs);
+ * - `blockThresholdMs` (default 50): the event-loop blocks listed first are longer than this
+ *   (lib/views/blocks.js).
  */
 function htmlReport(trace, options = {}) {
   const {
@@ -83,6 +86,7 @@ function htmlReport(trace, options = {}) {
     view,
     sourceMaps = false,
     profilerFrames = false,
+    blockThresholdMs,
   } = options ?? {};
   if (typeof sourceMaps !== 'boolean') throw new TypeError('htmlReport: sourceMaps must be a boolean');
   if (typeof profilerFrames !== 'boolean') throw new TypeError('htmlReport: profilerFrames must be a boolean');
@@ -148,6 +152,11 @@ function* reportChunks(main, base, { title = 'selfprof report', sampleInterval, 
   if (labelDiff !== undefined && (labelDiff === null || typeof labelDiff !== 'object' || typeof labelDiff.key !== 'string')) {
     throw new TypeError('htmlReport: labelDiff must be { key, a, b } with a label key and two values');
   }
+  if (blockThresholdMs !== undefined && (typeof blockThresholdMs !== 'number' || !Number.isFinite(blockThresholdMs) || blockThresholdMs < 0)) {
+    throw new TypeError(`htmlReport: blockThresholdMs must be a number of ms ≥ 0, got ${JSON.stringify(blockThresholdMs)}`);
+  }
+  // The event-loop blocks, read as `main` was (frames hidden and mapped alike).
+  const blocks = eventLoopBlocks(trace, { thresholdMs: blockThresholdMs, sourceMaps, profilerFrames });
   // The hot lines' text goes in once, as `sources` (and not at all with `sources: false`).
   const text = sources ? sourceLines(main) : {};
   delete main.sourceText;
@@ -161,6 +170,7 @@ function* reportChunks(main, base, { title = 'selfprof report', sampleInterval, 
     baselineName: baselineName === undefined ? undefined : String(baselineName),
     labelDiff: labelDiff && { key: labelDiff.key, a: labelDiff.a ?? null, b: labelDiff.b ?? null },
     sources: text,
+    blocks,
     view: view ?? (base || labelDiff ? 'diff' : 'flame'),
   };
   // The page around its data (the shell's text, split where the data goes).

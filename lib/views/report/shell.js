@@ -22,6 +22,10 @@ function page({ title, json, script }) {
   <label class="opt" title="V8 records no stack for garbage-collection samples. Checked, each one is shown under the stack of the JS sample just before it (hatched boxes): an attribution, not a measurement."><input type="checkbox" id="gc-attribute"> GC under the code that ran just before it</label></div>
   <div id="summary"></div>
 </header>
+<section id="blocks-section" hidden>
+  <h2>Event-loop blocks <span class="hint" id="blocks-note"></span></h2>
+  <div id="blocks-list"><table id="blocks"><thead><tr><th>when</th><th>duration</th><th class="l">requests</th><th class="l">ran in (samples), heaviest stack</th><th>samples</th></tr></thead><tbody></tbody></table></div>
+</section>
 <section id="timeline-section">
   <div class="toolbar"><b>Timeline</b>
     <label>color by <select id="timeline-color"></select></label>
@@ -29,7 +33,7 @@ function page({ title, json, script }) {
     <button id="clear-range" type="button" disabled>clear range</button>
     <span class="legend" id="timeline-legend"></span>
   </div>
-  <div id="timeline"><canvas id="timeline-canvas" height="90"></canvas><div id="brush" hidden></div></div>
+  <div id="timeline"><canvas id="timeline-canvas" height="90"></canvas><div id="block-marks"></div><div id="brush" hidden></div></div>
   <div id="timeline-axis"></div>
   <div id="timeline-details" class="details">&nbsp;</div>
 </section>
@@ -45,7 +49,9 @@ function page({ title, json, script }) {
     <span id="search-result"></span>
     <button id="reset-zoom" type="button">reset zoom</button>
     <button id="to-sandwich" type="button" disabled title="Callers and callees of the function zoomed into">sandwich of zoomed</button>
-    <span class="legend"><i class="c-user"></i>your code <i class="c-node"></i>node: <i class="c-native"></i>native <i class="c-pseudo"></i>not JS <i class="c-attr"></i>GC (attributed)</span>
+    <label class="opt" title="The samples taken while the event loop waited for work. Off, they are left out of the flame graph, the sandwich and the top functions (their share is shown beside this box); the timeline shows them either way."><input type="checkbox" id="show-idle"> show (idle)</label>
+    <span id="idle-share" class="hint"></span>
+    <span class="legend" id="flame-legend"><i class="c-app"></i>your code <i class="c-dependency"></i>dependencies (node_modules) <i class="c-node"></i>Node (node:) <i class="c-native"></i>native <i class="c-pseudo"></i>not JS <i class="c-attr"></i>GC (attributed)</span>
   </div>
   <div id="flamegraph" class="flame"></div>
   <div id="details" class="details">&nbsp;</div>
@@ -120,7 +126,7 @@ button{font:inherit;padding:1px 8px;cursor:pointer}
 #search-result{color:#7a1f8a;min-width:12em}
 .legend{margin-left:auto;color:#555}
 .legend i{display:inline-block;width:10px;height:10px;margin:0 3px 0 8px;vertical-align:-1px;border-radius:2px}
-.c-user{background:hsl(24,85%,62%)}.c-node{background:hsl(190,50%,65%)}.c-native{background:hsl(270,40%,72%)}.c-pseudo{background:#bdbdbd}
+.c-app{background:hsl(24,85%,62%)}.c-dependency{background:hsl(215,55%,70%)}.c-node{background:hsl(150,38%,63%)}.c-native{background:hsl(275,38%,75%)}.c-pseudo{background:#bdbdbd}
 .c-attr{background:repeating-linear-gradient(135deg,#9e9e9e 0 3px,#d8d8d8 3px 6px)}
 #timeline-section{margin-bottom:8px}
 #timeline{position:relative;width:100%;height:90px;background:#fff;border:1px solid #ddd;cursor:crosshair;user-select:none}
@@ -129,6 +135,19 @@ button{font:inherit;padding:1px 8px;cursor:pointer}
 #timeline-axis{position:relative;height:16px;font-size:11px;color:#555}
 #timeline-axis span{position:absolute;top:0;transform:translateX(-50%);white-space:nowrap}
 #range-text{font-variant-numeric:tabular-nums}
+#block-marks{position:absolute;inset:0;pointer-events:none}
+#block-marks div{position:absolute;top:0;height:5px;background:#c62828;opacity:.8}
+#blocks-section{margin-bottom:8px}
+#blocks-list{max-height:30vh;overflow:auto;border:1px solid #ddd}
+#blocks-list table{border:none}
+#blocks thead th{position:sticky;top:0}
+#blocks tbody tr{cursor:pointer}
+#blocks tbody tr:hover{background:#fff0f0}
+#blocks tbody tr.active{background:#ffe0e0;font-weight:600}
+#blocks tbody tr.static{cursor:default}
+#blocks td.stack{font-family:ui-monospace,Menlo,Consolas,monospace;max-width:640px}
+#blocks td.stack div{overflow:hidden;text-overflow:ellipsis}
+#blocks td.req{max-width:420px}
 .tabs{display:flex;gap:2px;border-bottom:1px solid #bbb;margin:10px 0 8px}
 .tabs button{border:1px solid #bbb;border-bottom:none;background:#eee;padding:4px 14px;border-radius:4px 4px 0 0;margin-bottom:-1px}
 .tabs button.active{background:#fafafa;font-weight:600;border-bottom:1px solid #fafafa}

@@ -154,6 +154,11 @@ function createFlameView(m) {
   const graph = createFlame($('flamegraph'), {
     color: (node) => colorOfNode(m, node),
     describe: (node) => describeNode(m, node, tree.n),
+    // Whose code each box is (the legend's colors), for readers of the page and its tests.
+    decorate: (div, node) => {
+      div.dataset.samples = node.total;
+      if (node.frame) div.dataset.origin = originOfFrame(m, node.frame);
+    },
     onHover: (node) => ($('details').textContent = describeNode(m, node, tree.n)),
     onZoom: (node) => ($('to-sandwich').disabled = !node.frame),
   });

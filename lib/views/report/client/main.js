@@ -7,6 +7,7 @@ const state = {
   label: null, // { key, value, none }
   range: null, // [from, to] in the trace's ms
   gc: false,
+  idle: false, // idle samples in the flame graph, sandwich and top functions
   view: data.view || 'flame',
   search: '',
   limit: 25,
@@ -24,29 +25,40 @@ const diff = createDiffView(main, data.baseline ? makeModel(data.baseline) : nul
   kept: () => ({ label: state.label, range: state.range, sel: sel.sel, gc: state.gc }),
   onBaseline: () => renderSummary(),
 });
+// The event-loop blocks, listed first; a block opens the flame graph of its stretch.
+const blocks = createBlocksView(main, data.blocks, {
+  onOpen: (range, thread) => openStretch(range, thread),
+  format: timeFormat(main.n ? main.time[main.n - 1] - main.time[0] : 0),
+  t0: main.n ? main.time[0] : 0,
+});
 const timeline = createTimeline(main, {
   onRange: (r) => {
     const t = performance.now();
     setRange(r);
     handled(t);
   },
+  marks: blocks.marks,
 });
 const timeOrder = createTimeOrder(main, { onPick: (f) => openSandwich(f) });
 
 function renderAll() {
   rangeSel = selectSamples(main, { range: state.range });
   sel = state.label ? selectSamples(main, { label: state.label, range: state.range }) : rangeSel;
-  counts = stackCounts(main, sel.sel, { gc: state.gc });
+  counts = stackCounts(main, sel.sel, { gc: state.gc, idle: state.idle || !!main.weighted });
   view = callTree(main, counts);
-  $('total-samples').textContent = main.weighted ? amount(main, view.n) : view.n;
+  $('total-samples').textContent = main.weighted ? amount(main, view.n) : sel.n;
+  // The idle share, said whether or not the graph shows it.
+  const idle = counts.idleLeft + counts.pseudo.idle;
+  $('idle-share').textContent = sel.n && !main.weighted ? `(idle): ${pct(idle, sel.n)}% of the samples${state.idle ? '' : ', not shown'}` : '';
   const f = state.label;
   $('active-filter').textContent = f ? `${f.key} = ${f.none ? '(none)' : f.value}` : 'all samples';
   const r = state.range;
-  const rangeText = r ? `+${ms(r[0] - timeline.t0)} \u2026 +${ms(r[1] - timeline.t0)} (${ms(r[1] - r[0])})` : 'whole recording';
+  const rangeText = r ? `+${timeline.format(r[0] - timeline.t0)} \u2026 +${timeline.format(r[1] - timeline.t0)} (${ms(r[1] - r[0])})` : 'whole recording';
   $('active-range').textContent = rangeText;
   $('range-text').textContent = r ? `selected ${rangeText}: ${rangeSel.n} samples` : 'drag across the timeline to select a time range; it filters every view';
   $('clear-range').disabled = !r;
   timeline.setRange(r);
+  blocks.setRange(r);
   flame.show(view);
   renderTop(main, view, state.limit, { onSandwich: openSandwich, onSearch: findInFlame });
   renderLabels(main, rangeSel.sel, $('label-key').value, state.label, setFilter);
@@ -70,6 +82,18 @@ function setFilter(filter) {
 function setRange(range) {
   state.range = range;
   renderAll();
+}
+/** A block's stretch (`range`, and its thread's samples in a trace of several), in the flame graph. */
+function openStretch(range, thread) {
+  const t = performance.now();
+  const id = thread && thread['thread id'];
+  state.label = range && id !== undefined ? { key: 'thread id', value: id, none: false } : null;
+  timeline.setLabel(state.label);
+  state.range = range;
+  state.view = 'flame';
+  flame.resetZoom();
+  renderAll();
+  handled(t);
 }
 function setSearch(text) {
   $('search').value = text;
@@ -152,6 +176,10 @@ $('top-limit').onchange = (e) => {
   state.limit = Number(e.target.value);
   renderTop(main, view, state.limit, { onSandwich: openSandwich, onSearch: findInFlame });
 };
+$('show-idle').onchange = (e) => {
+  state.idle = e.target.checked;
+  renderAll();
+};
 $('gc-attribute').onchange = (e) => {
   state.gc = e.target.checked;
   renderAll();
@@ -205,7 +233,7 @@ function handled(started) {
   b.lastMs = (performance.now() - started).toFixed(1);
   requestAnimationFrame(() => setTimeout(() => (b.frameMs = (performance.now() - started).toFixed(1))));
 }
-for (const id of ['tabs', 'label-values', 'all-samples', 'reset', 'clear-range', 'gc-attribute', 'sandwich-fn', 'diff-mode', 'diff-key', 'diff-a', 'diff-b', 'diff-ignore-lines', 'diff-sort', 'diff-limit', 'top-functions', 'flamegraph']) {
+for (const id of ['tabs', 'blocks', 'show-idle', 'label-values', 'all-samples', 'reset', 'clear-range', 'gc-attribute', 'sandwich-fn', 'diff-mode', 'diff-key', 'diff-a', 'diff-b', 'diff-ignore-lines', 'diff-sort', 'diff-limit', 'top-functions', 'flamegraph']) {
   for (const type of ['click', 'change']) {
     $(id).addEventListener(type, () => (inputStarted = performance.now()), { capture: true });
     $(id).addEventListener(type, () => handled(inputStarted));
@@ -234,6 +262,7 @@ if (main.weighted) {
   document.body.dataset.weighted = main.weighted.unit;
   $('timeline-section').hidden = true;
   $('gc-attribute').parentElement.hidden = true;
+  $('show-idle').parentElement.hidden = true;
   for (const b of $('tabs').querySelectorAll('button')) if (b.dataset.view === 'timeorder' || b.dataset.view === 'diff') b.hidden = true;
   if (state.view === 'timeorder' || state.view === 'diff') state.view = 'flame';
   $('all-samples').textContent = 'everything';

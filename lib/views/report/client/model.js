@@ -164,19 +164,25 @@ function selectSamples(m, { label = null, range = null } = {}) {
  * Per stack, the kept samples on it: `js` (its innermost frame running), `gcAt` (GC
  * samples V8 placed under it, never seen so far), `gcAttr` (GC samples attributed to it,
  * when `gc` is on); `pseudo` counts samples on no stack by kind; `n` all kept samples.
+ * With `idle` false, idle samples are left out of all of it and counted in `idleLeft`.
  */
-function stackCounts(m, sel, { gc = false } = {}) {
+function stackCounts(m, sel, { gc = false, idle = true } = {}) {
   const S = m.stacks.length;
   const js = new Float64Array(S);
   const gcAt = new Float64Array(S);
   const gcAttr = new Float64Array(S);
   const pseudo = { idle: 0, gc: 0, other: 0, root: 0 };
   let n = 0;
+  let idleLeft = 0;
   for (let i = 0; i < m.n; i++) {
     if (!sel[i]) continue;
     const w = m.w[i];
-    n += w;
     const k = m.kind[i];
+    if (k === IDLE && !idle) {
+      idleLeft += w;
+      continue;
+    }
+    n += w;
     const s = m.stack[i];
     if (k === JS) js[s] += w;
     else if (k === GC && s >= 0) gcAt[s] += w;
@@ -184,7 +190,7 @@ function stackCounts(m, sel, { gc = false } = {}) {
     else if (s >= 0) js[s] += w; // a marker V8 put under a stack: counted on it, as before
     else pseudo[k === IDLE ? 'idle' : k === GC ? 'gc' : k === OTHER ? 'other' : 'root'] += w;
   }
-  return { js, gcAt, gcAttr, pseudo, n };
+  return { js, gcAt, gcAttr, pseudo, n, idleLeft };
 }
 
 /**
@@ -250,12 +256,31 @@ function callTree(m, c) {
   return { n: c.n, root, nodes, top, fSelf, fTotal };
 }
 
-/** A frame's color: your code warm, node: internals teal, builtins violet. */
+/**
+ * Whose code a frame is: `app` (your code), `dependency` (a package under node_modules),
+ * `node` (Node's own, `node:` URLs) or `native` (no script: V8 builtins, native functions).
+ */
+function originOfFrame(m, f) {
+  const url = f.resourceId === undefined ? null : m.resources[f.resourceId];
+  if (url === null) return 'native';
+  if (url.startsWith('node:')) return 'node';
+  if (/[\\/]node_modules[\\/]/.test(url)) return 'dependency';
+  return 'app';
+}
+
+/** A frame's color by whose code it is (the legend's): your code warm, dependencies blue,
+ * Node's own green, native violet; the shade varies with the name. */
 function colorOfFrame(m, f, name) {
   let h = 0;
   for (let i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) >>> 0;
-  const url = f.resourceId === undefined ? null : m.resources[f.resourceId];
-  if (url === null) return `hsl(${255 + (h % 30)},40%,${70 + (h % 7)}%)`;
-  if (url.startsWith('node:')) return `hsl(${175 + (h % 30)},45%,${62 + (h % 9)}%)`;
-  return `hsl(${8 + (h % 45)},${72 + (h % 18)}%,${58 + (h % 10)}%)`;
+  switch (originOfFrame(m, f)) {
+    case 'native':
+      return `hsl(${265 + (h % 25)},38%,${72 + (h % 7)}%)`;
+    case 'node':
+      return `hsl(${140 + (h % 25)},38%,${60 + (h % 9)}%)`;
+    case 'dependency':
+      return `hsl(${205 + (h % 25)},55%,${66 + (h % 9)}%)`;
+    default:
+      return `hsl(${8 + (h % 40)},${72 + (h % 18)}%,${58 + (h % 10)}%)`;
+  }
 }

@@ -1,18 +1,33 @@
 // The timeline: every sample over time, as stacked bars per time bin colored by kind (JS,
 // idle, GC, ...) or by the values of a label; samples outside the label filter are grey.
 // Dragging across it selects a time range, which filters every other view; a click
-// without a drag clears it.
+// without a drag clears it. Times on it are in one unit, seconds from a 10 s recording on
+// (timeFormat); event-loop blocks are marked along its top.
 
 const PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f'];
 const KIND_COLORS = ['hsl(24,85%,58%)', '#e6e6e6', '#8d8d8d', '#b9a6d6', '#cfcfcf'];
 const OUTSIDE = '#d6dbe0';
 
-function createTimeline(m, { onRange }) {
+/**
+ * How times in a recording spanning `span` ms are written: one unit for all of them (s from
+ * 10 s on, else ms), with `decimals` (default: 2 in s, 1 in ms).
+ */
+function timeFormat(span) {
+  const seconds = span >= 10000;
+  return (t, decimals) => (seconds ? `${(t / 1000).toFixed(decimals ?? 2)} s` : `${t.toFixed(decimals ?? 1)} ms`);
+}
+
+/**
+ * @param {any} m
+ * @param {{ onRange: (r: number[] | null) => void, marks?: { from: number, to: number, title: string }[] }} options
+ */
+function createTimeline(m, { onRange, marks = [] }) {
   const wrap = $('timeline');
   const canvas = $('timeline-canvas');
   const brush = $('brush');
   const t0 = m.n ? m.time[0] : 0;
   const span = m.n ? Math.max(m.time[m.n - 1] - t0, 1e-3) : 1;
+  const format = timeFormat(span);
   let colorBy = 'kind';
   let label = null;
   let range = null;
@@ -100,11 +115,18 @@ function createTimeline(m, { onRange }) {
     const raw = span / Math.max(2, Math.floor(W / 110));
     const p = 10 ** Math.floor(Math.log10(raw));
     const step = [1, 2, 5, 10].map((k) => k * p).find((s) => s >= raw);
+    // Every tick in the recording's unit, with the decimals its step needs.
+    const inUnit = span >= 10000 ? step / 1000 : step;
+    const decimals = Math.max(0, -Math.floor(Math.log10(inUnit) + 1e-9));
     const ticks = [];
-    for (let t = 0; t <= span + 1e-9; t += step) {
-      ticks.push(el('span', { style: `left:${(t / span) * W}px`, textContent: t === 0 ? '0' : `+${ms(t)}` }));
+    for (let k = 0; k * step <= span + 1e-9; k++) {
+      const t = k * step;
+      ticks.push(el('span', { style: `left:${(t / span) * W}px`, textContent: t === 0 ? '0' : `+${format(t, decimals)}` }));
     }
     $('timeline-axis').replaceChildren(...ticks);
+    $('block-marks').replaceChildren(
+      ...marks.map((b) => el('div', { title: b.title, style: `left:${((b.from - t0) / span) * W}px;width:${Math.max(2, ((b.to - b.from) / span) * W)}px` })),
+    );
   }
 
   function drawBrush(x0, x1) {
@@ -151,12 +173,13 @@ function createTimeline(m, { onRange }) {
       sum += k;
     }
     const from = (b / bins.nb) * span;
-    $('timeline-details').textContent = `+${ms(from)} … +${ms(from + span / bins.nb)}: ${sum} samples${parts.length ? ' — ' + parts.join(', ') : ''}`;
+    $('timeline-details').textContent = `+${format(from)} … +${format(from + span / bins.nb)}: ${sum} samples${parts.length ? ' — ' + parts.join(', ') : ''}`;
   }
 
   return {
     t0,
     span,
+    format,
     setColorBy(key) {
       colorBy = key;
       categorize();
