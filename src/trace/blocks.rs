@@ -100,8 +100,9 @@ pub struct Block {
   /// Its samples with no request's labels, and those of garbage collection.
   pub unlabeled: u32,
   pub gc: u32,
-  /// The function it ran in: the deepest frame that most of its JS samples share
-  /// (following the heaviest call path from the root), and how many do.
+  /// The function it ran in: the deepest frame of the app's or a package's code (else of
+  /// any) that most of its JS samples share, following the heaviest call path from the
+  /// root, and how many do.
   #[serde(default, skip_serializing_if = "Option::is_none")]
   pub function: Option<BlockFunction>,
   /// Its heaviest stacks, the most samples first.
@@ -626,8 +627,9 @@ fn frame_of(trace: &Trace, id: u32) -> BlockFrame {
 }
 
 /// The deepest stack node on the heaviest path from the root that most of the samples
-/// (`leaves`: samples per innermost stack) run under (more than half), and how many do.
-/// None when there is none, or the walk is past `f.budget`.
+/// (`leaves`: samples per innermost stack) run under (more than half), and how many do:
+/// the deepest of the app's or a package's code there, else any. None when there is none,
+/// or the walk is past `f.budget`.
 fn deepest_shared(f: &Facts, leaves: &HashMap<u32, u32>) -> Option<(u32, u32)> {
   let stacks = &f.trace.stacks;
   let all: u32 = leaves.values().sum();
@@ -668,13 +670,21 @@ fn deepest_shared(f: &Facts, leaves: &HashMap<u32, u32>) -> Option<(u32, u32)> {
       None => {}
     }
   }
-  let mut found = None;
+  // Down the heaviest path while most samples are under it; the last frame of the app's
+  // or a package's code there (not Node's, not native: what the user can change), else the
+  // last of any.
+  let (mut found, mut code) = (None, None);
   let mut next = root_best;
   while next != u32::MAX && 2 * w.total[next as usize] > all {
     found = Some((next, w.total[next as usize]));
+    let frame = &f.trace.frames[stacks[next as usize].frame_id as usize];
+    let url = frame.resource_id.and_then(|r| f.trace.resources.get(r as usize));
+    if url.is_some_and(|u| !u.starts_with("node:")) && frame.name != "(selfprof)" {
+      code = found;
+    }
     next = w.best[next as usize];
   }
-  found
+  code.or(found)
 }
 
 #[cfg(test)]

@@ -175,6 +175,18 @@ fn the_function_a_block_ran_in_is_the_deepest_that_most_of_its_samples_share() {
     "spin holds half, not most"
   );
   assert_eq!(b[0].stacks[0].frames[0].name, "spin");
+  // Most of it in Node's own code under the app's function (performance.now() in a loop):
+  // the app's function, what the user can change.
+  let t = format!(
+    "I {} {} I",
+    repeat("parserOnHeadersComplete>handler>spin>processTimers:r1", 50),
+    repeat("parserOnHeadersComplete>handler>spin:r1", 10)
+  );
+  let f = blocks(&t)[0].function.clone().unwrap();
+  assert_eq!((f.frame.name.as_str(), f.samples), ("spin", 60));
+  // Only Node's: its deepest.
+  let t = format!("I {} I", repeat("parserOnHeadersComplete>processTimers", 60));
+  assert_eq!(blocks(&t)[0].function.as_ref().unwrap().frame.name, "processTimers");
 }
 
 #[test]
