@@ -43,15 +43,14 @@ function reportCommand(argv) {
   };
   const { convert } = require('../..');
   const trace = named(() => JSON.parse(convert(bytes, { to: 'trace', sourceMaps, profilerFrames })));
-  if (values.blocks) {
-    const found = named(() => eventLoopBlocks(bytes, { thresholdMs, sourceMaps, profilerFrames }));
-    process.stdout.write(`${formatBlocks(found, { root })}\n\n`);
-  }
+  // The blocks, found once for the list and the report.
+  const blocks = values.blocks || values.html ? named(() => eventLoopBlocks(bytes, { thresholdMs, sourceMaps, profilerFrames })) : [];
+  if (values.blocks) process.stdout.write(`${formatBlocks(blocks, { root })}\n\n`);
   process.stdout.write(`${summarize(trace, { by: values.by, top, root })}\n`);
   if (values.html) {
-    // The trace as read: not read again (a file of 250 MB is read once).
+    // The trace as read: not read again as the page is made.
     const { reportChunks } = require('../views/report');
-    writeOut(values.html, reportChunks(trace, undefined, { title: `selfprof: ${path.basename(file)}`, sources: !values['no-sources'] }));
+    writeOut(values.html, reportChunks(trace, undefined, { title: `selfprof: ${path.basename(file)}`, sources: !values['no-sources'], blocks }));
     progress(`wrote ${values.html}`);
   }
 }

@@ -90,15 +90,22 @@ function htmlReport(trace, options = {}) {
   } = options ?? {};
   if (typeof sourceMaps !== 'boolean') throw new TypeError('htmlReport: sourceMaps must be a boolean');
   if (typeof profilerFrames !== 'boolean') throw new TypeError('htmlReport: profilerFrames must be a boolean');
+  if (blockThresholdMs !== undefined && (typeof blockThresholdMs !== 'number' || !Number.isFinite(blockThresholdMs) || blockThresholdMs < 0)) {
+    throw new TypeError(`htmlReport: blockThresholdMs must be a number of ms ≥ 0, got ${JSON.stringify(blockThresholdMs)}`);
+  }
   const main = traceObject(trace, '', sourceMaps, profilerFrames);
   const base = baseline === undefined || baseline === null ? undefined : traceObject(baseline, 'baseline: ', sourceMaps, profilerFrames);
-  return reportOfTraces(main, base, { title, sampleInterval, baselineName, name, labelDiff, sources, view });
+  // The event-loop blocks, read as `main` was (frames hidden and mapped alike).
+  const blocks = eventLoopBlocks(trace, { thresholdMs: blockThresholdMs, sourceMaps, profilerFrames });
+  return reportOfTraces(main, base, { title, sampleInterval, baselineName, name, labelDiff, sources, view, blocks });
 }
 
 /**
- * What reportOfTraces and reportChunks take: htmlReport's options but the reading ones.
+ * What reportOfTraces and reportChunks take: htmlReport's options but the reading ones, and
+ * `blocks`: the event-loop blocks listed first (eventLoopBlocks' of the same input; none if
+ * not given).
  * @typedef {{ title?: string, sampleInterval?: number, baselineName?: string, name?: string,
- *   labelDiff?: { key: string, a: string | null, b: string | null }, sources?: boolean, view?: string }} PageOptions
+ *   labelDiff?: { key: string, a: string | null, b: string | null }, sources?: boolean, view?: string, blocks?: any[] }} PageOptions
  */
 
 /**
@@ -145,18 +152,13 @@ function* jsonPieces(value, depth = 3) {
  * @param {any} base
  * @param {PageOptions} [options]
  */
-function* reportChunks(main, base, { title = 'selfprof report', sampleInterval, baselineName, name, labelDiff, sources = true, view } = {}) {
+function* reportChunks(main, base, { title = 'selfprof report', sampleInterval, baselineName, name, labelDiff, sources = true, view, blocks = [] } = {}) {
   if (view !== undefined && !VIEWS.includes(view)) {
     throw new TypeError(`htmlReport: view must be one of ${VIEWS.join(', ')}, got ${JSON.stringify(view)}`);
   }
   if (labelDiff !== undefined && (labelDiff === null || typeof labelDiff !== 'object' || typeof labelDiff.key !== 'string')) {
     throw new TypeError('htmlReport: labelDiff must be { key, a, b } with a label key and two values');
   }
-  if (blockThresholdMs !== undefined && (typeof blockThresholdMs !== 'number' || !Number.isFinite(blockThresholdMs) || blockThresholdMs < 0)) {
-    throw new TypeError(`htmlReport: blockThresholdMs must be a number of ms ≥ 0, got ${JSON.stringify(blockThresholdMs)}`);
-  }
-  // The event-loop blocks, read as `main` was (frames hidden and mapped alike).
-  const blocks = eventLoopBlocks(trace, { thresholdMs: blockThresholdMs, sourceMaps, profilerFrames });
   // The hot lines' text goes in once, as `sources` (and not at all with `sources: false`).
   const text = sources ? sourceLines(main) : {};
   delete main.sourceText;
