@@ -145,10 +145,11 @@ test('stop(): selfprof frames are on every request stack as recorded, and hidden
     assert.ok(samples.length > 3, `${name} was sampled (${samples.length})`);
     for (const s of samples) assert.ok(framesOf(shown, s.stackId).some((f) => f.name === 'withLabels'), `${name} runs inside withLabels`);
   }
-  // The requests' events run bound to the span's labels where OpenTelemetry's contexts do
-  // not ride selfprof's store (async_hooks: Node < 24). Where they do, only the requests that
-  // began before the first span are, and a sample there is chance.
-  if (!storesInFrame()) assert.ok(on(shown, 'emitWithLabels') > 0, 'the request events run with the span labels');
+  // The requests' events are bound to the span's labels only where AsyncLocalStorage keeps
+  // its stores in the frame and the handler does not read OpenTelemetry's contexts
+  // (integrations/http-requests.js); on async_hooks (Node < 24) the hooks' publication labels
+  // them (context-frame.test.js holds that), with no frame of selfprof's on their stacks.
+  if (!storesInFrame()) assert.equal(on(shown, 'emitWithLabels'), 0, 'no request event bound on async_hooks');
 
   // stop(): none of it; the middleware links straight to what withLabels ran (express's
   // next, as OpenTelemetry's instrumentation wraps it).
@@ -282,7 +283,7 @@ test('selfprof record: the top functions, trace, pprof and heap profile hide sel
   // The report's table lists functions by their own samples: withLabels, a thin wrapper,
   // has none in some runs (CI, Node 24 and 26); selfprof's files together always have some.
   assert.doesNotMatch(report.stdout, /withLabels|record-hook|lib\/capture\//);
-  assert.match(run('report', file, '--top', '500', '--profiler-frames').stdout, /\blib\/capture\/[\w-]+\.js:\d+/);
+  assert.match(run('report', file, '--top', '500', '--profiler-frames').stdout, /\blib\/capture\/(?:[\w-]+\/)?[\w-]+\.js:\d+/);
   assert.doesNotMatch(run('convert', file, '--to', 'folded').stdout, /\bwithLabels\b/);
   assert.match(run('convert', file, '--to', 'folded', '--profiler-frames').stdout, /\bwithLabels\b/);
   const fromEnv = spawnSync(process.execPath, [cli, 'convert', file, '--to', 'folded'], { encoding: 'utf8', env: { ...process.env, SELFPROF_PROFILER_FRAMES: '1' } });

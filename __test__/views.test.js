@@ -205,8 +205,14 @@ test('timeline: a brushed range filters the totals, tables, label panel and flam
   // With a label filter too: both apply.
   await page.click('#label-values tbody tr[data-value="GET /primes"]');
   assert.equal(await total(), inRange.filter((s) => endpointOf(trace, s) === 'GET /primes').length);
-  // A click without a drag clears the range; the label filter stays.
-  await page.mouse.click(box.x + box.w * 0.7, box.y + box.h / 2);
+  // A click without a drag clears the range; the label filter stays. (The timeline is
+  // found again: the label panel's click may have scrolled the page.)
+  const again = await page.$eval('#timeline', (e) => {
+    e.scrollIntoView({ block: 'center' });
+    const r = e.getBoundingClientRect();
+    return { x: r.left, y: r.top, w: e.clientWidth, h: r.height };
+  });
+  await page.mouse.click(again.x + again.w * 0.7, again.y + again.h / 2);
   assert.equal(await total(), trace.samples.filter((s) => endpointOf(trace, s) === 'GET /primes').length);
   await page.click('#reset');
   assert.equal(await total(), trace.samples.length);

@@ -159,6 +159,17 @@ function buildProcess(p, sourceMaps, profilerFrames) {
   return { trace, pprof, heap };
 }
 
+/** The event-loop blocks of a built trace (its gzipped JSON) for its report; none, and a
+ * line saying why, if they cannot be found (the recording is written all the same). */
+function blocksOf(traceBytes, profilerFrames) {
+  try {
+    return require('../views/blocks').eventLoopBlocks(traceBytes, { profilerFrames });
+  } catch (err) {
+    progress(`the report lists no event-loop blocks: ${err.message}`);
+    return undefined;
+  }
+}
+
 /** Writes each process's files (the app's as profile.*) and prints which is which, then the app's summary. */
 function writeRecordings(processes, { dir, command, interval, by, sourceMaps, sources, exit, heapOn, profilerFrames }) {
   const zlib = require('node:zlib');
@@ -188,7 +199,7 @@ function writeRecordings(processes, { dir, command, interval, by, sourceMaps, so
     const files = [
       [`${to}.trace.json.gz`, out.trace],
       [`${to}.pb.gz`, out.pprof],
-      [`${to}.html`, reportChunks(trace, undefined, { title: `selfprof: ${p.command || command.join(' ')}`, sampleInterval: interval, sources })],
+      [`${to}.html`, reportChunks(trace, undefined, { title: `selfprof: ${p.command || command.join(' ')}`, sampleInterval: interval, sources, blocks: blocksOf(out.trace, profilerFrames) })],
     ];
     let heapTrace;
     if (out.heap) {

@@ -43,9 +43,9 @@ function enterSpanLabels(span, resolve, key) {
   // this one's too (both tracers trace it): the store holds both (tracers.js).
   let base = current;
   let store = null;
-  if (current.spanKey !== undefined) {
+  if (current.resolve !== undefined) {
     base = current.base;
-    const others = spansOf(current).filter((other) => other.key !== key && !other.record.ended);
+    const others = current.spanKey === undefined ? [] : spansOf(current).filter((other) => other.key !== key && !other.record.ended);
     if (others.length > 0) {
       const spans = [{ key, record: span, resolve }, ...others].sort((a, b) => a.key - b.key);
       store = lazyStore(base, spans, resolveSpans);

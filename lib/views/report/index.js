@@ -102,10 +102,10 @@ function htmlReport(trace, options = {}) {
 
 /**
  * What reportOfTraces and reportChunks take: htmlReport's options but the reading ones, and
- * `blocks`: the event-loop blocks listed first (eventLoopBlocks' of the same input; none if
- * not given).
+ * `blocks`: the event-loop blocks listed first (eventLoopBlocks' result for the same input;
+ * no list if not given).
  * @typedef {{ title?: string, sampleInterval?: number, baselineName?: string, name?: string,
- *   labelDiff?: { key: string, a: string | null, b: string | null }, sources?: boolean, view?: string, blocks?: any[] }} PageOptions
+ *   labelDiff?: { key: string, a: string | null, b: string | null }, sources?: boolean, view?: string, blocks?: any }} PageOptions
  */
 
 /**
@@ -152,7 +152,7 @@ function* jsonPieces(value, depth = 3) {
  * @param {any} base
  * @param {PageOptions} [options]
  */
-function* reportChunks(main, base, { title = 'selfprof report', sampleInterval, baselineName, name, labelDiff, sources = true, view, blocks = [] } = {}) {
+function* reportChunks(main, base, { title = 'selfprof report', sampleInterval, baselineName, name, labelDiff, sources = true, view, blocks } = {}) {
   if (view !== undefined && !VIEWS.includes(view)) {
     throw new TypeError(`htmlReport: view must be one of ${VIEWS.join(', ')}, got ${JSON.stringify(view)}`);
   }
