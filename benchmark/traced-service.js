@@ -19,6 +19,10 @@
 //   service-nolabels         the same with spanLabels: false (SELFPROF_SPAN_LABELS=0)
 //   service-noheap           the same with heap: false
 //   service-nolabels-noheap  both off
+//   service-listened         service mode without tracer labels, but with listeners that do
+//                            nothing where selfprof's integration listens (dd-trace's span
+//                            channels, an OpenTelemetry span processor): what the tracer
+//                            itself spends telling a listener, apart from selfprof's work
 //   service-withlabels       service mode without tracer labels, each request labeled by a
 //                            withLabels({ endpoint, span_id }) middleware instead: what the
 //                            integrations are held to (issue 49: no more than withLabels)
@@ -54,6 +58,7 @@ const MODES = {
   'service-nolabels': 'service mode, no tracer labels',
   'service-noheap': 'service mode, no heap',
   'service-nolabels-noheap': 'service mode, no labels, no heap',
+  'service-listened': 'service mode, no labels, listened',
   'service-withlabels': 'service mode, withLabels instead',
   baseline: 'service mode (defaults), baseline',
 };
@@ -68,7 +73,13 @@ async function startMode(mode) {
     startTracer('dd-trace', { ddOptions: { profiling: true }, ddEnv: { DD_PROFILING_ENABLED: 'true' } });
     return async () => {};
   }
-  startTracer(opts.tracer);
+  // service-listened: OpenTelemetry's no-op processor goes in as the provider is made.
+  const listened = mode === 'service-listened';
+  startTracer(opts.tracer, listened && opts.tracer === 'otel' ? { spanProcessors: [NOOP_PROCESSOR] } : {});
+  if (listened && opts.tracer === 'dd-trace') {
+    const dc = require('node:diagnostics_channel');
+    for (const name of ['dd-trace:span:start', 'dd-trace:span:finish']) dc.subscribe(name, () => {});
+  }
   if (mode === 'inspector') {
     const inspector = require('node:inspector');
     const session = new inspector.Session();
@@ -85,7 +96,7 @@ async function startMode(mode) {
     const session = selfprof.start({
       service: 'traced-service',
       exporters: [{ type: 'file', dir }],
-      ...(mode.includes('nolabels') || mode === 'service-withlabels' ? { spanLabels: false } : {}),
+      ...(mode.includes('nolabels') || mode === 'service-withlabels' || mode === 'service-listened' ? { spanLabels: false } : {}),
       ...(mode.includes('noheap') ? { heap: false } : {}),
     });
     return async () => {
@@ -94,6 +105,9 @@ async function startMode(mode) {
   }
   return async () => {};
 }
+
+/** A span processor that does nothing (service-listened). */
+const NOOP_PROCESSOR = { onStart() {}, onEnd() {}, forceFlush: async () => {}, shutdown: async () => {} };
 
 async function server(mode) {
   const stop = await startMode(mode);
@@ -117,9 +131,9 @@ async function server(mode) {
 }
 
 function modesOf() {
-  // withLabels' mode runs when --modes names it.
+  // withLabels' and the listeners' modes run when --modes names them.
   const all = Object.keys(MODES).filter((m) => (m !== 'dd-profiler' || opts.tracer === 'dd-trace') && (m !== 'baseline' || opts.baseline));
-  const byDefault = all.filter((m) => m !== 'service-withlabels');
+  const byDefault = all.filter((m) => m !== 'service-withlabels' && m !== 'service-listened');
   const asked = opts.modes?.split(',') ?? byDefault;
   for (const m of asked) if (!all.includes(m)) throw new Error(`no mode ${m} here: ${all.join(', ')}`);
   return ['tracer', ...asked.filter((m) => m !== 'tracer')];
@@ -165,6 +179,8 @@ async function parent() {
     ['service', 'dd-profiler', "selfprof ÷ dd-trace's profiler (target ≥ 1.15)"],
     ['service-nolabels-noheap', 'inspector', 'selfprof without labels or heap ÷ the bare inspector (target ≥ 0.98)'],
     ['service', 'baseline', 'service mode ÷ the baseline'],
+    ['service-listened', 'service-nolabels', "the tracer telling listeners that do nothing ÷ no labels"],
+    ['service', 'service-listened', "labels ÷ the tracer telling listeners that do nothing (selfprof's own work)"],
     ['service-withlabels', 'service-nolabels', 'withLabels a request ÷ no labels (what the integrations are held to on Node 20, 22)'],
   ];
   for (const [a, b, what] of pairs) if (modes.includes(a) && modes.includes(b)) console.log(`${what}: ${range(ratios(a, b))}`);
