@@ -13,9 +13,9 @@
 // the route everywhere.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { findTool, missing, decodeOtlp, otlpWork } = require('./tools');
+const { missing, decodeOtlp, otlpWork } = require('./tools');
 const { decodePprof, stackFrames, pprofWork, callAt } = require('./helpers');
-const { tracing, START, frameExpected, FLOOR, testAgent, runApp, judge, datadogWork, receiver } = require('./real-apps');
+const { tracing, START, frameExpected, FLOOR, testAgent, runApp, judge, datadogWork, allBackends } = require('./real-apps');
 
 const WORK = ['userWork', 'orderWork'];
 const ROUTE = 'POST /graphql';
@@ -112,16 +112,10 @@ test('Apollo Server 4 + Express under dd-trace (wired by -r selfprof/start): one
 });
 
 test('Apollo Server 4 + Express under OpenTelemetry (NodeSDK, instrumentation-graphql): the operation in every backend', async (t) => {
-  if (!agent.current && missing(t, 'ddapm-test-agent')) return;
-  const python = findTool('otlp', 'python');
-  if (!python && missing(t, 'opentelemetry-proto (Python)')) return;
-  const sink = await receiver(t);
-  const exporters = [
-    { type: 'datadog', url: agent.current.url },
-    { type: 'pyroscope', url: sink.url },
-    { type: 'otlp', url: `${sink.url}/v1development/profiles` },
-  ];
-  const run = await check(t, { preloads: [tracing('otel-sdk')], tracerName: 'OpenTelemetry', env: { SELFPROF_TEST_EXPORTERS: JSON.stringify(exporters), SELFPROF_EXPORTER: '' } });
+  const backends = await allBackends(t, agent);
+  if (backends === null) return;
+  const { sink, python } = backends;
+  const run = await check(t, { preloads: [tracing('otel-sdk')], tracerName: 'OpenTelemetry', env: backends.env });
   const { calls, timeOrigin } = run;
 
   // Pyroscope: the operation as the `endpoint` series label (http_route is no series label

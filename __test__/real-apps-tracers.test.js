@@ -12,9 +12,9 @@
 // Pyroscope's OpenTelemetry's span (docs/labels.md: "Both tracers").
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { findTool, missing, decodeOtlp, otlpWork } = require('./tools');
+const { decodeOtlp, otlpWork } = require('./tools');
 const { decodePprof, stackFrames, pprofWork } = require('./helpers');
-const { tracing, frameExpected, testAgent, runApp, judge, datadogWork, receiver } = require('./real-apps');
+const { tracing, frameExpected, testAgent, runApp, judge, datadogWork, allBackends } = require('./real-apps');
 
 const WORK = ['userWork', 'orderWork'];
 const ROUTES = { GET: 'GET /users/:id', POST: 'POST /orders' };
@@ -33,17 +33,11 @@ for (const [order, preloads] of [
   ['the OpenTelemetry SDK, then dd-trace', [tracing('otel-library'), tracing('dd-trace')]],
 ]) {
   test(`Fastify with both tracers (${order}): Datadog gets dd-trace's ids, OTLP and Pyroscope OpenTelemetry's, the trace both`, async (t) => {
-    if (!agent.current && missing(t, 'ddapm-test-agent')) return;
-    const python = findTool('otlp', 'python');
-    if (!python && missing(t, 'opentelemetry-proto (Python)')) return;
-    const sink = await receiver(t);
-    const exporters = [
-      { type: 'datadog', url: agent.current.url },
-      { type: 'otlp', url: `${sink.url}/v1development/profiles` },
-      { type: 'pyroscope', url: sink.url },
-    ];
+    const backends = await allBackends(t, agent);
+    if (backends === null) return;
+    const { sink, python } = backends;
     const enough = (calls) => WORK.every((w) => calls.filter((c) => c.work === w).length >= 80);
-    const run = await runApp(t, agent.current, 'fastify', preloads, { SELFPROF_TEST_EXPORTERS: JSON.stringify(exporters), SELFPROF_EXPORTER: '' }, undefined, enough);
+    const run = await runApp(t, agent.current, 'fastify', preloads, backends.env, undefined, enough);
     const { trace, calls, started, labelState } = run;
     assert.ok(calls.length >= 100, `${calls.length} requests served`);
     assert.equal(started.withLabels, 0, "requests that started with a previous request's labels");

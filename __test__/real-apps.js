@@ -14,7 +14,7 @@ const http = require('node:http');
 const { fork } = require('node:child_process');
 const { performance } = require('node:perf_hooks');
 const autocannon = require('autocannon');
-const { findTool, startTestAgent, formOf } = require('./tools');
+const { findTool, missing, startTestAgent, formOf } = require('./tools');
 const { decodePprof, assertRequestLabels } = require('./helpers');
 
 const root = path.join(__dirname, '..');
@@ -179,6 +179,26 @@ function datadogWork(run, works) {
   return { samples, counted };
 }
 
+/**
+ * Every backend at once, for an app that starts service mode in code with the exporters of
+ * `env` (SELFPROF_TEST_EXPORTERS): Datadog's test agent, and Pyroscope and OTLP on a
+ * loopback receiver (`sink`). Returns `{ env, sink, python }` (`python`: opentelemetry-proto's,
+ * to decode OTLP), or null where a tool is missing (the test skipped, or under CI failed,
+ * saying which).
+ */
+async function allBackends(t, agent) {
+  if (!agent.current && missing(t, 'ddapm-test-agent')) return null;
+  const python = findTool('otlp', 'python');
+  if (!python && missing(t, 'opentelemetry-proto (Python)')) return null;
+  const sink = await receiver(t);
+  const exporters = [
+    { type: 'datadog', url: agent.current.url },
+    { type: 'pyroscope', url: sink.url },
+    { type: 'otlp', url: `${sink.url}/v1development/profiles` },
+  ];
+  return { sink, python, env: { SELFPROF_TEST_EXPORTERS: JSON.stringify(exporters), SELFPROF_EXPORTER: '' } };
+}
+
 /** A loopback receiver keeping the bodies of Pyroscope's /ingest and OTLP's profiles. */
 async function receiver(t) {
   const got = { pyroscope: [], otlp: [] };
@@ -197,4 +217,4 @@ async function receiver(t) {
   return { url: `http://127.0.0.1:${server.address().port}`, got };
 }
 
-module.exports = { tracing, START, frameExpected, FLOOR, MIN_REQUESTS, REST_REQUESTS, testAgent, runApp, judge, datadogWork, receiver };
+module.exports = { tracing, START, frameExpected, FLOOR, MIN_REQUESTS, REST_REQUESTS, testAgent, runApp, judge, datadogWork, receiver, allBackends };

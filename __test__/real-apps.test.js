@@ -8,9 +8,9 @@
 // the uploads' endpoint_counts must count the requests the handlers served.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { findTool, missing, decodeOtlp, otlpWork } = require('./tools');
+const { missing, decodeOtlp, otlpWork } = require('./tools');
 const { decodePprof, stackFrames, pprofWork } = require('./helpers');
-const { tracing, START, frameExpected, MIN_REQUESTS, testAgent, runApp, judge, datadogWork, receiver } = require('./real-apps');
+const { tracing, START, frameExpected, MIN_REQUESTS, testAgent, runApp, judge, datadogWork, allBackends } = require('./real-apps');
 
 const WORK = ['userWork', 'orderWork'];
 const agent = testAgent();
@@ -84,16 +84,10 @@ test('dd-trace: plain node:http (no route: the resource)', (t) =>
   check(t, { framework: 'http', preloads: [tracing('dd-trace'), START], routed: false }));
 
 test("every backend gets the route and the request's span: Pyroscope's endpoint series, OTLP's attributes and links (start() in code)", async (t) => {
-  if (!agent.current && missing(t, 'ddapm-test-agent')) return;
-  const python = findTool('otlp', 'python');
-  if (!python && missing(t, 'opentelemetry-proto (Python)')) return;
-  const sink = await receiver(t);
-  const exporters = [
-    { type: 'datadog', url: agent.current.url },
-    { type: 'pyroscope', url: sink.url },
-    { type: 'otlp', url: `${sink.url}/v1development/profiles` },
-  ];
-  const run = await runApp(t, agent.current, 'express4', [tracing('otel-sdk')], { SELFPROF_TEST_EXPORTERS: JSON.stringify(exporters), SELFPROF_EXPORTER: '' });
+  const backends = await allBackends(t, agent);
+  if (backends === null) return;
+  const { sink, python } = backends;
+  const run = await runApp(t, agent.current, 'express4', [tracing('otel-sdk')], backends.env);
   const { calls, timeOrigin } = run;
   const endpointOf = (call) => `${call.method} ${call.method === 'GET' ? '/users/:id' : '/orders'}`;
 

@@ -218,23 +218,31 @@ pub struct FrameReader {
 /// kept (the collection it was read in was followed by another).
 pub const GC_STORE: usize = 2;
 
+impl ThreadContext {
+  /// A slot with nothing in it: no thread, every cell and frame word zero; the frame
+  /// reader on only if `frame_enabled` (the tests' fake frames).
+  pub const fn empty(frame_enabled: bool) -> ThreadContext {
+    ThreadContext {
+      cell: [const { AtomicU32::new(0) }; CELL_LEN],
+      tid: AtomicI32::new(0),
+      frame: FrameReader {
+        enabled: AtomicBool::new(frame_enabled),
+        cped: AtomicUsize::new(0),
+        keys: [const { AtomicUsize::new(0) }; KEYS],
+        hashes: [const { AtomicU32::new(0) }; KEYS],
+        gc_depth: AtomicU32::new(0),
+        gc_context: AtomicU32::new(0),
+        objects: [const { [const { AtomicUsize::new(0) }; KEYS] }; QUEUE_LEN],
+        gc_stores: [const { AtomicUsize::new(0) }; KEYS],
+        last_self: AtomicU32::new(0),
+        last_stores: [const { AtomicUsize::new(0) }; KEYS],
+      },
+    }
+  }
+}
+
 #[allow(clippy::declare_interior_mutable_const)]
-const EMPTY_THREAD: CachePadded<ThreadContext> = CachePadded::new(ThreadContext {
-  cell: [const { AtomicU32::new(0) }; CELL_LEN],
-  tid: AtomicI32::new(0),
-  frame: FrameReader {
-    enabled: AtomicBool::new(false),
-    cped: AtomicUsize::new(0),
-    keys: [const { AtomicUsize::new(0) }; KEYS],
-    hashes: [const { AtomicU32::new(0) }; KEYS],
-    gc_depth: AtomicU32::new(0),
-    gc_context: AtomicU32::new(0),
-    objects: [const { [const { AtomicUsize::new(0) }; KEYS] }; QUEUE_LEN],
-    gc_stores: [const { AtomicUsize::new(0) }; KEYS],
-    last_self: AtomicU32::new(0),
-    last_stores: [const { AtomicUsize::new(0) }; KEYS],
-  },
-});
+const EMPTY_THREAD: CachePadded<ThreadContext> = CachePadded::new(ThreadContext::empty(false));
 
 /// V8's object layouts the frame reader needs (byte offsets and a type), the same for
 /// every thread; from `capture::context_frame`'s per-version table. All zero until set.

@@ -17,22 +17,7 @@ const SELF_HASH: u32 = 0x10;
 const TRACER_HASH: u32 = 0x11;
 
 fn new_thread() -> Box<ThreadContext> {
-  Box::new(ThreadContext {
-    cell: [const { AtomicU32::new(0) }; CELL_LEN],
-    tid: AtomicI32::new(0),
-    frame: FrameReader {
-      enabled: AtomicBool::new(true),
-      cped: AtomicUsize::new(0),
-      keys: [const { AtomicUsize::new(0) }; KEYS],
-      hashes: [const { AtomicU32::new(0) }; KEYS],
-      gc_depth: AtomicU32::new(0),
-      gc_context: AtomicU32::new(0),
-      objects: [const { [const { AtomicUsize::new(0) }; KEYS] }; QUEUE_LEN],
-      gc_stores: [const { AtomicUsize::new(0) }; KEYS],
-      last_self: AtomicU32::new(0),
-      last_stores: [const { AtomicUsize::new(0) }; KEYS],
-    },
-  })
+  Box::new(ThreadContext::empty(true))
 }
 
 /// A frame holding selfprof's store of `id` (none if `id` is None) and, if `tracer`, a
