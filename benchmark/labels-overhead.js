@@ -40,7 +40,8 @@
 // (first-level instruction and data, last-level) on each side.
 //
 // --allocations weighs what the server allocates instead (V8's --trace-gc-nvp, summed over
-// its collections): bytes allocated and bytes promoted to the old generation a request,
+// its collections): bytes allocated and bytes promoted to the old generation a request, and
+// the main thread's GC pauses a request (pause=),
 // over --requests N1,N2 as --instructions does, at --interval (10 ms by default), each mode
 // --rounds times (3 by default), alternating. Allocation repeats within ~1% between runs
 // where time spreads over ±25%, and what a request leaves alive for the collector to copy
@@ -416,7 +417,7 @@ function serverAllocations(node, mode, count, interval) {
       cwd: path.join(__dirname, '..'),
       stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
     });
-    const sums = { allocated: 0, promoted: 0 };
+    const sums = { allocated: 0, promoted: 0, pause: 0 };
     let pending = '';
     let started = false;
     srv.stdout.on('data', (chunk) => {
@@ -433,6 +434,7 @@ function serverAllocations(node, mode, count, interval) {
         if (allocated === null) continue;
         sums.allocated += Number(allocated[1]);
         sums.promoted += Number(/\bpromoted=(\d+)/.exec(line)?.[1] ?? 0);
+        sums.pause += Number(/\bpause=([\d.]+)/.exec(line)?.[1] ?? 0);
       }
     });
     srv.on('error', reject);
@@ -451,18 +453,22 @@ async function allocations() {
   const modes = modesOf();
   const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim();
   console.log(`${WORKLOAD} server allocations per request (--trace-gc-nvp, ${n1} and ${n2} requests, sampling every ${interval} ms, ${rounds} rounds): node ${version}`);
-  const per = Object.fromEntries(modes.map((m) => [m, { allocated: [], promoted: [] }]));
+  const per = Object.fromEntries(modes.map((m) => [m, { allocated: [], promoted: [], pauseUs: [] }]));
   for (let round = 0; round < rounds; round++) {
     for (const mode of modes) {
       const a = await serverAllocations(node, mode, n1, interval);
       const b = await serverAllocations(node, mode, n2, interval);
       per[mode].allocated.push((b.allocated - a.allocated) / (n2 - n1));
       per[mode].promoted.push((b.promoted - a.promoted) / (n2 - n1));
+      per[mode].pauseUs.push(((b.pause - a.pause) * 1000) / (n2 - n1));
     }
   }
-  const range = (xs) => `${median(xs).toFixed(0).padStart(8)} [${Math.min(...xs).toFixed(0)}, ${Math.max(...xs).toFixed(0)}]`;
-  console.log(`${'bytes a request, median [min, max]'.padEnd(36)}${'allocated'.padStart(24)}${'promoted'.padStart(24)}`);
-  for (const mode of modes) console.log(`${MODES[mode].padEnd(36)}${range(per[mode].allocated).padStart(24)}${range(per[mode].promoted).padStart(24)}`);
+  const range = (xs, digits = 0) => `${median(xs).toFixed(digits).padStart(8)} [${Math.min(...xs).toFixed(digits)}, ${Math.max(...xs).toFixed(digits)}]`;
+  // The main thread's GC pauses (V8's pause=, scavenges and the mark-compact's atomic part).
+  console.log(`${'a request, median [min, max]'.padEnd(36)}${'bytes allocated'.padStart(24)}${'bytes promoted'.padStart(24)}${'GC pause µs'.padStart(24)}`);
+  for (const mode of modes) {
+    console.log(`${MODES[mode].padEnd(36)}${range(per[mode].allocated).padStart(24)}${range(per[mode].promoted).padStart(24)}${range(per[mode].pauseUs, 2).padStart(24)}`);
+  }
 }
 
 async function parent() {
