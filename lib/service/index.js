@@ -18,6 +18,7 @@ const { gitMetadata } = require('./git');
 const symbolize = require('../symbolize');
 const profilerFrames = require('../profiler-frames');
 const { startHeapSampling, nativeReadUnavailable } = require('../capture/heap');
+const { tryLabelsForTrace } = require('../capture/labels');
 const { ThreadHub, wrapWorkers, threadName } = require('./threads');
 const { wireTracers } = require('../integrations/auto');
 const { setOperationEndpoints } = require('../integrations/operations');
@@ -265,6 +266,10 @@ class Session {
   /** This thread's heap snapshot (through V8's C++ API where it can), or null (heap off, or it failed: one warning). */
   #takeHeap() {
     if (!this.#heap) return null;
+    // What the CPU recording sampled keeps its labels first: reading the heap allocates,
+    // and a collection then would let go of the stores the handler queued since JS last
+    // looked (their samples would carry none).
+    tryLabelsForTrace();
     try {
       return this.#heap.snapshot();
     } catch (err) {

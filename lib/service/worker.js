@@ -17,6 +17,7 @@ function agent() {
   const { performance } = require('node:perf_hooks');
   const { native } = require('../native');
   const { CHANNEL, CONFIG_ENV, MAX_PROFILED_THREADS, threadName } = require('./threads');
+  const { tryLabelsForTrace } = require('../capture/labels');
   if (!native) return;
   const channel = new wt.BroadcastChannel(CHANNEL);
   channel.unref?.();
@@ -48,8 +49,11 @@ function agent() {
     }
   };
   const takeHeap = () => {
+    if (!heap) return null;
+    // The CPU recording's labels first (see the service's #takeHeap).
+    tryLabelsForTrace();
     try {
-      return heap?.snapshot() ?? null;
+      return heap.snapshot();
     } catch {
       return null;
     }
