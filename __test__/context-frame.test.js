@@ -14,7 +14,7 @@ const { Worker } = require('node:worker_threads');
 const { Profiler, withLabels } = require('..');
 const { labelState } = require('../lib/capture/labels');
 const { native } = require('../lib/native');
-const { spin, WorkLog, traceWork, assertRequestLabels, noChildProcess } = require('./helpers');
+const { spin, allocatingWork, WorkLog, traceWork, assertRequestLabels, noChildProcess } = require('./helpers');
 const { judgeStress } = require('./fixtures/frame-stress-judge');
 
 const major = Number(process.versions.node.split('.')[0]);
@@ -244,16 +244,6 @@ test("a tracer's requests started one after another in one async context (a cons
   assert.ok(collected, "the first message's span is let go of");
 });
 
-/** Busy work that allocates as it goes: collections run while it is being sampled. */
-function allocatingWork(ms) {
-  const end = performance.now() + ms;
-  let kept = [];
-  while (performance.now() < end) {
-    kept.push({ at: performance.now(), pad: new Array(16).fill(kept.length) });
-    if (kept.length > 4096) kept = [];
-  }
-  return kept.length;
-}
 
 test('a long request keeps its labels after 50,000 newer label sets and collections, while its samples wait to be saved', async (t) => {
   await labeledRecording(); // the frame's check, where there is one, is done

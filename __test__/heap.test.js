@@ -43,6 +43,22 @@ function heapHogFunction(mib) {
   for (let i = 0; i < mib * 16; i++) kept.push(new Array(8192).fill(i + 0.5));
 }
 
+/**
+ * The heap hog's 32 MiB (512 arrays of 8192 doubles) in the decoded pprof `d`: V8's
+ * estimate is statistical, within 25%, and most of the profile; its objects are estimated
+ * from the samples alone (V8 scales bytes, selfprof counts), a looser bound.
+ */
+function assertHog(d) {
+  const by = bytesByLeaf(d);
+  const hog = by.get('heapHogFunction') ?? 0;
+  const total = [...by.values()].reduce((a, b) => a + b, 0);
+  assert.ok(Math.abs(hog - 32 * 2 ** 20) < 8 * 2 ** 20, `heapHogFunction holds ${(hog / 2 ** 20).toFixed(1)} MiB`);
+  assert.ok(hog > 0.8 * total, `most of ${(total / 2 ** 20).toFixed(1)} MiB is heapHogFunction's`);
+  const objects = d.p.sample.filter((s) => d.names(s)[0] === 'heapHogFunction').reduce((n, s) => n + Number(s.value[0]), 0);
+  assert.ok(objects >= 32 * 16 * 0.5 && objects <= 32 * 16 * 1.5, `${objects} objects of 512`);
+  return hog;
+}
+
 test('a known allocation in a named function: most in-use bytes of the heap pprof are that function', async () => {
   const heap = startHeapSampling(64 * 1024);
   try {
@@ -53,15 +69,7 @@ test('a known allocation in a named function: most in-use bytes of the heap ppro
     assert.deepEqual(d.p.sampleType.map((v) => `${d.str(v.type)}/${d.str(v.unit)}`), ['inuse_objects/count', 'inuse_space/bytes']);
     assert.equal(`${d.str(d.p.periodType.type)}/${d.str(d.p.periodType.unit)}`, 'inuse_space/bytes');
     assert.equal(Number(d.p.period), 64 * 1024);
-    const by = bytesByLeaf(d);
-    const hog = by.get('heapHogFunction') ?? 0;
-    const total = [...by.values()].reduce((a, b) => a + b, 0);
-    // 32 MiB kept; V8's estimate is statistical: within 25%.
-    assert.ok(Math.abs(hog - 32 * 2 ** 20) < 8 * 2 ** 20, `heapHogFunction holds ${(hog / 2 ** 20).toFixed(1)} MiB`);
-    assert.ok(hog > 0.8 * total, `most of ${(total / 2 ** 20).toFixed(1)} MiB is heapHogFunction's`);
-    const objects = d.p.sample.filter((s) => d.names(s)[0] === 'heapHogFunction').reduce((n, s) => n + Number(s.value[0]), 0);
-    // Objects are estimated from the samples alone (V8 scales bytes, selfprof counts): a looser bound.
-    assert.ok(objects >= 32 * 16 * 0.5 && objects <= 32 * 16 * 1.5, `${objects} objects of 512`);
+    const hog = assertHog(d);
 
     // The converters keep bytes as weights: folded counts bytes, trace carries them, .cpuprofile refuses.
     const folded = convert(pprof, { to: 'folded' });
@@ -100,14 +108,7 @@ test("a snapshot is read through V8's C++ API: the known function's bytes, objec
     const [pprof, traceGz] = buildChunk(snap, heap.interval);
     const d = decodePprof(pprof);
     assert.equal(readOf(d), READ_HERE);
-    const by = bytesByLeaf(d);
-    const hog = by.get('heapHogFunction') ?? 0;
-    const total = [...by.values()].reduce((a, b) => a + b, 0);
-    // 32 MiB kept in 512 arrays of 8192 doubles; V8's estimate is statistical: within 25%.
-    assert.ok(Math.abs(hog - 32 * 2 ** 20) < 8 * 2 ** 20, `heapHogFunction holds ${(hog / 2 ** 20).toFixed(1)} MiB`);
-    assert.ok(hog > 0.8 * total, `most of ${(total / 2 ** 20).toFixed(1)} MiB is heapHogFunction's`);
-    const objects = d.p.sample.filter((s) => d.names(s)[0] === 'heapHogFunction').reduce((n, s) => n + Number(s.value[0]), 0);
-    assert.ok(objects >= 32 * 16 * 0.5 && objects <= 32 * 16 * 1.5, `${objects} objects of 512`);
+    assertHog(d);
     // The trace the report shows: the hog's frame in this file, at its line.
     const trace = JSON.parse(zlib.gunzipSync(traceGz));
     const frame = trace.frames.find((f) => f.name === 'heapHogFunction');

@@ -21,6 +21,18 @@ function spin(ms) {
   return x;
 }
 
+/** Busy work for `ms` milliseconds that allocates as it goes: collections run while it is
+ * being sampled. */
+function allocatingWork(ms) {
+  const end = performance.now() + ms;
+  let kept = [];
+  while (performance.now() < end) {
+    kept.push({ at: performance.now(), pad: new Array(16).fill(kept.length) });
+    if (kept.length > 4096) kept = [];
+  }
+  return kept.length;
+}
+
 /**
  * Calls `fn()` until `n` more SIGPROF signals reached selfprof's handler (or `timeoutMs` went
  * by): work a running profiler samples about `n` times however loaded the machine is, where
@@ -375,6 +387,7 @@ module.exports = {
   noChildProcess,
   peakRssMiB,
   spin,
+  allocatingWork,
   untilSignals,
   sampledCall,
   stopAll,

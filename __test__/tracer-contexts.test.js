@@ -22,22 +22,13 @@ const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-asyn
 const { Profiler, withLabels, getLabels, ddTraceIntegration, openTelemetrySpanProcessor } = require('..');
 const { labelState } = require('../lib/capture/labels');
 const { native } = require('../lib/native');
-const { spin, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
+const { spin, allocatingWork, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
 
 /** Whether the handler reads the frame here (Node >= 24 with a V8 whose layout this build has). */
 const frameRead = Number(process.versions.node.split('.')[0]) >= 24 && native.frameLayouts().some((l) => process.versions.v8.startsWith(`${l.v8}.`));
 
 function requestWork(ms) {
   return spin(ms);
-}
-function allocatingWork(ms) {
-  const end = performance.now() + ms;
-  let kept = [];
-  while (performance.now() < end) {
-    kept.push({ at: performance.now(), pad: new Array(16).fill(kept.length) });
-    if (kept.length > 4096) kept = [];
-  }
-  return kept.length;
 }
 
 /** Each tracer as the tests use it: `request(endpoint, fn)` runs `fn(ids)` in a new local
