@@ -834,8 +834,8 @@ pub(crate) fn read_context(t: &ThreadContext) -> u32 {
 
 /// The id of what the frame holds outside a collection: selfprof's set's own id where no
 /// tracer's store is there; else the id of the pair pushed last if this is that pair,
-/// else a fresh one from the thread's reserved ids (0, no labels, if none is left).
-#[cfg(any(unix, test))]
+/// else a fresh one from the thread's reserved ids (0, no labels, if none is left). Also
+/// called at a collection's start (context_frame.rs), on every platform.
 #[inline(always)]
 pub(crate) fn pair_id(t: &ThreadContext, read: &FrameRead) -> u32 {
   if !read.has_tracer() {
