@@ -219,6 +219,10 @@ test('process exit flushes the final profile (SIGTERM and natural exit)', async 
     // Busy until the sampler signalled 40 times in it (the test judges 20 samples), however
     // loaded the machine: a fixed 300 ms gave a busy one 14.
     function byeWork() { untilSignals(40, () => spin(1), 30_000); }
+    // Warm, as a service's code is: V8's deoptimizations of this loop, each a sample of its
+    // own without a signal (so without labels), before the work judged.
+    untilSignals(0, () => spin(1), 0);
+    for (let k = 0; k < 50; k++) spin(1);
     const t0 = performance.now();
     withLabels({ endpoint: 'GET /bye' }, byeWork);
     const call = { labels: { 'trace endpoint': 'GET /bye' }, work: 'byeWork', t0, t1: performance.now() };
