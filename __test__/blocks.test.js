@@ -18,14 +18,12 @@ const path = require('node:path');
 const http = require('node:http');
 const zlib = require('node:zlib');
 const { fork, spawnSync } = require('node:child_process');
-const { pathToFileURL } = require('node:url');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { eventLoopBlocks, htmlReport } = require('..');
-const { missing, NO_CHROMIUM, findTool, startTestAgent, formOf } = require('./tools');
+const { missing, inChromium, findTool, startTestAgent, formOf } = require('./tools');
 
 const root = path.join(__dirname, '..');
 const CLI = path.join(root, 'bin', 'selfprof.js');
-const CHROMIUM = '/usr/bin/chromium';
 const REPORT = 'GET /report/:ms';
 /** The blocking requests' durations (ms), sent one after another among the short ones. */
 const BLOCKS_MS = [120, 300, 180, 250, 140, 220];
@@ -279,21 +277,8 @@ test('the Datadog upload carries the same blocks as pprof comments, as dd-trace\
 });
 
 test('in headless Chromium: the blocks are listed first, each opening the flame graph of its stretch', async (t) => {
-  if (!fs.existsSync(CHROMIUM)) {
-    if (missing(t, NO_CHROMIUM)) return;
-  }
-  const { chromium } = require('playwright-core');
-  const file = path.join(dir, 'report.html');
-  fs.writeFileSync(file, htmlReport(run.trace, { title: 'blocks' }));
   const found = eventLoopBlocks(run.trace);
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
-  try {
-    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-    const problems = [];
-    page.on('pageerror', (e) => problems.push(e.message));
-    page.on('console', (m) => m.type() === 'error' && problems.push(m.text()));
-    await page.goto(pathToFileURL(file).href);
-    await page.waitForSelector('body[data-ready]');
+  await inChromium(t, htmlReport(run.trace, { title: 'blocks' }), async (page) => {
     // First on the page, above the timeline; one row a block, longest first.
     const order = await page.evaluate(() => {
       const b = document.getElementById('blocks-section');
@@ -318,8 +303,5 @@ test('in headless Chromium: the blocks are listed first, each opening the flame 
     const names = await page.$$eval('#flamegraph .frame', (els) => els.map((e) => e.dataset.name));
     assert.ok(names.includes('buildReport') && !names.includes('pingWork'), names.join());
     assert.equal(await page.$eval(`#blocks tbody tr[data-first="${b.firstSample}"]`, (tr) => tr.className), 'active');
-    assert.deepEqual(problems, []);
-  } finally {
-    await browser.close();
-  }
+  });
 });

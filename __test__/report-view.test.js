@@ -8,18 +8,13 @@
 /* global getComputedStyle -- used in page.evaluate's callbacks, which run in the browser */
 const { test, before } = require('node:test');
 const assert = require('node:assert/strict');
-const fs = require('node:fs');
-const os = require('node:os');
-const path = require('node:path');
 const http = require('node:http');
-const { pathToFileURL } = require('node:url');
 const { setTimeout: sleep } = require('node:timers/promises');
 const express = require('express');
 const { Profiler, htmlReport } = require('..');
 const { spin } = require('./helpers');
-const { missing, NO_CHROMIUM } = require('./tools');
+const { inChromium } = require('./tools');
 
-const CHROMIUM = '/usr/bin/chromium';
 
 function viewHandlerWork(ms) {
   return spin(ms);
@@ -44,30 +39,6 @@ before(async () => {
   trace = await p.stop();
   server.close();
 });
-
-/** The page of `t` in Chromium: `fn(page)`, then no page error. */
-async function inChromium(t, html, fn) {
-  if (!fs.existsSync(CHROMIUM)) {
-    if (missing(t, NO_CHROMIUM)) return;
-  }
-  const { chromium } = require('playwright-core');
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-report-view-')), 'r.html');
-  fs.writeFileSync(file, html);
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
-  try {
-    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-    const problems = [];
-    page.on('pageerror', (e) => problems.push(e.message));
-    page.on('console', (m) => m.type() === 'error' && problems.push(m.text()));
-    await page.goto(pathToFileURL(file).href);
-    await page.waitForSelector('body[data-ready]');
-    await fn(page);
-    assert.deepEqual(problems, []);
-  } finally {
-    await browser.close();
-    fs.rmSync(path.dirname(file), { recursive: true });
-  }
-}
 
 /** The flame graph's boxes: name, origin, width and drawn color (r, g, b). */
 const boxes = (page) =>

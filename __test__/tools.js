@@ -4,10 +4,13 @@
 // Python with the opentelemetry-proto package; and the browser tests' Chromium (.ci/run
 // installs Debian's). A missing tool makes its test skip, saying so; under CI (CI set) a
 // missing tool is a failure instead, so CI never skips silently.
+const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const os = require('node:os');
 const net = require('node:net');
 const path = require('node:path');
 const { spawn, spawnSync } = require('node:child_process');
+const { pathToFileURL } = require('node:url');
 const { setTimeout: sleep } = require('node:timers/promises');
 
 const root = path.join(__dirname, '..');
@@ -28,7 +31,8 @@ function missing(t, what) {
 }
 
 /** What the browser tests need, for `missing`: Debian's Chromium, driven by playwright-core. */
-const NO_CHROMIUM = 'chromium at /usr/bin/chromium (apt-get install chromium)';
+const CHROMIUM = '/usr/bin/chromium';
+const NO_CHROMIUM = `chromium at ${CHROMIUM} (apt-get install chromium)`;
 
 /** A free loopback TCP port. */
 async function freePort() {
@@ -115,7 +119,7 @@ const OTLP_TOOL = 'python with opentelemetry-proto >= 1.43 (profiles v1developme
 
 /** OTLP ExportProfilesServiceRequest bodies decoded by opentelemetry-proto (otlp_decode.py). */
 function decodeOtlp(python, bodies) {
-  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'selfprof-otlp-'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-otlp-'));
   const files = bodies.map((b, i) => {
     const f = path.join(dir, `${i}.pb`);
     fs.writeFileSync(f, b);
@@ -164,4 +168,29 @@ function warningsIn(stderr) {
   return stderr.replace(/^selfprof: profiling .*\n?/gm, '');
 }
 
-module.exports = { root, findTool, missing, NO_CHROMIUM, freePort, startTestAgent, runNode, formOf, otlpPython, OTLP_TOOL, decodeOtlp, otlpWork, warningsIn };
+/** The page `html` of test `t` in headless Chromium: `fn(page)`, then no page error or
+ * console error (skipped, or under CI failed, without Chromium). */
+async function inChromium(t, html, fn) {
+  if (!fs.existsSync(CHROMIUM)) {
+    if (missing(t, NO_CHROMIUM)) return;
+  }
+  const { chromium } = require('playwright-core');
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-page-')), 'r.html');
+  fs.writeFileSync(file, html);
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    const problems = [];
+    page.on('pageerror', (e) => problems.push(e.message));
+    page.on('console', (m) => m.type() === 'error' && problems.push(m.text()));
+    await page.goto(pathToFileURL(file).href);
+    await page.waitForSelector('body[data-ready]');
+    await fn(page);
+    assert.deepEqual(problems, []);
+  } finally {
+    await browser.close();
+    fs.rmSync(path.dirname(file), { recursive: true });
+  }
+}
+
+module.exports = { root, findTool, missing, NO_CHROMIUM, inChromium, freePort, startTestAgent, runNode, formOf, otlpPython, OTLP_TOOL, decodeOtlp, otlpWork, warningsIn };
