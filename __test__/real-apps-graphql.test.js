@@ -14,7 +14,7 @@
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { missing, decodeOtlp, otlpWork } = require('./tools');
-const { decodePprof, stackFrames, pprofWork, callAt } = require('./helpers');
+const { decodePprof, traceWork, pprofWork, callAt } = require('./helpers');
 const { tracing, START, frameExpected, FLOOR, testAgent, runApp, judge, datadogWork, allBackends } = require('./real-apps');
 
 const WORK = ['userWork', 'orderWork'];
@@ -78,14 +78,7 @@ async function check(t, { preloads, tracerName, operations = true, env = {} }) {
   if (frameExpected) assert.equal(labelState.tracers[tracerName], 'frame', JSON.stringify(labelState));
 
   // The trace object: the endpoint, http_route where an operation named it, the span.
-  const fromTrace = [];
-  for (const s of trace.samples) {
-    if (s.stackId === undefined) continue;
-    const work = stackFrames(trace, s).find((f) => WORK.includes(f.name))?.name;
-    if (!work) continue;
-    const labels = s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels;
-    fromTrace.push({ t: s.timestamp, work, labels: labels && { endpoint: labels.endpoint, http_route: labels.http_route, span: labels.span_id } });
-  }
+  const fromTrace = traceWork(trace, WORK).map(({ t, work, labels }) => ({ t, work, labels: labels && { endpoint: labels.endpoint, http_route: labels.http_route, span: labels.span_id } }));
   const inTrace = judgeOperations(fromTrace, calls, (c) => ({ ...requestLabels(c, operations), span: c.spanId }), 'trace');
 
   // Datadog: `trace endpoint` by operation, and endpoint_counts.

@@ -13,7 +13,7 @@
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { decodeOtlp, otlpWork } = require('./tools');
-const { decodePprof, stackFrames, pprofWork } = require('./helpers');
+const { decodePprof, traceWork, pprofWork } = require('./helpers');
 const { tracing, frameExpected, testAgent, runApp, judge, datadogWork, allBackends } = require('./real-apps');
 
 const WORK = ['userWork', 'orderWork'];
@@ -49,13 +49,7 @@ for (const [order, preloads] of [
     const endpointOf = (c) => ROUTES[c.method];
 
     // The trace object: both tracers' ids, dd-trace's as span_id and trace_id.
-    const fromTrace = [];
-    for (const s of trace.samples) {
-      if (s.stackId === undefined) continue;
-      const work = stackFrames(trace, s).find((f) => WORK.includes(f.name))?.name;
-      if (work) fromTrace.push({ t: s.timestamp, work, labels: s.contextId === undefined ? undefined : { ...trace.contexts[s.contextId].labels } });
-    }
-    const inTrace = judge(fromTrace, calls, (c) => ({ endpoint: endpointOf(c), span_id: c.spanId, trace_id: c.traceId, otel_span_id: c.otelSpanId, otel_trace_id: c.otelTraceId }), 'trace');
+    const inTrace = judge(traceWork(trace, WORK), calls, (c) => ({ endpoint: endpointOf(c), span_id: c.spanId, trace_id: c.traceId, otel_span_id: c.otelSpanId, otel_trace_id: c.otelTraceId }), 'trace');
 
     // Datadog: dd-trace's span ids, nothing of OpenTelemetry's; every request counted once.
     assert.ok(run.uploads.length >= 1, 'Datadog uploads');

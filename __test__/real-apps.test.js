@@ -9,7 +9,7 @@
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { missing, decodeOtlp, otlpWork } = require('./tools');
-const { decodePprof, stackFrames, pprofWork } = require('./helpers');
+const { decodePprof, traceWork, pprofWork } = require('./helpers');
 const { tracing, START, frameExpected, MIN_REQUESTS, testAgent, runApp, judge, datadogWork, allBackends } = require('./real-apps');
 
 const WORK = ['userWork', 'orderWork'];
@@ -36,14 +36,7 @@ async function check(t, { framework, preloads, routed = true, env }) {
   else assert.notEqual(read, 'frame', JSON.stringify(run.labelState));
 
   // The trace object.
-  const fromTrace = [];
-  for (const s of trace.samples) {
-    if (s.stackId === undefined) continue;
-    const work = stackFrames(trace, s).find((f) => WORK.includes(f.name))?.name;
-    if (!work) continue;
-    const labels = s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels;
-    fromTrace.push({ t: s.timestamp, work, labels: labels && { endpoint: labels.endpoint, span: labels.span_id } });
-  }
+  const fromTrace = traceWork(trace, WORK).map(({ t, work, labels }) => ({ t, work, labels: labels && { endpoint: labels.endpoint, span: labels.span_id } }));
   const truthOf = (c) => ({ endpoint: endpointOf(c), span: c.spanId });
   const inTrace = judge(fromTrace, calls, truthOf, `${framework}: trace`);
   for (const c of trace.contexts) {
