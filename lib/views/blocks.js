@@ -9,6 +9,13 @@ const profilerFrames = require('../profiler-frames');
 
 const DEFAULT_THRESHOLD_MS = 50;
 
+/** Throws a TypeError naming `what` unless `ms` is a finite number ≥ 0 (NaN said as NaN). */
+function checkThreshold(ms, what) {
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
+    throw new TypeError(`${what} must be a number of ms ≥ 0, got ${typeof ms === 'number' ? ms : JSON.stringify(ms)}`);
+  }
+}
+
 /**
  * The event-loop blocks of a profile (any input `readProfile` takes) longer than
  * `thresholdMs` (default 50): `{ from, thresholdMs, found, blocks, note? }`; `from` says
@@ -20,9 +27,7 @@ const DEFAULT_THRESHOLD_MS = 50;
 function eventLoopBlocks(input, options = {}) {
   if (options === null || typeof options !== 'object') throw new TypeError('eventLoopBlocks: options must be an object');
   const { thresholdMs = DEFAULT_THRESHOLD_MS, sourceMaps = false } = options;
-  if (typeof thresholdMs !== 'number' || !Number.isFinite(thresholdMs) || thresholdMs < 0) {
-    throw new TypeError(`eventLoopBlocks: thresholdMs must be a number of ms ≥ 0, got ${JSON.stringify(thresholdMs)}`);
-  }
+  checkThreshold(thresholdMs, 'eventLoopBlocks: thresholdMs');
   if (typeof sourceMaps !== 'boolean') throw new TypeError('eventLoopBlocks: sourceMaps must be a boolean');
   if (!native) throw unavailable('eventLoopBlocks');
   const { profilerFrames: show, profilerRoots } = profilerFrames.buildOptions(profilerFrames.checkOption(options.profilerFrames, 'eventLoopBlocks'));
@@ -88,4 +93,4 @@ function formatBlocks(found, { root, frames = 8, stacks = 3 } = {}) {
   return lines.join('\n');
 }
 
-module.exports = { eventLoopBlocks, formatBlocks, DEFAULT_THRESHOLD_MS };
+module.exports = { eventLoopBlocks, formatBlocks, checkThreshold, DEFAULT_THRESHOLD_MS };

@@ -10,7 +10,7 @@ const { readProfile } = require('../convert');
 const { sourceLines } = require('./sources');
 const { page } = require('./shell');
 const { SHARED } = require('../format');
-const { eventLoopBlocks } = require('../blocks');
+const { eventLoopBlocks, checkThreshold } = require('../blocks');
 
 // The client, in the order its parts are defined: the functions shared with Node (by their
 // source text), the model and helpers, then the views, the page's wiring (main.js) last.
@@ -90,9 +90,7 @@ function htmlReport(trace, options = {}) {
   } = options ?? {};
   if (typeof sourceMaps !== 'boolean') throw new TypeError('htmlReport: sourceMaps must be a boolean');
   if (typeof profilerFrames !== 'boolean') throw new TypeError('htmlReport: profilerFrames must be a boolean');
-  if (blockThresholdMs !== undefined && (typeof blockThresholdMs !== 'number' || !Number.isFinite(blockThresholdMs) || blockThresholdMs < 0)) {
-    throw new TypeError(`htmlReport: blockThresholdMs must be a number of ms ≥ 0, got ${JSON.stringify(blockThresholdMs)}`);
-  }
+  if (blockThresholdMs !== undefined) checkThreshold(blockThresholdMs, 'htmlReport: blockThresholdMs');
   const main = traceObject(trace, '', sourceMaps, profilerFrames);
   const base = baseline === undefined || baseline === null ? undefined : traceObject(baseline, 'baseline: ', sourceMaps, profilerFrames);
   // The event-loop blocks, read as `main` was (frames hidden and mapped alike).
