@@ -27,10 +27,16 @@ const CLI = path.join(root, 'bin', 'selfprof.js');
 const REPORT = 'GET /report/:ms';
 /** The blocking requests' durations (ms), sent one after another among the short ones. */
 const BLOCKS_MS = [120, 300, 180, 250, 140, 220];
+/**
+ * Blocking requests that ran with the process on CPU throughout, wanted to judge by; at most
+ * so many sent (the pprof keeps the 20 longest blocks: the start-up's are among them).
+ */
+const ON_CPU_WANTED = 5;
+const BLOCKING_MAX = 10;
 
 let dir;
 let agent = null; // Datadog's test agent, when scripts/test-tools.sh set it up
-let run; // { measured, turns, trace, traceFile, pprofFile }
+let run; // { measured, turns, trace, traceFile, pprofFile, blocking }
 before(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-blocks-'));
   const binary = findTool('ddagent', 'ddapm-test-agent');
@@ -74,8 +80,10 @@ async function runApp(out) {
     new Promise((resolve, reject) => {
       http
         .get({ host: '127.0.0.1', port, path: p, agent: keepAlive }, (res) => {
-          res.resume();
-          res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`${p}: ${res.statusCode}`))));
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (d) => (body += d));
+          res.on('end', () => (res.statusCode === 200 ? resolve(body) : reject(new Error(`${p}: ${res.statusCode}`))));
         })
         .on('error', reject);
     });
@@ -90,8 +98,13 @@ async function runApp(out) {
   // cold first request may be a block of its own, as the app measures it).
   await get('/report/20');
   await sleep(1000);
-  for (const ms of BLOCKS_MS) {
-    await get(`/report/${ms}`);
+  // Each blocking request once, then more in turn until enough ran with the process on CPU
+  // throughout (on a busy machine it stops for tens of ms at times, and no sample sees where
+  // in that hole a request began or ended).
+  let blocking = 0;
+  for (let onCpu = 0; blocking < BLOCKS_MS.length || (onCpu < ON_CPU_WANTED && blocking < BLOCKING_MAX); blocking++) {
+    const { longestStopMs } = JSON.parse(await get(`/report/${BLOCKS_MS[blocking % BLOCKS_MS.length]}`));
+    if (longestStopMs <= 15) onCpu++;
     await sleep(300);
   }
   pinging = false;
@@ -104,7 +117,7 @@ async function runApp(out) {
   const traceFile = path.join(out, files.find((f) => f.endsWith('.trace.json.gz')));
   const pprofFile = path.join(out, files.find((f) => f.endsWith('.pb.gz') && !f.includes('heap')));
   const trace = JSON.parse(zlib.gunzipSync(fs.readFileSync(traceFile)));
-  return { measured, turns, trace, traceFile, pprofFile, stderr };
+  return { measured, turns, trace, traceFile, pprofFile, stderr, blocking };
 }
 
 const isReport = (r) => r.labels.endpoint === REPORT;
@@ -144,8 +157,8 @@ test('the blocks found from the samples are the blocking requests\', each within
   assert.equal(found.from, 'samples');
   const { reports, holes, all } = sampledReports(run);
   const pings = measured.filter((m) => m.path === '/ping');
-  assert.equal(all, BLOCKS_MS.length);
-  assert.ok(reports.length >= BLOCKS_MS.length - 2, `most blocking requests were sampled through (${holes} were not)`);
+  assert.equal(all, run.blocking);
+  assert.ok(reports.length >= ON_CPU_WANTED - 1, `enough blocking requests were sampled through to judge by: ${reports.length} (${holes} were not)`);
   assert.ok(pings.length > 50, `short requests ran all along (${pings.length})`);
   const gaps = [];
   for (let i = 1; i < trace.samples.length; i++) gaps.push(trace.samples[i].timestamp - trace.samples[i - 1].timestamp);
@@ -208,10 +221,12 @@ test('the blocks found from the samples are the blocking requests\', each within
   // (against the part of a block certain to be in it: its edges within twice its error.
   // Its first or last sample may be a neighbouring short task's, with no sample between
   // them to tell them apart: on a busy machine (samples 10 ms apart) a short request's
-  // parsing, not labeled yet, began a block whose blocking request came 5 ms after.)
+  // parsing, not labeled yet, began a block whose blocking request came 5 ms after. A block
+  // whose error is a quarter of it or more has no such part.)
   const core = (b) => ({ ...b, start: b.start + 2 * b.error, duration: Math.max(0, b.duration - 4 * b.error) });
   for (const p of short) {
-    const mine = blockOf(found.blocks.map(core), p).filter((b) => !busyMachine(b));
+    const certain = found.blocks.filter((b) => !busyMachine(b)).map(core).filter((b) => b.duration > 0);
+    const mine = blockOf(certain, p);
     const around = [turnsAround(turns, p.t0)[0], turnsAround(turns, p.t1)[1]];
     assert.equal(mine.length, 0, `no block at a short request (its handler ${p.t0}–${p.t1}, the loop turning at ${around}): ${JSON.stringify(mine)}`);
   }
