@@ -8,6 +8,7 @@
 # hooks (Node 20 and 22) or read from the async context frame (Node >= 24, the way most
 # users now run): the second Node is 24 where this one is older, else 22, so that both
 # ways run. The set-ups' output follows the gates'; each part's time is printed.
+# A failing test is printed again at the end, with its assertion, where a log's tail shows it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # The files whose labels depend on how the handler finds them.
@@ -17,6 +18,9 @@ other=24
 if [ "$major" -ge 24 ]; then other=22; fi
 started=$SECONDS
 took() { echo "npm test: $1 took $((SECONDS - $2)) s"; }
+# The spec reporter twice: to the terminal as it runs, and to a file (the destination given
+# after this) whose failing tests are printed again at the end.
+REPORT=(--test-reporter=spec --test-reporter-destination=stdout --test-reporter=spec)
 
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
@@ -52,7 +56,7 @@ took "the Rust tests" "$t0"
 
 t0=$SECONDS
 suite=0
-node --test --test-concurrency=2 __test__/*.test.js || suite=$?
+node --test --test-concurrency=2 "${REPORT[@]}" "--test-reporter-destination=$logs/suite" __test__/*.test.js || suite=$?
 took "the node:test suite on Node $major" "$t0"
 
 labels=0
@@ -61,8 +65,15 @@ if [ -n "$second" ]; then
   echo "npm test: the label files on Node $other ($("$second" --version)): ${LABEL_FILES[*]}"
   files=()
   for f in "${LABEL_FILES[@]}"; do files+=("__test__/$f.test.js"); done
-  "$second" --test --test-concurrency=2 "${files[@]}" || labels=$?
+  "$second" --test --test-concurrency=2 "${REPORT[@]}" "--test-reporter-destination=$logs/labels" "${files[@]}" || labels=$?
   took "the label files on Node $other" "$t0"
 fi
+# The failures again, with their assertions, where a log's tail shows them.
+for part in suite labels; do
+  if [ -s "$logs/$part" ] && grep -q '^✖ failing tests:' "$logs/$part"; then
+    echo "npm test: the failing tests again ($part):"
+    sed -n '/^✖ failing tests:/,$p' "$logs/$part"
+  fi
+done
 echo "npm test: $((SECONDS - started)) s in all"
 [ "$suite" = 0 ] && [ "$labels" = 0 ]
