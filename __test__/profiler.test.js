@@ -263,7 +263,8 @@ test('samples taken after stop() are not included', async () => {
 
 test('maxBufferSize bounds the samples kept', async () => {
   const p = new Profiler({ sampleInterval: 1, maxBufferSize: 20 });
-  selfprofBusyLoop(100);
+  // Busy until signalled 60 times: well over 20 samples, however loaded the machine is.
+  sampledCall(60, 30_000, selfprofBusyLoop, 100);
   const trace = assertValidTrace(await p.stop());
   assert.equal(trace.samples.length, 20);
 });
