@@ -20,6 +20,25 @@ const root = path.join(__dirname, '..');
 const EXIT_BUDGET_MS = 2000;
 const EXIT_MARGIN_MS = 1500;
 
+/** How long a bare Node process takes to start and end now, spawned as the apps are: on a
+ * loaded machine a process's teardown (and the exit's sender, a Node process too) stretch
+ * as much. */
+function bareNodeMs() {
+  const t0 = Date.now();
+  return new Promise((resolve) => spawn(process.execPath, ['-e', '0'], { stdio: 'ignore' }).on('exit', () => resolve(Date.now() - t0)));
+}
+/** The margin over the documented 2 s: 1.5 s, or three bare processes' time if more. */
+const marginFor = (bareMs) => Math.max(EXIT_MARGIN_MS, 3 * bareMs);
+
+/** The last request's work in the apps: busy until the sampler signalled it 30 times (the
+ * floor judges 10 samples; on a loaded machine not every signal gives V8 one), or 30 s. */
+const EXIT_LAST_WORK = `function exitLastWork() {
+  const { group } = require(${JSON.stringify(path.join(root, 'lib', 'capture', 'group'))});
+  const until = group.ticks() + 30;
+  const end = Date.now() + 30000;
+  while (group.ticks() < until && Date.now() < end);
+}`;
+
 /**
  * The app: an HTTP server profiled by service mode (its exporter from argv[2]) that serves
  * one labeled request of busy work, prints `{ timeOrigin, call, exiting }`, then ends as
@@ -32,7 +51,7 @@ const app = `
   const { start, withLabels } = require(${JSON.stringify(root)});
   const [how, exporter] = [process.argv[1], JSON.parse(process.argv[2])];
   start({ service: 'exits', period: 60000, exporters: [exporter] });
-  function exitLastWork() { const end = Date.now() + 400; while (Date.now() < end); }
+  ${EXIT_LAST_WORK}
   let call;
   const server = http.createServer((req, res) => {
     const t0 = performance.now();
@@ -59,7 +78,8 @@ const CODES = { exit: 3, exitCode: 4, 'exitCode-natural': 5, sigterm: 0 };
 const PROFILES = { exit: 1, exitCode: 1, 'exitCode-natural': 1, sigterm: 2 };
 
 /** Runs the app ending `how` with `exporter`; resolves to { code, signal, stderr, said, exitedAt }. */
-function runApp(how, exporter, { killAfterMs = 20_000, env } = {}) {
+async function runApp(how, exporter, { killAfterMs = 20_000, env } = {}) {
+  const bareMs = await bareNodeMs();
   return new Promise((resolve) => {
     const p = spawn(process.execPath, ['-e', app, how, JSON.stringify(exporter)], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SELFPROF_STARTUP_LOG: '0', ...env } });
     const killer = setTimeout(() => p.kill('SIGKILL'), killAfterMs);
@@ -76,7 +96,7 @@ function runApp(how, exporter, { killAfterMs = 20_000, env } = {}) {
     p.on('exit', (code, signal) => {
       clearTimeout(killer);
       const line = stdout.split('\n').find((l) => l.startsWith('{'));
-      resolve({ code, signal, stderr, said: line ? JSON.parse(line) : null, exitedAt: Date.now(), signalledAt: p.signalled });
+      resolve({ code, signal, stderr, said: line ? JSON.parse(line) : null, exitedAt: Date.now(), signalledAt: p.signalled, bareMs });
     });
   });
 }
@@ -90,12 +110,12 @@ function assertKept(t, how, r, pprofs, labels = (pprof, s) => pprof.labels(s)) {
   assert.ok(r.said, `${how}: the app ran: ${r.stderr}`);
   const after = r.exitedAt - r.said.exiting;
   t.diagnostic(`${how}: exited ${after} ms after it chose to (its teardown and the test's hearing of it included)`);
-  assert.ok(after <= EXIT_BUDGET_MS + EXIT_MARGIN_MS, `${how}: exited ${after} ms after it chose to (docs/service-mode.md: 2 s)`);
+  assert.ok(after <= EXIT_BUDGET_MS + marginFor(r.bareMs), `${how}: exited ${after} ms after it chose to (docs/service-mode.md: 2 s; a bare Node process took ${r.bareMs} ms)`);
   if (r.signalledAt) {
     // Before the app's handler ran, what came before the signal was shipped (2 s at most).
     const total = r.exitedAt - r.signalledAt;
     t.diagnostic(`${how}: exited ${total} ms after SIGTERM`);
-    assert.ok(total <= 2 * EXIT_BUDGET_MS + EXIT_MARGIN_MS, `${how}: exited ${total} ms after SIGTERM (docs/service-mode.md: 2 s at the signal, 2 s at the exit)`);
+    assert.ok(total <= 2 * EXIT_BUDGET_MS + marginFor(r.bareMs), `${how}: exited ${total} ms after SIGTERM (docs/service-mode.md: 2 s at the signal, 2 s at the exit)`);
   }
   const samples = pprofs.flatMap((pprof) => pprofWork(pprof, ['exitLastWork'], { timeOrigin: r.said.timeOrigin, labels: (s) => labels(pprof, s) }));
   assertRequestLabels(samples, [r.said.call], { what: how, min: 10 });
@@ -124,7 +144,14 @@ test('Datadog agent: process.exit(), a SIGTERM handler that exits, and process.e
   t.after(() => agent.stop());
   for (const how of Object.keys(CODES)) {
     await agent.clear();
-    const r = await runApp(how, { type: 'datadog', url: agent.url });
+    let r = await runApp(how, { type: 'datadog', url: agent.url });
+    // On a loaded machine the test agent (Python) may not answer within the 2 s the exit
+    // waits: that profile is named lost, as it should be. Judged again once then.
+    if (/got no answer within the 2 s it had/.test(r.stderr)) {
+      t.diagnostic(`${how}: the agent did not answer in time; run again: ${warningsIn(r.stderr)}`);
+      await agent.clear();
+      r = await runApp(how, { type: 'datadog', url: agent.url });
+    }
     assert.doesNotMatch(warningsIn(r.stderr), /selfprof/, `${how}: no warning`);
     const uploads = (await agent.requests()).filter((x) => x.path === '/profiling/v1/input');
     assert.equal(uploads.length, PROFILES[how], `${how}: uploads: ${uploads.length}: ${r.stderr}`);
@@ -174,7 +201,7 @@ test('process.exit() with a receiver out of reach or that never answers: the exi
     assert.equal(r.code, 3, `${name}: ${r.stderr}`);
     const after = r.exitedAt - r.said.exiting;
     t.diagnostic(`${name}: exited ${after} ms after process.exit()`);
-    assert.ok(after <= EXIT_BUDGET_MS + EXIT_MARGIN_MS, `${name}: exited ${after} ms after process.exit() (docs/service-mode.md: 2 s)`);
+    assert.ok(after <= EXIT_BUDGET_MS + marginFor(r.bareMs), `${name}: exited ${after} ms after process.exit() (docs/service-mode.md: 2 s; a bare Node process took ${r.bareMs} ms)`);
     const lost = warningsIn(r.stderr).match(/selfprof: .*/g) ?? [];
     assert.equal(lost.length, 1, `${name}: one warning: ${r.stderr}`);
     assert.match(lost[0], /^selfprof: datadog exporter could not send 1 profile at exit \((CPU and heap profiles )?\d{4}-\d\d-\d\dT[\d:.]+Z to [\d:.]+Z \(the last\)\): upload to http:\/\/127\.0\.0\.1:\d+\/profiling\/v1\/input /, name);
@@ -210,7 +237,7 @@ test('a library that hears SIGTERM and raises it again (signal-exit), before or 
     if (${JSON.stringify(order)} === 'before') listen();
     start({ service: 'sigexit', period: 60000, exporters: [{ type: 'file', dir: process.argv[1] }] });
     if (${JSON.stringify(order)} === 'after') listen();
-    function exitLastWork() { const end = Date.now() + 400; while (Date.now() < end); }
+    ${EXIT_LAST_WORK}
     const t0 = performance.now();
     withLabels({ endpoint: 'GET /last' }, exitLastWork);
     const call = { labels: { endpoint: 'GET /last' }, work: 'exitLastWork', t0, t1: performance.now() };
@@ -219,6 +246,7 @@ test('a library that hears SIGTERM and raises it again (signal-exit), before or 
   `;
   for (const order of ['before', 'after']) {
     const out = path.join(dir, order);
+    const bareMs = await bareNodeMs();
     const r = await new Promise((resolve) => {
       const p = spawn(process.execPath, ['-e', script(order), out], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SELFPROF_STARTUP_LOG: '0' } });
       const killer = setTimeout(() => p.kill('SIGKILL'), 20_000);
@@ -240,7 +268,7 @@ test('a library that hears SIGTERM and raises it again (signal-exit), before or 
     assert.match(r.stdout, /onExit SIGTERM/, `${order}: signal-exit's handler ran`);
     assert.doesNotMatch(warningsIn(r.stderr), /selfprof/, `${order}: no warning`);
     t.diagnostic(`signal-exit ${order} start(): ended ${r.after} ms after SIGTERM`);
-    assert.ok(r.after <= EXIT_BUDGET_MS + EXIT_MARGIN_MS, `${order}: ended ${r.after} ms after SIGTERM`);
+    assert.ok(r.after <= EXIT_BUDGET_MS + marginFor(bareMs), `${order}: ended ${r.after} ms after SIGTERM (a bare Node process took ${bareMs} ms)`);
     const cpu = fs.readdirSync(out).filter((f) => /^sigexit-.*Z\.pb\.gz$/.test(f));
     assert.equal(cpu.length, 1, `${order}: ${fs.readdirSync(out).join(', ')}`);
     const said = JSON.parse(r.stdout.split('\n')[0]);
