@@ -32,7 +32,7 @@
 
 const dc = require('node:diagnostics_channel');
 const labels = require('../capture/labels');
-const { enterSpanLabels, watchSpanRequests, requestDerived, requestValues, endRequest, watchTracer, drainIfBatched } = labels;
+const { enterSpanLabels, watchSpanRequests, requestDerived, requestValues, derivedValue, endRequest, watchTracer, drainIfBatched } = labels;
 const { native } = require('../native');
 const { warnOnce } = require('../log');
 const { countRequest } = require('./requests');
@@ -68,8 +68,10 @@ function routeOf(span) {
   const tags = tagsOf(span.context());
   const resource = part(tags['resource.name']);
   if (resource) return resource;
-  const endpoint = [part(tags['http.method']), part(tags['http.route'])].filter(Boolean).join(' ');
-  return endpoint || undefined;
+  // Read as each web span ends: no array a request.
+  const method = part(tags['http.method']);
+  const route = part(tags['http.route']);
+  return method && route ? `${method} ${route}` : method || route || undefined;
 }
 
 /** The name of the operation whose span's context is `ctx`, from its tags. */
@@ -238,7 +240,7 @@ function subscribeDdTrace() {
       const record = ctx[RECORD];
       if (record === undefined && ctx._trace?.[ROOT] !== span) return;
       // The request's samples carry the endpoint it ends with, those drained later too.
-      const endpoint = record !== undefined ? endRequest(record, rootEndpoint) : requestValues(endpointOf(span)).endpoint;
+      const endpoint = record !== undefined ? endRequest(record, rootEndpoint) : derivedValue(endpointOf(span).endpoint);
       const tags = ctx.getTags?.() ?? {};
       if (tags['span.type'] === 'web') countRequest(endpoint ?? '');
     } catch {

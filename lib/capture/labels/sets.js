@@ -256,14 +256,13 @@ function updateOpenDerived() {
  * where an operation names the endpoint (integrations/operations.js). */
 const REQUEST_KEYS = ['endpoint', 'http_route'];
 
-/** A request's labels as `labelsOf` read them, as a span's values are kept. */
+/** A request's labels as `labelsOf` read them (REQUEST_KEYS), as a span's values are kept:
+ * once a request, so literals of one shape, not a loop over the keys. */
 function requestValues(read) {
-  const values = {};
-  for (const key of REQUEST_KEYS) {
-    const value = derivedValue(read?.[key]);
-    if (value !== undefined) values[key] = value;
-  }
-  return values;
+  const endpoint = derivedValue(read?.endpoint);
+  const route = derivedValue(read?.http_route);
+  if (route === undefined) return endpoint === undefined ? {} : { endpoint };
+  return endpoint === undefined ? { http_route: route } : { endpoint, http_route: route };
 }
 
 /**
