@@ -188,13 +188,15 @@ const isLast = (record) => record.body?.includes('snapshot:on_shutdown');
 /**
  * An app whose first upload is under way when its work ends: profiles in 100 ms periods,
  * works 250 ms, asks the receiver (argv[1]) until it has an upload, then prints
- * `done <Date.now()>` and has nothing more to do.
+ * `done <Date.now()>` and has nothing more to do. Its queue holds every period (a receiver
+ * that answers in 300 ms falls behind 100 ms periods; on a loaded machine the asking takes
+ * long enough for the default queue to drop some, with a warning).
  */
 const heldApp = `
   const http = require('node:http');
   const { start, withLabels } = require('.');
   const url = process.argv[1];
-  start({ service: 'held', period: 100, exporters: [{ type: 'datadog', url }] });
+  start({ service: 'held', period: 100, exporters: [{ type: 'datadog', url, queueSize: 1000 }] });
   withLabels({ endpoint: 'GET /held' }, () => { const end = Date.now() + 250; while (Date.now() < end); });
   const seen = () => http.get(url + '/seen', { agent: false }, (res) => {
     let n = '';
