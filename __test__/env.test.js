@@ -56,7 +56,8 @@ test('OTLP compression gzip: content-encoding set, the body gunzips to the recor
   gzipWork(30);
   const session = start({ period: 200, exporters: [{ type: 'otlp', url: `${rx.url}/v1development/profiles`, compression: 'gzip' }] });
   const log = new WorkLog();
-  withLabels({ endpoint: 'GET /z' }, () => untilSignals(30, () => log.run({ endpoint: 'GET /z' }, gzipWork, 5)));
+  // 45 signals for the 20 samples judged: on a loaded machine 30 gave V8 19.
+  withLabels({ endpoint: 'GET /z' }, () => untilSignals(45, () => log.run({ endpoint: 'GET /z' }, gzipWork, 5)));
   await session.stop();
   await rx.close();
   assert.ok(bodies.length >= 1);
@@ -101,8 +102,9 @@ test('options given to start() win over SELFPROF_*, each one; an option left und
     for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
     else process.env[k] = v;
   }
-  const end = performance.now() + 700;
-  while (performance.now() < end) {
+  // Requests until three periods were uploaded (0.7 s on a quiet machine), 30 s at most.
+  const end = performance.now() + 30_000;
+  while (rx.requests.length < 3 && performance.now() < end) {
     await withLabels({ endpoint: 'GET /opt', tenant: 'acme' }, async () => {
       spin(4);
       await new Promise((r) => setTimeout(r, 1));
@@ -111,7 +113,7 @@ test('options given to start() win over SELFPROF_*, each one; an option left und
   await session.stop();
   // period 200 ms, not 60 s: a profile every 200 ms, to the options' exporter only, no heap.
   const got = rx.requests.map((r) => ({ url: new URL(r.url, 'http://x'), body: r.body }));
-  assert.ok(got.length >= 3, `${got.length} uploads in 0.7 s`);
+  assert.ok(got.length >= 3, `${got.length} uploads`);
   for (const { url, body } of got) {
     assert.equal(url.searchParams.get('name'), 'opt-service{service_name=opt-service,env=opt-env,version=9.9.9,team=opt-team}');
     const { p, str, labels } = decodePprof(body);
