@@ -22,7 +22,7 @@ const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-asyn
 const { Profiler, withLabels, getLabels, ddTraceIntegration, openTelemetrySpanProcessor } = require('..');
 const { labelState } = require('../lib/capture/labels');
 const { native } = require('../lib/native');
-const { spin, allocatingWork, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
+const { spin, allocatingWork, WorkLog, traceWork, assertRequestLabels, unvouchedSamples } = require('./helpers');
 
 /** Whether the handler reads the frame here (Node >= 24 with a V8 whose layout this build has). */
 const frameRead = Number(process.versions.node.split('.')[0]) >= 24 && native.frameLayouts().some((l) => process.versions.v8.startsWith(`${l.v8}.`));
@@ -127,7 +127,7 @@ for (const [name, setUp] of Object.entries(tracers)) {
       }
     });
     const trace = await profiler.stop();
-    t.diagnostic(`${labelState().path}, ${JSON.stringify(labelState().tracers)}: ${assertRequestLabels(traceWork(trace, ['requestWork', 'allocatingWork']), log.calls, { what: name, min: 10, exact: true })}`);
+    t.diagnostic(`${labelState().path}, ${JSON.stringify(labelState().tracers)}: ${assertRequestLabels(traceWork(trace, ['requestWork', 'allocatingWork']), log.calls, { what: name, min: 10, exact: true, unvouched: unvouchedSamples(trace) })}; ${JSON.stringify(trace.metadata)}`);
     assert.equal(labelState().pairsWithoutId, 0, 'every pair had an id');
   });
 }
