@@ -15,6 +15,7 @@ const { spawnSync } = require('node:child_process');
 const { pathToFileURL } = require('node:url');
 const { Profiler, convert, readProfile, fromCpuProfile, start } = require('..');
 const { assertValidTrace, decodePprof, spin, v8CpuProfile } = require('./helpers');
+const { group } = require('../lib/capture/group');
 
 const ROOT = path.join(__dirname, '..');
 const CLI = path.join(ROOT, 'bin', 'selfprof.js');
@@ -79,11 +80,21 @@ function fresh(file) {
   return copy;
 }
 
-/** Runs `file`'s hot function for `ms` under one profiler per `stops` entry (stop options). */
-async function profileModule(file, stops, ms = 300) {
-  const mod = require(file);
+/** The signals a hot function runs for: at 1 ms, 30 samples in it and to spare however
+ * loaded the machine is (300 ms of wall time gave 27 under two busy loops). */
+const HOT_SIGNALS = 60;
+
+/** Runs `file`'s hot function until the sampler has signalled `signals` times. */
+function runHot(file, signals = HOT_SIGNALS) {
+  const until = group.ticks() + signals;
+  return require(file).runWhile(() => group.ticks() < until);
+}
+
+/** Runs `file`'s hot function under one profiler per `stops` entry (stop options). */
+async function profileModule(file, stops) {
+  require(file);
   const profilers = stops.map(() => new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 }));
-  mod.runFor(ms);
+  runHot(file);
   return Promise.all(profilers.map((p, i) => p.stop(stops[i])));
 }
 
@@ -347,7 +358,10 @@ test('off switches: stop({ sourceMaps: false }), SELFPROF_SOURCE_MAPS=0; files m
 
 test('fromCpuProfile maps V8\'s profile as stop() does; { sourceMaps: false } does not', async () => {
   const js = fresh(path.join(dir, 'tsc', 'app.js'));
-  const profile = await v8CpuProfile(() => require(js).runFor(250));
+  // V8's inspector samples it (no selfprof signal to count): 250 ms of CPU time.
+  const cpuMs = () => process.cpuUsage().user / 1000;
+  const until = cpuMs() + 250;
+  const profile = await v8CpuProfile(() => require(js).runWhile(() => cpuMs() < until));
   assertMapped(await fromCpuProfile(profile), 'fromCpuProfile');
   const raw = hottest(await fromCpuProfile(profile, { sourceMaps: false })).frame;
   assert.equal(raw.line, lineOf(fs.readFileSync(js, 'utf8'), 'function hotLoop('));
@@ -400,7 +414,7 @@ test('service mode: each period\'s pprof and trace have the mapped frames; start
       exporters: [{ type: 'file', dir: out, trace: true }],
       ...options,
     });
-    require(js).runFor(300);
+    runHot(js);
     require(js).keepArrays(4000);
     await session.stop();
     const files = fs.readdirSync(out);
