@@ -355,7 +355,7 @@ test('beside node --cpu-prof: no output from Node, both profiles recorded, label
     assert.equal(out.segments, 0, 'no hand-offs beside --cpu-prof: the recording is joined at its stop');
     // Each trace: every sample of a request's work with that request's labels.
     for (const [name, s] of Object.entries({ a: out.a, b: out.b })) {
-      t.diagnostic(`${via}: ${name}: ${s.all} samples; ${assertRequestLabels(s.samples, out.calls, { what: `${via}: ${name}`, exact: true })}`);
+      t.diagnostic(`${via}: ${name}: ${s.all} samples; ${assertRequestLabels(s.samples, out.calls, { what: `${via}: ${name}`, exact: true, unvouched: s.unvouched })}`);
     }
     // Node's own profile, complete.
     const files = fs.readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));

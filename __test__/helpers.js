@@ -345,7 +345,7 @@ function assertRequestLabels(samples, calls, { what = 'labels', floor = LABEL_FL
 
 /** How many of a trace object's samples no signal vouched for and no two signals around them
  * agreed on (V8's own, at deoptimizations): they are left unlabeled (docs/labels.md). */
-const unvouchedSamples = (trace) => trace.metadata.unmatchedSamples;
+const unvouchedSamples = (trace) => trace.metadata?.unmatchedSamples ?? 0;
 
 /**
  * A gzip'd pprof profile decoded by an independent decoder (pprof-format), with readers:

@@ -13,7 +13,7 @@ const path = require('node:path');
 const zlib = require('node:zlib');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { start, withLabels } = require('..');
-const { spin, stackFrames, receiver, WorkLog, assertRequestLabels } = require('./helpers');
+const { spin, stackFrames, receiver, WorkLog, assertRequestLabels, unvouchedSamples } = require('./helpers');
 const { missing, otlpPython, OTLP_TOOL, decodeOtlp, otlpWork: otlpSamples } = require('./tools');
 
 function otlpWork(ms) {
@@ -171,6 +171,9 @@ test("OTLP: each sample of a request's work carries its labels as attributes and
   // Against the requests' record: every sample in otlpWork, placed on the calls' time line
   // by its timestamp, carries its own request's labels as attributes and, where it had
   // them, its ids as the link; none another's, none missing a key.
-  const judged = assertRequestLabels(otlpSamples(decoded, ['otlpWork'], performance.timeOrigin), log.calls, { what: 'OTLP', exact: true });
-  t.diagnostic(`${decoded.length} uploads, ${compared} samples compared, ${linked} linked; ${judged}; sizes ${rx.requests.map((r) => r.body.length).join(', ')} bytes`);
+  // V8's samples no signal vouched for (fresh code's deoptimizations, in the first calls
+  // on Node 26 under load) may be unlabeled: as many as the periods' traces counted.
+  const unvouched = traces.reduce((n, trace) => n + unvouchedSamples(trace), 0);
+  const judged = assertRequestLabels(otlpSamples(decoded, ['otlpWork'], performance.timeOrigin), log.calls, { what: 'OTLP', exact: true, unvouched });
+  t.diagnostic(`${decoded.length} uploads, ${compared} samples compared, ${linked} linked; ${judged} (${unvouched} unvouched); sizes ${rx.requests.map((r) => r.body.length).join(', ')} bytes`);
 });

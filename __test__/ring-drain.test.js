@@ -35,7 +35,8 @@ test('a labeled recording longer than the ring holds keeps its labels', async (t
     p = new Profiler({ sampleInterval: 0.1, maxBufferSize: 1_000_000 });
     const signals0 = native.signalCount();
     const capacity = native.ringCapacity();
-    const deadline = performance.now() + 60_000;
+    // A guard, not a length: at a load of 12 the ring took over 60 s to wrap (58,278 signals).
+    const deadline = performance.now() + 300_000;
     const log = new WorkLog();
     let i = 0;
     // Until the ring has been written round more than once since the recording began.
