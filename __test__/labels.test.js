@@ -311,13 +311,15 @@ test("a long recording's stop() looks its label sets up while V8 stops; the buil
     // A short recording does without: the lookup would save little and compete with V8's stop.
     const short = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
     running.push(short);
-    const log = new WorkLog();
-    await withLabels({ endpoint: 'prefetch', span_id: spanId(999) }, async () => log.run({ endpoint: 'prefetch', span_id: spanId(999) }, usersHandlerWork, 20));
+    // Its work on until signalled 20 times: 20 ms gave it no labeled sample under load.
+    const shortLog = new WorkLog({ signals: 20 });
+    await withLabels({ endpoint: 'prefetch', span_id: spanId(999) }, async () => shortLog.run({ endpoint: 'prefetch', span_id: spanId(999) }, usersHandlerWork, 20));
     const before = labelStats();
     assert.ok(assertValidTrace(await short.stop()).contexts.length >= 1);
     assert.equal(labelStats().prefetchHits, before.prefetchHits, 'a short recording looked its sets up ahead');
 
     // A long one (past 16,384 samples: ~2-5 s at 0.1 ms), a span id per request.
+    const log = new WorkLog();
     const p = new Profiler({ sampleInterval: 0.1, maxBufferSize: 200_000 });
     running.push(p);
     const signals = native.signalCount();
