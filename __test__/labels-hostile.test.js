@@ -218,7 +218,7 @@ test('label sets at the documented maxima: stop() resolves, what it keeps is bou
   assert.equal(labelStats().saved, 0, 'released once built');
   const q = new Profiler({ sampleInterval: 1, maxBufferSize: 1000 });
   const later = new WorkLog();
-  withLabels({ endpoint: 'after' }, () => untilSignals(40, () => later.run({ endpoint: 'after' }, maximaWork, 2))); // 15 gave 4 samples where 5 are judged
+  withLabels({ endpoint: 'after' }, () => untilSignals(40, () => later.run({ endpoint: 'after' }, maximaWork, 2))); // as the lone surrogate's: 15 gave that one 4 samples
   const after = await q.stop();
   assertRequestLabels(traceWork(after, ['maximaWork']), later.calls, { what: 'a later recording', min: 5, exact: true });
 });
