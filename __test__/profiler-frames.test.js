@@ -167,7 +167,8 @@ test('stop(): selfprof frames are on every request stack as recorded, and hidden
   }
   // The user's loop over getLabels: selfprof's work at the leaf, under the user's function.
   const own = hidden.samples.filter((s) => s.stackId !== undefined && hidden.frames[hidden.stacks[s.stackId].frameId].name === '(selfprof)');
-  assert.ok(own.some((s) => framesOf(hidden, s.stackId).at(-2).name === 'labelsInALoop'), '(selfprof) under labelsInALoop');
+  // (A (selfprof) sample alone on its stack, selfprof's drain run from a timer, has no caller.)
+  assert.ok(own.some((s) => framesOf(hidden, s.stackId).at(-2)?.name === 'labelsInALoop'), '(selfprof) under labelsInALoop');
 });
 
 test('the (selfprof) share equals what selfprof\'s own code took: the recorded trace read back hidden, sample by sample', () => {
