@@ -16,6 +16,7 @@ const { pathToFileURL } = require('node:url');
 const { Profiler, convert, readProfile, fromCpuProfile, start } = require('..');
 const { assertValidTrace, decodePprof, spin, v8CpuProfile } = require('./helpers');
 const { group } = require('../lib/capture/group');
+const { native } = require('../lib/native');
 
 const ROOT = path.join(__dirname, '..');
 const CLI = path.join(ROOT, 'bin', 'selfprof.js');
@@ -358,9 +359,10 @@ test('off switches: stop({ sourceMaps: false }), SELFPROF_SOURCE_MAPS=0; files m
 
 test('fromCpuProfile maps V8\'s profile as stop() does; { sourceMaps: false } does not', async () => {
   const js = fresh(path.join(dir, 'tsc', 'app.js'));
-  // V8's inspector samples it (no selfprof signal to count): 250 ms of CPU time.
-  const cpuMs = () => process.cpuUsage().user / 1000;
-  const until = cpuMs() + 250;
+  // V8's inspector samples it (no selfprof signal to count): 600 ms of this thread's CPU
+  // (250 ms of the process's gave 25 samples under load on Node 26).
+  const cpuMs = () => native.threadCpuNs() / 1e6;
+  const until = cpuMs() + 600;
   const profile = await v8CpuProfile(() => require(js).runWhile(() => cpuMs() < until));
   assertMapped(await fromCpuProfile(profile), 'fromCpuProfile');
   const raw = hottest(await fromCpuProfile(profile, { sourceMaps: false })).frame;
