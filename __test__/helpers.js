@@ -296,11 +296,10 @@ function pprofWork(pprof, works, { timeOrigin = performance.timeOrigin, labels =
  * (`expected(call)` maps them to how the profile names them; `exact`: and no other key),
  * and of each work function's samples at least `min` were taken and at least `floor` are
  * labeled so (rounded down: of fewer than 100 samples, one may be V8's without a signal).
- * `unvouched`: how many of the trace's samples no signal vouched for (its metadata's
- * `unmatchedSamples`, `unvouchedSamples(trace)`): that many
- * unlabeled samples are excused on top of the floor, as V8 takes such samples at fresh
- * code's deoptimizations and their labels are not certain (docs/labels.md). Returns a
- * summary per work function (`work right/all`).
+ * `unvouched`: how many of the trace's samples no signal vouched for (`unvouchedSamples`):
+ * that many unlabeled samples are excused on top of the floor, as V8 takes such samples at
+ * fresh code's deoptimizations and their labels are not certain (docs/labels.md). Returns
+ * a summary per work function (`work right/all`).
  */
 function assertRequestLabels(samples, calls, { what = 'labels', floor = LABEL_FLOOR, min = 20, expected = (c) => c.labels, exact = false, unvouched = 0 } = {}) {
   const sorted = [...calls].sort((a, b) => a.t0 - b.t0);
