@@ -146,9 +146,12 @@ test('Datadog agent: process.exit(), a SIGTERM handler that exits, and process.e
     await agent.clear();
     let r = await runApp(how, { type: 'datadog', url: agent.url });
     // On a loaded machine the test agent (Python) may not answer within the 2 s the exit
-    // waits: that profile is named lost, as it should be. Judged again once then.
-    if (/got no answer within the 2 s it had/.test(r.stderr)) {
-      t.diagnostic(`${how}: the agent did not answer in time; run again: ${warningsIn(r.stderr)}`);
+    // waits: that profile is named lost, in one warning, as it should be. Judged again then,
+    // up to 4 runs in all (under a load of 12 on 2 cores it was slow twice in a row).
+    for (let runs = 1; runs < 4 && /got no answer within the 2 s it had/.test(r.stderr); runs++) {
+      assert.equal(r.code, CODES[how], `${how}: the exit code the app chose, its profile lost: ${r.stderr}`);
+      assert.equal(warningsIn(r.stderr).match(/Warning: selfprof/g)?.length, 1, `${how}: one warning names the lost profile: ${r.stderr}`);
+      t.diagnostic(`${how}: the agent did not answer in time (run ${runs}); run again: ${warningsIn(r.stderr)}`);
       await agent.clear();
       r = await runApp(how, { type: 'datadog', url: agent.url });
     }
