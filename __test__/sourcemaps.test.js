@@ -14,7 +14,7 @@ const zlib = require('node:zlib');
 const { spawnSync } = require('node:child_process');
 const { pathToFileURL } = require('node:url');
 const { Profiler, convert, readProfile, fromCpuProfile, start } = require('..');
-const { assertValidTrace, decodePprof, spin, v8CpuProfile } = require('./helpers');
+const { assertValidTrace, decodePprof, sampledCall, spin, v8CpuProfile } = require('./helpers');
 const { group } = require('../lib/capture/group');
 const { native } = require('../lib/native');
 
@@ -388,7 +388,8 @@ test('maps that cannot be used: the recording is whole, their frames are V8\'s, 
   fs.closeSync(fs.openSync(path.join(broken, 'smHuge.js.map'), 'w'));
   fs.truncateSync(path.join(broken, 'smHuge.js.map'), 33 << 20);
   const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
-  for (const [name, file] of Object.entries(files)) require(file)(60, name);
+  // Each busy until signalled 20 times: on a loaded machine 60 ms gave one no sample.
+  for (const file of Object.values(files)) sampledCall(20, 30_000, require(file), 60);
   const trace = assertValidTrace(await p.stop());
   for (const [name, file] of Object.entries(files)) {
     const f = trace.frames.find((fr) => fr.name === name);
