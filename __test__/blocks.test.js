@@ -141,6 +141,19 @@ function sampledReports({ measured, trace }, thresholdMs = 50) {
 
 const frameNames = (st) => st.frames.map((f) => f.name);
 
+const APP_SOURCE = fs.readFileSync(path.join(__dirname, 'fixtures', 'blocks-app.js'), 'utf8').split('\n');
+const lineOf = (text) => APP_SOURCE.findIndex((l) => l.includes(text)) + 1;
+/** The lines (1-based) V8 gives the blocking function's and its handler's frames. */
+const BUILD_REPORT_LINE = lineOf('function buildReport(');
+const HANDLER_LINE = lineOf("app.get('/report/:ms'");
+
+/** Block `b`'s JS samples (a stack, no marker: those its `function` is found from), each as
+ * its frames' ids, from the leaf. */
+function jsSamplesIn(trace, b) {
+  const framesOf = (id) => (id === undefined ? [] : [trace.stacks[id].frameId, ...framesOf(trace.stacks[id].parentId)]);
+  return trace.samples.filter((s) => s.timestamp >= b.start && s.timestamp <= b.start + b.duration && s.stackId !== undefined && !s.marker).map((s) => framesOf(s.stackId));
+}
+
 /** The block whose stretch holds request `m`'s time on the loop. */
 const blockOf = (blocks, m) => blocks.filter((b) => b.start < m.t1 && b.start + b.duration > m.t0);
 
@@ -169,24 +182,26 @@ test('the blocks found from the samples are the blocking requests\', each within
     assert.equal(mine.length, 1, `one block holds the ${m.ms} ms request: ${JSON.stringify(mine.map((b) => [b.start, b.duration]))}`);
     const b = mine[0];
     const handler = m.t1 - m.t0;
-    // The time its thread did not run: an app's measure and the samples' differ by as much
-    // (a busy machine stretches the part of the task outside the handler).
-    const offCpu = Math.max(0, b.duration - b.cpu);
-    lines.push(`${m.ms} ms asked: the app measured ${handler.toFixed(1)} ms in its handler; the block ${b.duration.toFixed(1)} ± ${b.error.toFixed(1)} ms (${b.samples} samples, CPU ${b.cpu.toFixed(1)} ms)`);
+    lines.push(`${m.ms} ms asked: the app measured ${handler.toFixed(1)} ms in its handler; the block ${b.duration.toFixed(1)} ± ${b.error.toFixed(1)} ms (${b.samples} samples, CPU ${b.cpu.toFixed(1)} ms, in ${b.function?.name}:${b.function?.line} ${b.function?.samples})`);
     assert.equal(b.requests[0].labels.endpoint, REPORT, 'that request first');
     assert.ok(b.requests[0].labels.span_id, 'with its span id');
     const others = b.requests.slice(1).reduce((n, r) => n + r.samples, 0);
     assert.ok(others <= 2, `and nearly alone (the rest of its samples unlabeled: its start, a collection): ${JSON.stringify(b.requests)}`);
-    // It ran in the blocking function (or, with few samples, in the handler that calls it:
-    // V8 puts some of its samples there, its code inlined or at the call), as its heaviest
-    // stacks say.
+    // It ran in the blocking function, as its heaviest stacks say; and where more than half
+    // of its JS samples were not in it, in the handler that calls it (V8 puts some of its
+    // samples there, its code inlined or at the call: 9 of 14 once, on Node 26).
     assert.ok(b.stacks.some((st) => frameNames(st).includes('buildReport')), `its heaviest stacks are the blocking function's: ${JSON.stringify(b.stacks)}`);
+    const js = jsSamplesIn(trace, b);
+    const inReport = js.filter((ids) => ids.some((id) => trace.frames[id].name === 'buildReport')).length;
+    const ran = 2 * inReport > js.length ? { name: 'buildReport', line: BUILD_REPORT_LINE } : { line: HANDLER_LINE };
     assert.ok(
-      b.function?.name === 'buildReport' || (b.samples < 12 && b.function?.url?.endsWith('blocks-app.js') && b.stacks[0].frames.some((f) => f.line === b.function.line)),
-      `it ran in the blocking function: ${JSON.stringify(b.function)}`,
+      b.function?.url?.endsWith('blocks-app.js') && b.function.line === ran.line && (!ran.name || b.function.name === ran.name),
+      `it ran in ${ran.name ?? `the handler at line ${ran.line}`} (${inReport} of ${js.length} JS samples in buildReport): ${JSON.stringify(b.function)}; stacks ${JSON.stringify(b.stacks.map((st) => [st.samples, frameNames(st)]))}`,
     );
-    // It holds the handler, within its error.
-    assert.ok(b.start <= m.t0 + b.error && b.start + b.duration >= m.t1 - b.error, `${lines.at(-1)}: it holds the handler`);
+    // It holds the handler, within its error, give or take the time its thread did not run
+    // (a thread taken off the CPU near an edge is not sampled there).
+    const offCpu = Math.max(0, b.duration - b.cpu);
+    assert.ok(b.start <= m.t0 + b.error + offCpu && b.start + b.duration >= m.t1 - b.error - offCpu, `${lines.at(-1)}: it holds the handler`);
     // Within one sampling interval (as sampled: the gaps around its edges, `error`) of the
     // handler's time, give or take the time the thread did not run.
     assert.ok(Math.abs(b.duration - handler) <= Math.max(interval, b.error) + offCpu, `${lines.at(-1)}; interval ${interval.toFixed(1)} ms`);
