@@ -8,7 +8,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const zlib = require('node:zlib');
 const { Profiler, withLabels } = require('..');
-const { spin, decodePprof, assertValidTrace, traceWork, pprofWork, assertRequestLabels } = require('./helpers');
+const { spin, sampledCall, decodePprof, assertValidTrace, traceWork, pprofWork, assertRequestLabels } = require('./helpers');
 
 const cli = path.join(__dirname, '..', 'bin', 'selfprof.js');
 const fixture = path.join(__dirname, 'fixtures', 'labeled-app.js');
@@ -33,7 +33,7 @@ function cliBusyWork(ms) {
 test('selfprof convert: trace files to folded stacks and .cpuprofile', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-cli-'));
   const p = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
-  cliBusyWork(60);
+  sampledCall(20, 30_000, cliBusyWork, 60);
   const gz = await p.stop({ format: 'json-gzip' });
   const trace = JSON.parse(require('node:zlib').gunzipSync(gz));
   fs.writeFileSync(path.join(dir, 't.json.gz'), gz);

@@ -233,9 +233,11 @@ test('json-gzip and object forms of one real V8 profile are equal', async () => 
 
 test("a labeled trace object's samples have the members JSON.parse of its JSON gives, in that order", async () => {
   const p = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
-  withLabels({ endpoint: 'GET /order' }, () => spin(60));
+  // Each labeled part busy until signalled enough (> 10 whole samples are wanted, however
+  // loaded the machine).
+  withLabels({ endpoint: 'GET /order' }, () => sampledCall(30, 30_000, spin, 60));
   await new Promise((resolve) => setTimeout(resolve, 30)); // idle: samples without labels
-  withLabels({ endpoint: 'GET /order', span_id: '00f067aa0ba902b7' }, () => spin(30));
+  withLabels({ endpoint: 'GET /order', span_id: '00f067aa0ba902b7' }, () => sampledCall(15, 30_000, spin, 30));
   const trace = assertValidTrace(await p.stop());
   // Rust's order (src/trace/mod.rs, Sample); absent members absent.
   const order = ['timestamp', 'stackId', 'marker', 'contextId', 'cpuTime'];
