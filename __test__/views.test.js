@@ -13,7 +13,7 @@ const { pathToFileURL } = require('node:url');
 const { performance } = require('node:perf_hooks');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { Profiler, withLabels, htmlReport } = require('..');
-const { spin, sampledCall, assertValidTrace, stackFrames, definitionOf } = require('./helpers');
+const { spin, sampledCall, untilSignals, assertValidTrace, stackFrames, definitionOf } = require('./helpers');
 
 const OUT = path.join(__dirname, '..', 'out', 'test-report');
 const { missing, NO_CHROMIUM } = require('./tools');
@@ -85,9 +85,12 @@ before(async () => {
 
   const record = async (slowMs) => {
     const q = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+    // Each on until signalled so many times, by one call path: `sampled`'s first call and
+    // its calls after it are two paths, whose shares moved apart under load (diffSlowed's
+    // widest box in B had a smaller share than in A, blue, its total larger).
     for (let i = 0; i < 6; i++) {
-      sampled(diffSteady, 10);
-      sampled(diffSlowed, slowMs);
+      untilSignals(10, () => diffSteady(1));
+      untilSignals(slowMs, () => diffSlowed(1));
     }
     return assertValidTrace(await q.stop());
   };
