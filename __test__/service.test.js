@@ -81,6 +81,7 @@ test('Datadog agent: multipart event + wall.pprof every period, decodable, label
   const full = [];
   const samples = [];
   let hogBytes = 0;
+  let longestSilence = 0;
   for (const r of agent.requests) {
     assert.equal(r.method, 'POST');
     assert.equal(r.url, '/profiling/v1/input');
@@ -105,7 +106,11 @@ test('Datadog agent: multipart event + wall.pprof every period, decodable, label
     assert.ok(Math.abs(Date.parse(event.start) - Number(p.timeNanos) / 1e6) <= 1, `start ${event.start} vs pprof ${p.timeNanos}`);
     assert.ok(Math.abs(periodMs - Number(p.durationNanos) / 1e6) <= 2, `period ${periodMs} vs pprof ${p.durationNanos}`);
     const last = event.tags_profiler.split(',').includes('snapshot:on_shutdown');
-    if (!last) full.push({ periodMs, wallMs });
+    // Its samples' times: the longest silence between two of them, and the time after the
+    // last one that no sample covers.
+    const times = p.sample.map((s) => Number(numLabels(s).end_timestamp_ns) / 1e6).sort((x, y) => x - y);
+    for (let i = 1; i < times.length; i++) longestSilence = Math.max(longestSilence, times[i] - times[i - 1]);
+    if (!last) full.push({ periodMs, wallMs, tailMs: Date.parse(event.end) - times.at(-1) });
     const busy = p.sample.filter((s) => names(s).includes('serviceCheckoutWork'));
     // The shutdown snapshot covers what is left of a period, which on a loaded machine
     // may hold none of the work.
@@ -131,11 +136,18 @@ test('Datadog agent: multipart event + wall.pprof every period, decodable, label
   // profile gives, and a heap halved or doubled is not.
   const hogMiB = hogBytes / 2 ** 20;
   assert.ok(hogMiB >= 32 * 0.85 && hogMiB <= 32 * 1.15, `serviceHeapHog holds ${hogMiB.toFixed(1)} MiB in the last heap profile, not 32 ± 15%`);
-  t.diagnostic(`${agent.requests.length} uploads; ${judged}; heap hog ${(hogBytes / 2 ** 20).toFixed(1)} MiB; full periods wall/period: ${full.map((f) => `${f.wallMs.toFixed(0)}/${f.periodMs}`).join(', ')}`);
+  t.diagnostic(
+    `${agent.requests.length} uploads; ${judged}; heap hog ${(hogBytes / 2 ** 20).toFixed(1)} MiB; full periods wall/period (unsampled tail): ${full.map((f) => `${f.wallMs.toFixed(0)}/${f.periodMs} (${f.tailMs.toFixed(0)})`).join(', ')}; longest silence between samples ${longestSilence.toFixed(1)} ms`,
+  );
   // Every period but the last (partial) one: its wall time adds up to its window, however
-  // late the rotation timer fired on a busy machine.
+  // late the rotation timer fired on a busy machine; less, by at most the time after its
+  // last sample, where that is no longer than a silence the sampler had inside a period (a
+  // machine so busy that V8's sampler thread did not run: 77 ms at a load of 9, once).
   assert.ok(full.length >= 2, 'at least two full periods');
-  for (const f of full) assert.ok(Math.abs(f.wallMs - f.periodMs) <= 0.1 * f.periodMs, `wall ${f.wallMs} vs period ${f.periodMs}`);
+  for (const f of full) {
+    const excused = Math.min(Math.max(0, f.tailMs), longestSilence);
+    assert.ok(f.wallMs <= 1.1 * f.periodMs && f.wallMs >= 0.9 * f.periodMs - excused, `wall ${f.wallMs} vs period ${f.periodMs} (its last ${f.tailMs.toFixed(1)} ms unsampled; the longest silence inside a period ${longestSilence.toFixed(1)} ms)`);
+  }
 });
 
 test('Pyroscope: /ingest with name{tags}, from/until, raw pprof body, auth and tenant headers', async (t) => {
