@@ -142,7 +142,7 @@ test('Datadog agent: multipart event + wall.pprof every period, decodable, label
   // Every period but the last (partial) one: its wall time adds up to its window, however
   // late the rotation timer fired on a busy machine; less, by at most the time after its
   // last sample, where that is no longer than a silence the sampler had inside a period (a
-  // machine so busy that V8's sampler thread did not run: 77 ms at a load of 9, once).
+  // machine so busy that no sample came for 77 ms at a load of 9, once).
   assert.ok(full.length >= 2, 'at least two full periods');
   for (const f of full) {
     const excused = Math.min(Math.max(0, f.tailMs), longestSilence);
