@@ -49,11 +49,22 @@ function viewsGarbage() {
   junk = null;
   return junk;
 }
-function diffSteady(ms) {
-  return spin(ms);
+function diffSteady(signals) {
+  busyUntilSignalled(signals);
 }
-function diffSlowed(ms) {
-  return spin(ms);
+function diffSlowed(signals) {
+  busyUntilSignalled(signals);
+}
+/** Busy until the sampler signalled `n` times (1 ms sampling: as many samples as `n` at no
+ * load, and a loaded machine's shares as large), by one call path whoever calls it: its
+ * frames are both diff functions' and so change little in share, and each diff function
+ * has one box in the flame graph (sampledCall's first call and its later ones are two paths,
+ * whose shares moved apart under load: diffSlowed's widest box in B was blue, its total up). */
+function busyUntilSignalled(n) {
+  untilSignals(n, spinOneMs);
+}
+function spinOneMs() {
+  spin(1);
 }
 
 let collectGarbage;
@@ -85,12 +96,9 @@ before(async () => {
 
   const record = async (slowMs) => {
     const q = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
-    // Each on until signalled so many times, by one call path: `sampled`'s first call and
-    // its calls after it are two paths, whose shares moved apart under load (diffSlowed's
-    // widest box in B had a smaller share than in A, blue, its total larger).
     for (let i = 0; i < 6; i++) {
-      untilSignals(10, () => diffSteady(1));
-      untilSignals(slowMs, () => diffSlowed(1));
+      diffSteady(10);
+      diffSlowed(slowMs);
     }
     return assertValidTrace(await q.stop());
   };
@@ -408,6 +416,7 @@ test('diff: a function made slower shows the expected positive share (profile B 
   // By change in total share, it is among the first (the leaf, spin, has the self time).
   await page.selectOption('#diff-sort', 'total');
   const order = await page.$$eval('#diff-table tbody tr', (r) => r.map((x) => x.dataset.name));
+  t.diagnostic(`by change in total share: ${order.slice(0, 6).join(', ')}`);
   assert.ok(order.indexOf('diffSlowed') >= 0 && order.indexOf('diffSlowed') < 3, order.join());
   // Its box is red, diffSteady's blue: the widest box of each (a function on a second,
   // rarer path, as a busy run's samples may put it, has a box of its own there).
