@@ -21,10 +21,12 @@ const { fork, spawnSync } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { eventLoopBlocks, htmlReport } = require('..');
 const { missing, inChromium, findTool, startTestAgent, formOf } = require('./tools');
+const { definitionOf, stackFrames } = require('./helpers');
 
 const root = path.join(__dirname, '..');
 const CLI = path.join(root, 'bin', 'selfprof.js');
 const REPORT = 'GET /report/:ms';
+const APP = path.join(__dirname, 'fixtures', 'blocks-app.js');
 /** The blocking requests' durations (ms), sent one after another among the short ones. */
 const BLOCKS_MS = [120, 300, 180, 250, 140, 220];
 /** Blocking requests that ran with the process on CPU throughout, wanted to judge by; at
@@ -51,7 +53,7 @@ after(async () => {
 
 /** Runs the app, loads it (short requests on 2 connections all along, the blocking ones in turn), stops it. */
 async function runApp(out) {
-  const child = fork(path.join(__dirname, 'fixtures', 'blocks-app.js'), {
+  const child = fork(APP, {
     cwd: out,
     execArgv: ['-r', path.join(__dirname, 'fixtures', 'apps', 'tracing', 'dd-trace.js')],
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
@@ -141,18 +143,13 @@ function sampledReports({ measured, trace }, thresholdMs = 50) {
 
 const frameNames = (st) => st.frames.map((f) => f.name);
 
-const APP_SOURCE = fs.readFileSync(path.join(__dirname, 'fixtures', 'blocks-app.js'), 'utf8').split('\n');
-const lineOf = (text) => APP_SOURCE.findIndex((l) => l.includes(text)) + 1;
-/** The lines (1-based) V8 gives the blocking function's and its handler's frames. */
-const BUILD_REPORT_LINE = lineOf('function buildReport(');
-const HANDLER_LINE = lineOf("app.get('/report/:ms'");
+/** The lines (1-based) V8 gives the blocking function's and its handler's (an arrow's)
+ * frames. */
+const BUILD_REPORT_LINE = definitionOf(APP, 'buildReport').line;
+const HANDLER_LINE = fs.readFileSync(APP, 'utf8').split('\n').findIndex((l) => l.includes("app.get('/report/:ms'")) + 1;
 
-/** Block `b`'s JS samples (a stack, no marker: those its `function` is found from), each as
- * its frames' ids, from the leaf. */
-function jsSamplesIn(trace, b) {
-  const framesOf = (id) => (id === undefined ? [] : [trace.stacks[id].frameId, ...framesOf(trace.stacks[id].parentId)]);
-  return trace.samples.filter((s) => s.timestamp >= b.start && s.timestamp <= b.start + b.duration && s.stackId !== undefined && !s.marker).map((s) => framesOf(s.stackId));
-}
+/** Block `b`'s JS samples (a stack, no marker: those its `function` is found from). */
+const jsSamplesIn = (trace, b) => trace.samples.filter((s) => s.timestamp >= b.start && s.timestamp <= b.start + b.duration && s.stackId !== undefined && !s.marker);
 
 /** The block whose stretch holds request `m`'s time on the loop. */
 const blockOf = (blocks, m) => blocks.filter((b) => b.start < m.t1 && b.start + b.duration > m.t0);
@@ -192,7 +189,7 @@ test('the blocks found from the samples are the blocking requests\', each within
     // samples there, its code inlined or at the call: 9 of 14 once, on Node 26).
     assert.ok(b.stacks.some((st) => frameNames(st).includes('buildReport')), `its heaviest stacks are the blocking function's: ${JSON.stringify(b.stacks)}`);
     const js = jsSamplesIn(trace, b);
-    const inReport = js.filter((ids) => ids.some((id) => trace.frames[id].name === 'buildReport')).length;
+    const inReport = js.filter((s) => stackFrames(trace, s).some((f) => f.name === 'buildReport')).length;
     const ran = 2 * inReport > js.length ? { name: 'buildReport', line: BUILD_REPORT_LINE } : { line: HANDLER_LINE };
     assert.ok(
       b.function?.url?.endsWith('blocks-app.js') && b.function.line === ran.line && (!ran.name || b.function.name === ran.name),
