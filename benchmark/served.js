@@ -35,20 +35,24 @@ const pinned = (cpu, argv) =>
 /**
  * Listens on loopback, prints the port, and answers the parent's 'mark' and 'stop': at
  * 'stop', the requests served since 'mark' per CPU-second, how often the mode's profiler
- * sampled, a request's CPU by thread, and `info()` (what the mode says of itself). `stop()`
- * ends the mode's profiler (its result may be a trace).
+ * sampled, a request's CPU by thread, `info()` (what the mode says of itself) and, where
+ * `signals()` counts the profiler's signals, how many a request had. `stop()` ends the
+ * mode's profiler (its result may be a trace).
  */
-function serve(srv, served, stop, info = () => undefined) {
+function serve(srv, served, stop, info = () => undefined, signals = () => undefined) {
   srv.keepAliveTimeout = 60_000;
   srv.listen(0, '127.0.0.1', () => process.stdout.write(`${srv.address().port}\n`));
   let mark = null;
   process.on('message', async (msg) => {
     if (msg === 'mark') {
-      mark = { requests: served(), cpu: process.cpuUsage(), main: process.threadCpuUsage?.() };
+      mark = { requests: served(), cpu: process.cpuUsage(), main: process.threadCpuUsage?.(), signals: signals() };
     } else if (msg === 'stop') {
       const cpu = process.cpuUsage(mark.cpu);
       const main = process.threadCpuUsage?.(mark.main);
       const count = served() - mark.requests;
+      // The profiler's signals a request in the window (selfprof's modes): what a request
+      // pays per sample is this many times a sample's cost.
+      const signalsPerRequest = mark.signals === undefined ? undefined : (signals() - mark.signals) / count;
       const all = process.cpuUsage();
       const about = info();
       const trace = await stop();
@@ -62,7 +66,7 @@ function serve(srv, served, stop, info = () => undefined) {
       const perRequest = main
         ? { mainUser: us(main.user), mainSystem: us(main.system), otherUser: us(cpu.user - main.user), otherSystem: us(cpu.system - main.system) }
         : undefined;
-      process.send({ perCpuSecond: count / ((cpu.user + cpu.system) / 1e6), samplesPerCpuSecond: samples, mainShare, perRequest, info: about }, () => {
+      process.send({ perCpuSecond: count / ((cpu.user + cpu.system) / 1e6), samplesPerCpuSecond: samples, signalsPerRequest, mainShare, perRequest, info: about }, () => {
         srv.close();
         process.exit(0);
       });

@@ -122,12 +122,10 @@ async function server(mode) {
   // How selfprof's modes labeled samples (a label path not taken shows here).
   const root = mode === 'baseline' ? process.env.SELFPROF_BASELINE : path.join(__dirname, '..');
   const info = () => (mode.startsWith('service') || mode === 'baseline' ? require(path.join(root, 'lib', 'capture', 'labels')).labelState?.() : undefined);
-  serve(
-    expressService(() => requests++, labeled),
-    () => requests,
-    stop,
-    info,
-  );
+  // The signals selfprof's sampler sent (process-wide), for the signals a request.
+  const native = mode.startsWith('service') || mode === 'baseline' ? require(path.join(root, 'lib', 'native')).native : undefined;
+  const signals = typeof native?.signalCount === 'function' ? () => native.signalCount() : () => undefined;
+  serve(expressService(() => requests++, labeled), () => requests, stop, info, signals);
 }
 
 function modesOf() {
@@ -166,10 +164,12 @@ async function parent() {
     console.log(`${MODES[mode].padEnd(36)}${cpu.toFixed(0).padStart(8)}  ${range(ratios(mode, 'tracer'))}`);
   }
   // Node >= 22 splits a request's CPU by thread (process.threadCpuUsage).
-  if (perRound[0].tracer.perRequest) console.log('\nCPU µs a request, medians: main thread user, system; other threads user, system');
+  // With selfprof's signals a request: a request pays a sample's costs that many times.
+  if (perRound[0].tracer.perRequest) console.log('\nCPU µs a request, medians: main thread user, system; other threads user, system; selfprof\'s signals a request');
   for (const mode of perRound[0].tracer.perRequest ? modes : []) {
     const cols = ['mainUser', 'mainSystem', 'otherUser', 'otherSystem'].map((k) => median(perRound.map((got) => got[mode].perRequest?.[k] ?? NaN)).toFixed(1).padStart(8));
-    console.log(`${MODES[mode].padEnd(36)}${cols.join('')}`);
+    const signals = median(perRound.map((got) => got[mode].signalsPerRequest ?? NaN));
+    console.log(`${MODES[mode].padEnd(36)}${cols.join('')}${Number.isNaN(signals) ? '' : signals.toFixed(3).padStart(8)}`);
   }
   // The targets of issue 49, each paired within its rounds.
   console.log('\npaired within each round, median [min, max]');
