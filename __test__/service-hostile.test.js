@@ -705,3 +705,26 @@ test('hostile label values reach every backend without breaking a profile', asyn
   };
   t.diagnostic(JSON.stringify(judged));
 });
+
+test("the shutdown warning lists what was lost in time order, the last profile last, whatever order the exporter got them in", async () => {
+  const { Uploader } = require('../lib/service/exporters/uploader');
+  // An export that never answers: the one under way at shutdown is abandoned.
+  const never = (profile, timeoutMs, signal) => new Promise((resolve, reject) => signal.addEventListener('abort', () => reject(new Error('abandoned'))));
+  const up = new Uploader('datadog', never, { retries: 0 });
+  const t = Date.parse('2026-11-29T21:29:32.000Z');
+  // A period's profile built after the shutdown's own one was queued (seen on CI, Node 26).
+  up.push({ start: t + 400, end: t + 835 });
+  up.push({ start: t + 928, end: t + 944, snapshot: 'on_shutdown' });
+  up.push({ start: t + 824, end: t + 933 });
+  const warned = [];
+  const onWarning = (w) => warned.push(w.message);
+  process.on('warning', onWarning);
+  try {
+    await up.close(50);
+    await new Promise((resolve) => setImmediate(resolve));
+  } finally {
+    process.off('warning', onWarning);
+  }
+  assert.equal(warned.length, 1, warned.join('\n'));
+  assert.match(warned[0], /could not send 3 profiles before shutdown \(2026-11-29T21:29:32\.400Z to 21:29:32\.835Z, 2026-11-29T21:29:32\.824Z to 21:29:32\.933Z, 2026-11-29T21:29:32\.928Z to 21:29:32\.944Z \(the last\)\): /);
+});

@@ -121,8 +121,13 @@ function describe(profile) {
 /**
  * The warning for profiles an exporter could not deliver (`when`: "before shutdown", "at
  * exit"): how many, the first ones and the last (a queue may hold up to 1000), and why.
+ * They are listed by when they end: a period's profile may reach the exporter after the
+ * shutdown's own one, which is still the last.
  */
-function lostMessage(name, profiles, when, reason) {
+function lostMessage(name, given, when, reason) {
+  const at = (profile) => (Number.isFinite(profile.end) ? profile.end : Infinity);
+  const last = (profile) => (profile.snapshot === 'on_shutdown' ? 1 : 0);
+  const profiles = [...given].sort((a, b) => at(a) - at(b) || last(a) - last(b));
   const n = profiles.length;
   const shown = n > 6 ? [...profiles.slice(0, 4).map(describe), `${n - 5} more`, describe(profiles[n - 1])] : profiles.map(describe);
   return `selfprof: ${name} exporter could not ${name === 'file' ? 'write' : 'send'} ${n} profile${n > 1 ? 's' : ''} ${when} (${shown.join(', ')}): ${reason}`;
