@@ -504,6 +504,53 @@ fn blocks_go_into_a_pprof_and_come_back_from_it() {
 }
 
 #[test]
+fn a_pprofs_blocks_read_back_are_the_numbers_written_to_the_last_bit() {
+  // V8's timestamps are whole microseconds: a block's duration, their difference in ms,
+  // is often a double like 211.85000000000002 that a parser off by one bit reads as
+  // 211.84999999999997, and `selfprof report --blocks` of the pprof would print 211.8 ms
+  // where the trace's own blocks say 211.9.
+  use crate::formats::pprof::{parse_block_comments, profile, Timing};
+  let mut t = trace(&format!(
+    "I {} I {} I {} I",
+    repeat(&format!("{REQ}:r1"), 60),
+    repeat(&format!("{REQ}:r2"), 70),
+    repeat(&format!("{REQ}:r3"), 80)
+  ));
+  let timing = Timing {
+    time_origin_unix_ms: 1_700_000_000_000.0,
+    start_ms: 90.0,
+    end_ms: 400.0,
+    period_ns: 1_000_000,
+    cpu: true,
+    lines: false,
+  };
+  let mut differed = Vec::new();
+  for shift in 0..200u32 {
+    for (i, s) in t.samples.iter_mut().enumerate() {
+      s.timestamp = 100.0 + i as f64 + f64::from((shift * 7919 + i as u32 * 104_729) % 1000) * 0.001;
+    }
+    let found = event_loop_blocks(&t, &BlockOptions::default());
+    let p = profile(&t, &timing);
+    let back = parse_block_comments(p.comment.iter().map(|&c| p.string_table[c as usize].as_str()))
+      .expect("the comments carry blocks");
+    assert_eq!(back.blocks.len(), found.len());
+    for (b, f) in back.blocks.iter().zip(&found) {
+      if (b.duration.to_bits(), b.error.to_bits(), b.unsampled.to_bits())
+        != (f.duration.to_bits(), f.error.to_bits(), f.unsampled.to_bits())
+      {
+        differed.push([(f.duration, b.duration), (f.error, b.error), (f.unsampled, b.unsampled)]);
+      }
+    }
+  }
+  assert_eq!(
+    differed.iter().take(3).collect::<Vec<_>>(),
+    Vec::<&[(f64, f64); 3]>::new(),
+    "{} of 600 blocks read back differently",
+    differed.len()
+  );
+}
+
+#[test]
 fn a_hostile_traces_deep_stacks_in_many_blocks_are_walked_within_a_budget() {
   // One chain of 10,000 frames, and 1,000 blocks of 60 samples at its leaf: finding each
   // block's function would walk 10 million nodes; the walks stop at `WALK_BUDGET`.
