@@ -16,27 +16,26 @@ function edgeMicrotaskWork(ms) {
   return spin(ms);
 }
 
-test('microtasks of several requests that one timer set off are one block, naming each request', async () => {
-  // A labeled request under a profiler once before: the first one's set-up is not in the
-  // recording (under load, a 55-66 ms block labeled span-a, mostly selfprof's own frames).
-  const warm = new Profiler({ sampleInterval: 1, maxBufferSize: 1000 });
-  await withLabels({ endpoint: 'GET /warm-up' }, async () => {
-    await null;
-  });
-  await warm.stop();
+/**
+ * One recording of three requests waiting on one promise that a timer resolves: each one's
+ * continuation runs 30 ms, and the loop does not turn until all three have. Returns the
+ * trace, the app's own measure (`released`: the timer's callback; `done`: the last
+ * continuation's end) and each continuation's time (`ran[id] = [t0, t1]`).
+ */
+async function batchRecording() {
   const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
   await sleep(20);
-  // Three requests wait on one promise; a timer resolves it, and each one's continuation
-  // runs 30 ms: the loop does not turn until all three have.
-  // The app's own measure: from the timer's callback to the last continuation's end.
   let release;
   let [released, done] = [0, 0];
+  const ran = {};
   const shared = new Promise((resolve) => (release = resolve));
   const requests = ['a', 'b', 'c'].map((id) =>
     withLabels({ endpoint: 'GET /batch', span_id: `span-${id}` }, async () => {
       await shared;
+      const t0 = performance.now();
       edgeMicrotaskWork(30);
       done = performance.now();
+      ran[`span-${id}`] = [t0, done];
     }),
   );
   setTimeout(() => {
@@ -45,7 +44,30 @@ test('microtasks of several requests that one timer set off are one block, namin
   }, 20);
   await Promise.all(requests);
   await sleep(20);
-  const trace = await p.stop();
+  return { trace: await p.stop(), released, done, ran };
+}
+
+test('microtasks of several requests that one timer set off are one block, naming each request', async (t) => {
+  // A labeled request under a profiler once before: the first one's set-up is not in the
+  // recording (under load, a 55-66 ms block labeled span-a, mostly selfprof's own frames).
+  const warm = new Profiler({ sampleInterval: 1, maxBufferSize: 1000 });
+  await withLabels({ endpoint: 'GET /warm-up' }, async () => {
+    await null;
+  });
+  await warm.stop();
+  // Recorded until V8 sampled each continuation: where its sampler thread is starved of
+  // CPU, V8 drops samples while the signals go on (under nice 19 beside four busy loops,
+  // 46 of 80 calls that 12 signals reached had fewer than 6 samples), and a continuation
+  // no sample saw cannot be named.
+  const sampledIn = (trace, [t0, t1]) => trace.samples.filter((s) => s.timestamp >= t0 && s.timestamp <= t1 && s.stackId !== undefined).length;
+  let run;
+  let rounds = 0;
+  do {
+    run = await batchRecording();
+    rounds++;
+  } while (rounds < 5 && Object.values(run.ran).some((w) => sampledIn(run.trace, w) < 5));
+  const { trace, released, done, ran } = run;
+  t.diagnostic(`${rounds} recording(s); samples in each continuation: ${Object.entries(ran).map(([id, w]) => `${id} ${sampledIn(trace, w)}`).join(', ')}`);
   // The block of the continuations' work; any other is where the thread hardly ran (a
   // loaded machine stopped it for 50 ms as a request began: 51 ms, 'span-a', once), a
   // collection that ran as a request began (its samples carry that request's labels), or
@@ -60,12 +82,18 @@ test('microtasks of several requests that one timer set off are one block, namin
     const stacks = JSON.stringify(b.stacks.map((st) => [st.samples, st.frames.slice(0, 10).map((f) => `${f.name} ${f.url ?? ''}:${f.line ?? ''}`)]));
     assert.ok(b.cpu < b.duration / 2 || b.gc >= b.samples / 2 || b.start + b.duration <= released, `a block without the work is a stopped thread's, a collection's or the requests' start: ${shown}; its stacks ${stacks}`);
   }
-  assert.deepEqual(spans(found[0]), ['span-a', 'span-b', 'span-c']);
-  // At least the three 30 ms continuations; at most the task as the app measured it (on a
-  // busy machine, longer than 90 ms), within the block's error and a few ms of the task's
-  // own work around it.
+  // Every continuation V8 sampled is named (all three, unless five recordings in a row
+  // lost one's samples).
+  const sampled = Object.keys(ran).filter((id) => sampledIn(trace, ran[id]) > 0);
+  assert.ok(sampled.length >= 2, `continuations sampled: ${sampled}`);
+  assert.deepEqual(spans(found[0]).filter((id) => sampled.includes(id)), sampled.sort(), shown);
+  // At least the three 30 ms continuations (90 ms of wall time: the block's real length,
+  // within its duration ± error, is at least that; on Node 26 a first sample 16 ms late
+  // made it 84.3 ± 8.2 ms); at most the task as the app measured it (on a busy machine,
+  // longer than 90 ms), within the block's error and a few ms of the task's own work
+  // around it.
   const { duration, error } = found[0];
-  assert.ok(duration >= 85 && duration <= done - released + 2 * error + 10, `${duration} ± ${error} ms, the app measured ${(done - released).toFixed(1)} ms`);
+  assert.ok(duration + error >= 90 && duration <= done - released + 2 * error + 10, `${duration} ± ${error} ms, the app measured ${(done - released).toFixed(1)} ms`);
   assert.ok(found[0].stacks[0].frames.some((f) => f.name === 'edgeMicrotaskWork'), JSON.stringify(found[0].stacks[0]));
 });
 
