@@ -462,22 +462,27 @@ fn threshold_and_limits() {
   assert_eq!((b[0].stacks[0].frames.len(), b[0].stacks[0].more), (2, 1));
 }
 
+/// A pprof's timing for the traces here: from 90 ms to `end_ms`, 1 ms apart, CPU time.
+fn pprof_timing(end_ms: f64) -> crate::formats::pprof::Timing {
+  crate::formats::pprof::Timing {
+    time_origin_unix_ms: 1_700_000_000_000.0,
+    start_ms: 90.0,
+    end_ms,
+    period_ns: 1_000_000,
+    cpu: true,
+    lines: false,
+  }
+}
+
 #[test]
 fn blocks_go_into_a_pprof_and_come_back_from_it() {
-  use crate::formats::pprof::{parse_block_comments, profile, Timing};
+  use crate::formats::pprof::{parse_block_comments, profile};
   let t = trace(&format!(
     "I {} I {} I",
     repeat(&format!("{REQ}:r1"), 60),
     repeat(&format!("{REQ}:r2"), 70)
   ));
-  let timing = Timing {
-    time_origin_unix_ms: 1_700_000_000_000.0,
-    start_ms: 90.0,
-    end_ms: 300.0,
-    period_ns: 1_000_000,
-    cpu: true,
-    lines: false,
-  };
+  let timing = pprof_timing(300.0);
   let p = profile(&t, &timing);
   let comments = p.comment.iter().map(|&c| p.string_table[c as usize].as_str());
   let back = parse_block_comments(comments).expect("the comments carry blocks");
@@ -509,21 +514,14 @@ fn a_pprofs_blocks_read_back_are_the_numbers_written_to_the_last_bit() {
   // is often a double like 211.85000000000002 that a parser off by one bit reads as
   // 211.84999999999997, and `selfprof report --blocks` of the pprof would print 211.8 ms
   // where the trace's own blocks say 211.9.
-  use crate::formats::pprof::{parse_block_comments, profile, Timing};
+  use crate::formats::pprof::{parse_block_comments, profile};
   let mut t = trace(&format!(
     "I {} I {} I {} I",
     repeat(&format!("{REQ}:r1"), 60),
     repeat(&format!("{REQ}:r2"), 70),
     repeat(&format!("{REQ}:r3"), 80)
   ));
-  let timing = Timing {
-    time_origin_unix_ms: 1_700_000_000_000.0,
-    start_ms: 90.0,
-    end_ms: 400.0,
-    period_ns: 1_000_000,
-    cpu: true,
-    lines: false,
-  };
+  let timing = pprof_timing(400.0);
   let mut differed = Vec::new();
   for shift in 0..200u32 {
     for (i, s) in t.samples.iter_mut().enumerate() {
