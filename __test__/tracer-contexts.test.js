@@ -102,7 +102,9 @@ for (const [name, setUp] of Object.entries(tracers)) {
       unvouched += unvouchedSamples(trace);
       metadata.push(trace.metadata);
     } while (metadata.length < 5 && works.some((w) => samples.filter((s) => s.work === w).length < 10));
-    t.diagnostic(`${labelState().path}, ${JSON.stringify(labelState().tracers)}: ${assertRequestLabels(samples, log.calls, { what: name, min: 10, exact: true, unvouched })}; ${metadata.length} recording(s): ${JSON.stringify(metadata)}; samples in allocatingWork's calls by kind: ${JSON.stringify(inAllocating)}`);
+    // (What each recording's samples in allocatingWork's calls were goes into a failure's message too.)
+    const recordings = `${metadata.length} recording(s): ${JSON.stringify(metadata)}; samples in allocatingWork's calls by kind: ${JSON.stringify(inAllocating)}`;
+    t.diagnostic(`${labelState().path}, ${JSON.stringify(labelState().tracers)}: ${assertRequestLabels(samples, log.calls, { what: `${name} (${recordings})`, min: 10, exact: true, unvouched })}; ${recordings}`);
     assert.equal(labelState().pairsWithoutId, 0, 'every pair had an id');
   });
 }
