@@ -55,10 +55,10 @@ test('microtasks of several requests that one timer set off are one block, namin
     await null;
   });
   await warm.stop();
-  // Recorded until V8 sampled each continuation: where its sampler thread is starved of
-  // CPU, V8 drops samples while the signals go on (under nice 19 beside four busy loops,
-  // 46 of 80 calls that 12 signals reached had fewer than 6 samples), and a continuation
-  // no sample saw cannot be named.
+  // Recorded until V8 sampled each continuation: where the process is starved of CPU a
+  // short stretch of work may get few samples or none (under nice 19 beside four busy
+  // loops, 46 of 80 calls waiting for 12 signals had fewer than 6 samples, a quarter of
+  // them the collector's), and a continuation no sample saw cannot be named.
   const sampledIn = (trace, [t0, t1]) => trace.samples.filter((s) => s.timestamp >= t0 && s.timestamp <= t1 && s.stackId !== undefined).length;
   let run;
   let rounds = 0;

@@ -22,7 +22,7 @@ const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-asyn
 const { Profiler, withLabels, getLabels, ddTraceIntegration, openTelemetrySpanProcessor } = require('..');
 const { labelState } = require('../lib/capture/labels');
 const { native } = require('../lib/native');
-const { spin, allocatingWork, WorkLog, traceWork, assertRequestLabels, unvouchedSamples, stopAll } = require('./helpers');
+const { spin, allocatingWork, WorkLog, traceWork, assertRequestLabels, unvouchedSamples, stopAll, callAt } = require('./helpers');
 
 /** Whether the handler reads the frame here (Node >= 24 with a V8 whose layout this build has). */
 const frameRead = Number(process.versions.node.split('.')[0]) >= 24 && native.frameLayouts().some((l) => process.versions.v8.startsWith(`${l.v8}.`));
@@ -109,21 +109,24 @@ for (const [name, setUp] of Object.entries(tracers)) {
   });
 }
 
-/** The samples of `trace` where V8 was collecting garbage inside a call of `work` (from
- * `calls`), as `traceWork` gives samples: a collection there ran for that call. */
+/** The samples of `trace` taken inside a call of `work` (from `calls`). */
+function inCallsOf(trace, calls, work) {
+  const sorted = [...calls].sort((a, b) => a.t0 - b.t0);
+  return trace.samples.filter((s) => callAt(sorted, s.timestamp)?.work === work);
+}
+
+/** The samples of `trace` where V8 was collecting garbage inside a call of `work`, as
+ * `traceWork` gives samples: a collection there ran for that call. */
 function collectionsIn(trace, calls, work) {
-  const within = calls.filter((c) => c.work === work);
-  return trace.samples
-    .filter((s) => s.marker === 'gc' && within.some((c) => s.timestamp >= c.t0 && s.timestamp <= c.t1))
+  return inCallsOf(trace, calls, work)
+    .filter((s) => s.marker === 'gc')
     .map((s) => ({ t: s.timestamp, work, labels: s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels }));
 }
 
 /** How many of `trace`'s samples inside calls of `work` were JS (by their marker otherwise). */
 function markersIn(trace, calls, work) {
-  const within = calls.filter((c) => c.work === work);
   const out = {};
-  for (const s of trace.samples) {
-    if (!within.some((c) => s.timestamp >= c.t0 && s.timestamp <= c.t1)) continue;
+  for (const s of inCallsOf(trace, calls, work)) {
     const kind = s.stackId !== undefined ? 'js' : (s.marker ?? 'none');
     out[kind] = (out[kind] ?? 0) + 1;
   }
