@@ -30,6 +30,9 @@ use crate::formats::threads::{OS_THREAD_ID, THREAD_ID, THREAD_NAME};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
+mod requests;
+use requests::Requests;
+
 /// What to find and how much of each block to keep.
 #[derive(Debug, Clone, Copy)]
 pub struct BlockOptions {
@@ -203,6 +206,9 @@ struct Facts<'a> {
   tick: Vec<bool>,
   /// Per context: its labels but the thread's, as sorted pairs (empty: no request).
   request: Vec<Vec<(&'a str, &'a str)>>,
+  /// Pairs of contexts compared (`same_request`), for the tests of how much work a block is.
+  #[cfg(test)]
+  compared: std::cell::Cell<u64>,
 }
 
 impl<'a> Facts<'a> {
@@ -274,6 +280,8 @@ impl<'a> Facts<'a> {
       entry,
       tick,
       request,
+      #[cfg(test)]
+      compared: std::cell::Cell::new(0),
     }
   }
 
@@ -285,6 +293,8 @@ impl<'a> Facts<'a> {
 
   /// Whether two contexts are one request's: one's labels hold all of the other's.
   fn same_request(&self, a: u32, b: u32) -> bool {
+    #[cfg(test)]
+    self.compared.set(self.compared.get() + 1);
     if a == b {
       return true;
     }
@@ -523,7 +533,7 @@ pub fn event_loop_blocks(trace: &Trace, options: &BlockOptions) -> Vec<Block> {
 fn describe(f: &Facts, indices: &[usize], options: &BlockOptions) -> Block {
   let trace = f.trace;
   let mut thread = BTreeMap::new();
-  let mut requests: Vec<(u32, u32)> = Vec::new(); // (context, samples), merged by request
+  let mut requests = Requests::new(f, indices);
   let mut stacks: HashMap<u32, u32> = HashMap::new();
   let (mut unlabeled, mut gc) = (0u32, 0u32);
   for &i in indices {
@@ -539,16 +549,7 @@ fn describe(f: &Facts, indices: &[usize], options: &BlockOptions) -> Block {
       }
     }
     match f.request_of(i) {
-      Some(c) => match requests.iter_mut().find(|(r, _)| f.same_request(*r, c)) {
-        Some(entry) => {
-          entry.1 += 1;
-          // Keep the fuller label set of the two.
-          if f.request[c as usize].len() > f.request[entry.0 as usize].len() {
-            entry.0 = c;
-          }
-        }
-        None => requests.push((c, 1)),
-      },
+      Some(c) => requests.add(c),
       None => unlabeled += 1,
     }
     match (s.marker, s.stack_id) {
@@ -561,6 +562,7 @@ fn describe(f: &Facts, indices: &[usize], options: &BlockOptions) -> Block {
     frame: frame_of(trace, trace.stacks[stack as usize].frame_id),
     samples,
   });
+  let mut requests = requests.entries;
   requests.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
   let other_requests = requests.len().saturating_sub(options.requests) as u32;
   let requests = requests

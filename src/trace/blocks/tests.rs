@@ -587,3 +587,106 @@ fn a_hostile_traces_deep_stacks_in_many_blocks_are_walked_within_a_budget() {
 fn blocks_of(t: &Trace) -> Vec<Block> {
   event_loop_blocks(t, &BlockOptions::default())
 }
+
+/// A trace of one busy stretch at the app's own code (no callback of the loop's starts a
+/// task in it), sample `i` in context `context(i)` of `sets`.
+fn one_stretch(sets: &[LabelSet], context: impl Fn(usize) -> Option<u32>, n: usize) -> Trace {
+  let mut t = trace("I");
+  t.samples.clear();
+  t.stacks.push(Stack {
+    frame_id: 6, // handler, file:///app.js
+    parent_id: None,
+  });
+  t.contexts = sets.iter().cloned().map(Context::new).collect();
+  t.samples = (0..n)
+    .map(|i| Sample {
+      timestamp: 1.0 + i as f64,
+      stack_id: Some(0),
+      marker: None,
+      context_id: context(i),
+      cpu_time: Some(1.0),
+    })
+    .collect();
+  t
+}
+
+#[test]
+fn a_blocks_requests_are_merged_as_comparing_each_context_with_every_request_merges() {
+  // Label sets from few keys and values, so that many hold others: each context must join
+  // the first request so far that it matches, as a walk over all of them finds it.
+  let mut seed = 0x2545_f491_4f6c_dd1du64;
+  let mut next = |m: u64| {
+    seed ^= seed << 13;
+    seed ^= seed >> 7;
+    seed ^= seed << 17;
+    seed % m
+  };
+  for round in 0..200 {
+    let sets: Vec<LabelSet> = (0..40)
+      .map(|_| {
+        let mut set: LabelSet = Vec::new();
+        for k in ["endpoint", "span_id", "tenant", "user"] {
+          if next(2) == 0 {
+            set.push((k.into(), format!("v{}", next(2))));
+          }
+        }
+        if next(8) == 0 {
+          set.push((THREAD_ID.into(), "1".into()));
+        }
+        set
+      })
+      .collect();
+    let picks: Vec<Option<u32>> = (0..300).map(|_| (next(10) != 0).then(|| next(40) as u32)).collect();
+    let t = one_stretch(&sets, |i| picks[i], picks.len());
+    let f = Facts::new(&t);
+    let indices: Vec<usize> = (0..t.samples.len()).collect();
+    let mut walked: Vec<(u32, u32)> = Vec::new();
+    for &i in &indices {
+      let Some(c) = f.request_of(i) else { continue };
+      match walked.iter_mut().find(|(r, _)| f.same_request(*r, c)) {
+        Some(entry) => {
+          entry.1 += 1;
+          if f.request[c as usize].len() > f.request[entry.0 as usize].len() {
+            entry.0 = c;
+          }
+        }
+        None => walked.push((c, 1)),
+      }
+    }
+    let mut requests = Requests::new(&f, &indices);
+    for c in indices.iter().filter_map(|&i| f.request_of(i)) {
+      requests.add(c);
+    }
+    assert_eq!(requests.entries, walked, "round {round}");
+  }
+}
+
+#[test]
+fn a_block_of_many_requests_compares_each_sample_with_a_few() {
+  // One stretch of 12,000 samples, each its own request (a third without a span id, four
+  // endpoints): comparing each with every request so far made 32 million comparisons.
+  let n = 12_000;
+  let span = |i: usize| {
+    if i.is_multiple_of(3) {
+      String::new()
+    } else {
+      format!("{i:016x}")
+    }
+  };
+  let sets: Vec<LabelSet> = (0..n)
+    .map(|i| {
+      vec![
+        ("endpoint".into(), format!("GET /{}", i % 4)),
+        ("span_id".into(), span(i)),
+      ]
+    })
+    .collect();
+  let t = one_stretch(&sets, |i| Some(i as u32), n);
+  let f = Facts::new(&t);
+  let indices: Vec<usize> = (0..n).collect();
+  let block = describe(&f, &indices, &BlockOptions::default());
+  let requests = n - n / 3 + 4;
+  assert_eq!(block.requests.len() + block.other_requests as usize, requests);
+  assert_eq!(block.requests[0].samples, 1000, "the four without a span id first");
+  assert!(f.compared.get() <= 3 * n as u64, "{} comparisons", f.compared.get());
+}
