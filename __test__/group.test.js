@@ -101,13 +101,16 @@ test('a full profiler leaves the others sampling', async () => {
   assert.ok(full);
   const fullAt = performance.now();
   assert.equal(group.interval, 2, 'the sampler moved to the remaining interval');
-  untilSignals(30, () => spin(1));
+  untilSignals(60, () => spin(1));
   const tb = assertValidTrace(await big.stop());
   const ts = assertValidTrace(await small.stop());
   assert.ok(ts.samples.length <= 10);
-  // Each signal after the small one filled made one of the big one's samples.
+  // Each signal after the small one filled is the big one's: a big profiler the full one
+  // stopped would have no sample of them, one the sampler still served at the small one's
+  // interval half of them. V8 drops a sample where its processor thread, starved on a busy
+  // machine, has not emptied its tick buffer: 27 of 30 beside two busy loops (2026-11-30).
   const after = tb.samples.filter((s) => s.timestamp > fullAt).length;
-  assert.ok(after >= 28, `${after} samples of the 2 ms profiler in the 30 signals after the other filled`);
+  assert.ok(after >= 45, `${after} samples of the 2 ms profiler in the 60 signals after the other filled`);
 });
 
 test('1000 profilers, some concurrent, in a loop: no crash, bounded memory', async (t) => {
