@@ -21,7 +21,7 @@ const { fork, spawnSync } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { eventLoopBlocks, htmlReport } = require('..');
 const { missing, inChromium, findTool, startTestAgent, formOf } = require('./tools');
-const { definitionOf, stackFrames } = require('./helpers');
+const { definitionOf, lineOf, stackFrames } = require('./helpers');
 
 const root = path.join(__dirname, '..');
 const CLI = path.join(root, 'bin', 'selfprof.js');
@@ -146,7 +146,7 @@ const frameNames = (st) => st.frames.map((f) => f.name);
 /** The lines (1-based) V8 gives the blocking function's and its handler's (an arrow's)
  * frames. */
 const BUILD_REPORT_LINE = definitionOf(APP, 'buildReport').line;
-const HANDLER_LINE = fs.readFileSync(APP, 'utf8').split('\n').findIndex((l) => l.includes("app.get('/report/:ms'")) + 1;
+const HANDLER_LINE = lineOf(APP, "app.get('/report/:ms'");
 
 /** Block `b`'s JS samples (a stack, no marker: those its `function` is found from). */
 const jsSamplesIn = (trace, b) => trace.samples.filter((s) => s.timestamp >= b.start && s.timestamp <= b.start + b.duration && s.stackId !== undefined && !s.marker);

@@ -12,7 +12,7 @@ const { start, convert, readProfile, htmlReport } = require('..');
 const { pathToFileURL } = require('node:url');
 const { startHeapSampling, nativeReadUnavailable } = require('../lib/capture/heap');
 const { native } = require('../lib/native');
-const { decodePprof } = require('./helpers');
+const { decodePprof, definitionOf } = require('./helpers');
 
 /** How this host reads heap profiles: through V8's C++ API on Linux where the build was
  * checked against this V8's headers (Node 20, 22, 24, 26), else through the inspector. */
@@ -123,7 +123,7 @@ test("a snapshot is read through V8's C++ API: the known function's bytes, objec
     const trace = JSON.parse(zlib.gunzipSync(traceGz));
     const frame = trace.frames.find((f) => f.name === 'heapHogFunction');
     assert.equal(trace.resources[frame.resourceId], pathToFileURL(__filename).href);
-    assert.equal(frame.line, fs.readFileSync(__filename, 'utf8').split('\n').findIndex((l) => l.startsWith('function heapHogFunction')) + 1);
+    assert.equal(frame.line, definitionOf(__filename, 'heapHogFunction').line);
 
     // The same sampler through the inspector: the hog's stacks and bytes alike.
     const di = decodePprof(buildChunk(insp, heap.interval)[0]);

@@ -95,6 +95,18 @@ function definitionOf(file, name) {
   return { line, column };
 }
 
+/** The 1-based line of the first line of `text` that includes `needle`, which must be there. */
+function lineIn(text, needle) {
+  const at = text.split('\n').findIndex((l) => l.includes(needle));
+  assert.ok(at >= 0, `${JSON.stringify(needle)} is in the text`);
+  return at + 1;
+}
+
+/** The same of `file`'s text. */
+function lineOf(file, needle) {
+  return lineIn(fs.readFileSync(file, 'utf8'), needle);
+}
+
 /** Asserts the invariants every ProfilerTrace must hold, and returns it. */
 function assertValidTrace(trace) {
   assert.deepEqual(Object.keys(trace).slice(0, 4), ['resources', 'frames', 'stacks', 'samples']);
@@ -403,6 +415,8 @@ module.exports = {
   stopAll,
   recordCheckpoints,
   definitionOf,
+  lineIn,
+  lineOf,
   assertValidTrace,
   stackFrames,
   samplesIn,

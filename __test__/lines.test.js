@@ -12,7 +12,7 @@ const { performance } = require('node:perf_hooks');
 const zlib = require('node:zlib');
 const { Profiler, convert, readProfile } = require('..');
 const { stopForExport } = require('../lib/capture/profiler');
-const { assertValidTrace, decodePprof, definitionOf, untilSignals } = require('./helpers');
+const { assertValidTrace, decodePprof, definitionOf, lineOf, untilSignals } = require('./helpers');
 
 /**
  * V8's CPU profiles as it hands them to selfprof's inspector session (the answers to
@@ -40,13 +40,6 @@ function linesHot(ms) {
     x %= 1e9;
   }
   return x;
-}
-
-/** The 1-based line of the first line of `file` containing `marker`. */
-function lineOf(file, marker) {
-  const at = fs.readFileSync(file, 'utf8').split('\n').findIndex((l) => l.includes(marker));
-  assert.ok(at >= 0, `${marker} in ${file}`);
-  return at + 1;
 }
 
 /** Per line: ticks of the stacks whose frame is `name`'s; and those stacks' JS samples. */

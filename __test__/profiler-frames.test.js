@@ -16,7 +16,7 @@ const zlib = require('node:zlib');
 const { spawnSync } = require('node:child_process');
 const { pathToFileURL } = require('node:url');
 const { readProfile, convert, htmlReport, fromCpuProfile } = require('..');
-const { decodePprof, assertValidTrace } = require('./helpers');
+const { decodePprof, assertValidTrace, lineOf } = require('./helpers');
 const { missing, NO_CHROMIUM } = require('./tools');
 const { storesInFrame } = require('../lib/capture/labels');
 
@@ -25,7 +25,7 @@ const cli = path.join(ROOT, 'bin', 'selfprof.js');
 const fixture = path.join(__dirname, 'fixtures', 'profiler-frames-app.js');
 const CHROMIUM = '/usr/bin/chromium';
 /** The fixture's middleware that runs the rest of the request in withLabels. */
-const MIDDLEWARE_LINE = fs.readFileSync(fixture, 'utf8').split('\n').findIndex((l) => l.includes('withLabels({ tenant')) + 1;
+const MIDDLEWARE_LINE = lineOf(fixture, 'withLabels({ tenant');
 const tmp = (name) => fs.mkdtempSync(path.join(os.tmpdir(), `selfprof-frames-${name}-`));
 const gunzipJson = (file) => JSON.parse(zlib.gunzipSync(fs.readFileSync(file)));
 

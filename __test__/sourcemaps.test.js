@@ -14,7 +14,7 @@ const zlib = require('node:zlib');
 const { spawnSync } = require('node:child_process');
 const { pathToFileURL } = require('node:url');
 const { Profiler, convert, readProfile, fromCpuProfile, start } = require('..');
-const { assertValidTrace, decodePprof, sampledCall, spin, v8CpuProfile } = require('./helpers');
+const { assertValidTrace, decodePprof, lineIn, sampledCall, spin, v8CpuProfile } = require('./helpers');
 const { group } = require('../lib/capture/group');
 const { native } = require('../lib/native');
 
@@ -31,20 +31,13 @@ let appUrl; // app.ts's file:// URL
 let hotLoopLine; // the line of `export function hotLoop(` in app.ts
 let hotLine; // the line marked HOT-LINE
 
-/** 1-based line of the first line of `text` that includes `needle`. */
-function lineOf(text, needle) {
-  const i = text.split('\n').findIndex((l) => l.includes(needle));
-  assert.ok(i >= 0, `${needle} is in the text`);
-  return i + 1;
-}
-
 before(() => {
   dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-sourcemaps-')));
   for (const f of ['app.ts', 'main.ts']) fs.copyFileSync(path.join(FIXTURE, f), path.join(dir, f));
   const app = fs.readFileSync(path.join(dir, 'app.ts'), 'utf8');
   appUrl = pathToFileURL(path.join(dir, 'app.ts')).href;
-  hotLoopLine = lineOf(app, 'export function hotLoop(');
-  hotLine = lineOf(app, 'Math.sqrt(i) % 7');
+  hotLoopLine = lineIn(app, 'export function hotLoop(');
+  hotLine = lineIn(app, 'Math.sqrt(i) % 7');
 
   // tsc: CommonJS with a .js.map beside each file, app.ts's text in it (inlineSources: the
   // report shows a mapped file's text only from its map, never from a file a map names).
@@ -176,7 +169,7 @@ test('tsc: the hot function is in app.ts at its line, in the trace, pprof, folde
   // The hot line's text, from the map's sourcesContent.
   assert.match(trace.sourceText?.[appUrl]?.[hotLine] ?? '', /total \+= Math\.sqrt\(i\) % 7; \/\/ HOT-LINE/);
   const generated = fs.readFileSync(js, 'utf8');
-  const line = lineOf(generated, 'function hotLoop(');
+  const line = lineIn(generated, 'function hotLoop(');
   assert.notEqual(line, hotLoopLine, 'tsc moved it');
   const g = generatedOf(trace, id);
   const column = generated.split('\n')[line - 1].indexOf('(') + 1;
@@ -266,7 +259,7 @@ test('selfprof record --heap -- node --import tsx main.ts: one process, its summ
   assertMapped(appProcess(traces).trace, 'node --import tsx', { lines: false });
   // The heap profile, built by the CLI, with the map tsx left in the app's process.
   const { p, str } = decodePprof(fs.readFileSync(path.join(out, 'profile.heap.pb.gz')));
-  const keepLine = lineOf(fs.readFileSync(path.join(dir, 'app.ts'), 'utf8'), 'export function keepArrays(');
+  const keepLine = lineIn(fs.readFileSync(path.join(dir, 'app.ts'), 'utf8'), 'export function keepArrays(');
   const keepers = p.function.filter((f) => str(f.name) === 'keepArrays').map((f) => `${str(f.filename)}:${f.startLine}`);
   assert.deepEqual(keepers, [`${appUrl}:${keepLine}`]);
   const row = stdout.split('\n').find((l) => /\bhotLoop\b/.test(l));
@@ -323,7 +316,7 @@ test('the HTML report in Chromium: hotLoop at app.ts:line (tsx, from record), ap
 test('off switches: stop({ sourceMaps: false }), SELFPROF_SOURCE_MAPS=0; files map only when asked', async () => {
   const js = fresh(path.join(dir, 'tsc', 'app.js'));
   const jsUrl = pathToFileURL(js).href;
-  const generatedLine = lineOf(fs.readFileSync(js, 'utf8'), 'function hotLoop(');
+  const generatedLine = lineIn(fs.readFileSync(js, 'utf8'), 'function hotLoop(');
   const [off] = await profileModule(js, [{ sourceMaps: false }]);
   const raw = hottest(off).frame;
   assert.deepEqual([raw.name, off.resources[raw.resourceId], raw.line], ['hotLoop', jsUrl, generatedLine]);
@@ -366,7 +359,7 @@ test('fromCpuProfile maps V8\'s profile as stop() does; { sourceMaps: false } do
   const profile = await v8CpuProfile(() => require(js).runWhile(() => cpuMs() < until));
   assertMapped(await fromCpuProfile(profile), 'fromCpuProfile');
   const raw = hottest(await fromCpuProfile(profile, { sourceMaps: false })).frame;
-  assert.equal(raw.line, lineOf(fs.readFileSync(js, 'utf8'), 'function hotLoop('));
+  assert.equal(raw.line, lineIn(fs.readFileSync(js, 'utf8'), 'function hotLoop('));
 });
 
 test('maps that cannot be used: the recording is whole, their frames are V8\'s, and trace.sourceMaps says why', async () => {
@@ -437,7 +430,7 @@ test('service mode: each period\'s pprof and trace have the mapped frames; start
   assertMapped(on.trace, 'service trace');
   assertPprof(on.pprof, 'service pprof');
   // The heap profile's frames are mapped as the CPU profile's are.
-  const keepLine = lineOf(fs.readFileSync(path.join(dir, 'app.ts'), 'utf8'), 'export function keepArrays(');
+  const keepLine = lineIn(fs.readFileSync(path.join(dir, 'app.ts'), 'utf8'), 'export function keepArrays(');
   assert.deepEqual(keepers(on.heap), [`keepArrays ${appUrl}:${keepLine}`]);
   assert.ok(on.heap.sourceMaps?.mappedFrames > 0);
   const off = await exported({ sourceMaps: false });

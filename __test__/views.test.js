@@ -13,7 +13,7 @@ const { pathToFileURL } = require('node:url');
 const { performance } = require('node:perf_hooks');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { Profiler, withLabels, htmlReport } = require('..');
-const { spin, sampledCall, untilSignals, assertValidTrace, stackFrames, definitionOf } = require('./helpers');
+const { spin, sampledCall, untilSignals, assertValidTrace, stackFrames, definitionOf, lineIn } = require('./helpers');
 
 const OUT = path.join(__dirname, '..', 'out', 'test-report');
 const { missing, NO_CHROMIUM } = require('./tools');
@@ -320,8 +320,9 @@ test('hot lines: a function\'s source lines by samples, from V8\'s line ticks, w
   const rows = await page.$$eval('#lines-table tbody tr[data-line]', (trs) =>
     trs.map((r) => ({ line: Number(r.dataset.line), samples: Number(r.dataset.samples), source: r.cells[3].textContent })));
   assert.deepEqual(new Map(rows.map((r) => [r.line, r.samples])), perLine, 'the trace\'s line ticks, per line');
-  const source = fs.readFileSync(__filename, 'utf8').split('\n');
-  const hot = source.findIndex((l) => l.includes('VIEWS-HOT-LINE')) + 1;
+  const text = fs.readFileSync(__filename, 'utf8');
+  const source = text.split('\n');
+  const hot = lineIn(text, 'VIEWS-HOT-LINE');
   assert.equal(rows[0].line, hot, 'the hottest line first');
   assert.equal(rows[0].source, source[hot - 1].slice(0, 240), 'with its source text');
   // V8 counts a tick in code it inlined (e.g. Node's validateThisInternalField under
