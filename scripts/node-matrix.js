@@ -35,11 +35,13 @@ function testFile(name) {
 //   change or go, besides `npm test`'s oldest. What samples, labels and threads do on each
 //   V8 runs everywhere (Node 22: see filesOn);
 // - the CLI at its 256 MiB input bound (~1 to 2 min, 2 GiB) runs on `npm test`'s Node only:
-//   what it measures is selfprof's JS over a JSON parse every Node has.
+//   what it measures is selfprof's JS over a JSON parse every Node has; CI's own step
+//   runner (ci-steps), bash alone, runs there too.
 const onlyOn = Object.fromEntries([
   ...['real-apps', 'real-apps-graphql', 'record-tracers', 'report', 'report-labels', 'report-sources', 'views'].map((f) => [f, ['24']]),
   ...['cli', 'cli-edges', 'cli-disk-full', 'install', 'docs', 'convert', 'convert-hostile', 'datadog-agent', 'datadog-agentless', 'service-ddtrace-users', 'diff', 'endpoint-counts', 'env', 'git', 'otlp', 'pyroscope', 'service-hostile', 'service-options', 'sourcemaps-bounds', 'summary'].map((f) => [f, ['26']]),
   ['cli-bounds', []],
+  ['ci-steps', []],
 ].map(([f, on]) => [testFile(f), on]));
 // Majors that run some files only:
 // - Node 25's V8 (14.1) has no entry in the frame reader's table nor the heap profile
