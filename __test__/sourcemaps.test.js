@@ -14,7 +14,7 @@ const zlib = require('node:zlib');
 const { spawnSync } = require('node:child_process');
 const { pathToFileURL } = require('node:url');
 const { Profiler, convert, readProfile, fromCpuProfile, start } = require('..');
-const { assertValidTrace, decodePprof, lineIn, sampledCall, spin, v8CpuProfile } = require('./helpers');
+const { assertValidTrace, decodePprof, lineIn, lineOf, sampledCall, spin, v8CpuProfile } = require('./helpers');
 const { group } = require('../lib/capture/group');
 const { native } = require('../lib/native');
 
@@ -259,7 +259,7 @@ test('selfprof record --heap -- node --import tsx main.ts: one process, its summ
   assertMapped(appProcess(traces).trace, 'node --import tsx', { lines: false });
   // The heap profile, built by the CLI, with the map tsx left in the app's process.
   const { p, str } = decodePprof(fs.readFileSync(path.join(out, 'profile.heap.pb.gz')));
-  const keepLine = lineIn(fs.readFileSync(path.join(dir, 'app.ts'), 'utf8'), 'export function keepArrays(');
+  const keepLine = lineOf(path.join(dir, 'app.ts'), 'export function keepArrays(');
   const keepers = p.function.filter((f) => str(f.name) === 'keepArrays').map((f) => `${str(f.filename)}:${f.startLine}`);
   assert.deepEqual(keepers, [`${appUrl}:${keepLine}`]);
   const row = stdout.split('\n').find((l) => /\bhotLoop\b/.test(l));
@@ -316,7 +316,7 @@ test('the HTML report in Chromium: hotLoop at app.ts:line (tsx, from record), ap
 test('off switches: stop({ sourceMaps: false }), SELFPROF_SOURCE_MAPS=0; files map only when asked', async () => {
   const js = fresh(path.join(dir, 'tsc', 'app.js'));
   const jsUrl = pathToFileURL(js).href;
-  const generatedLine = lineIn(fs.readFileSync(js, 'utf8'), 'function hotLoop(');
+  const generatedLine = lineOf(js, 'function hotLoop(');
   const [off] = await profileModule(js, [{ sourceMaps: false }]);
   const raw = hottest(off).frame;
   assert.deepEqual([raw.name, off.resources[raw.resourceId], raw.line], ['hotLoop', jsUrl, generatedLine]);
@@ -359,7 +359,7 @@ test('fromCpuProfile maps V8\'s profile as stop() does; { sourceMaps: false } do
   const profile = await v8CpuProfile(() => require(js).runWhile(() => cpuMs() < until));
   assertMapped(await fromCpuProfile(profile), 'fromCpuProfile');
   const raw = hottest(await fromCpuProfile(profile, { sourceMaps: false })).frame;
-  assert.equal(raw.line, lineIn(fs.readFileSync(js, 'utf8'), 'function hotLoop('));
+  assert.equal(raw.line, lineOf(js, 'function hotLoop('));
 });
 
 test('maps that cannot be used: the recording is whole, their frames are V8\'s, and trace.sourceMaps says why', async () => {
@@ -430,7 +430,7 @@ test('service mode: each period\'s pprof and trace have the mapped frames; start
   assertMapped(on.trace, 'service trace');
   assertPprof(on.pprof, 'service pprof');
   // The heap profile's frames are mapped as the CPU profile's are.
-  const keepLine = lineIn(fs.readFileSync(path.join(dir, 'app.ts'), 'utf8'), 'export function keepArrays(');
+  const keepLine = lineOf(path.join(dir, 'app.ts'), 'export function keepArrays(');
   assert.deepEqual(keepers(on.heap), [`keepArrays ${appUrl}:${keepLine}`]);
   assert.ok(on.heap.sourceMaps?.mappedFrames > 0);
   const off = await exported({ sourceMaps: false });

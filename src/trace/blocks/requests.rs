@@ -88,23 +88,20 @@ impl<'f, 'a> Requests<'f, 'a> {
         // Keep the fuller label set of the two (it holds the other's).
         if pairs.len() > self.f.request[self.entries[e].0 as usize].len() {
           self.entries[e].0 = c;
-          self.index(e);
+          self.index(e, key);
         }
       }
       None => {
         self.entries.push((c, 1));
-        self.index(self.entries.len() - 1);
+        self.index(self.entries.len() - 1, key);
       }
     }
   }
 
-  /// Lists request `e` under its labels' pairs and its key (its labels only grow).
-  fn index(&mut self, e: usize) {
-    let c = self.entries[e].0;
-    if let Some(key) = self.key(c) {
-      insert_in_order(self.keyed.entry(key).or_default(), e);
-    }
-    for &p in &self.f.request[c as usize] {
+  /// Lists request `e` under its labels' pairs and their key, `key` (its labels only grow).
+  fn index(&mut self, e: usize, key: Pair<'a>) {
+    insert_in_order(self.keyed.entry(key).or_default(), e);
+    for &p in &self.f.request[self.entries[e].0 as usize] {
       insert_in_order(self.holding.entry(p).or_default(), e);
     }
   }
