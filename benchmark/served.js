@@ -33,40 +33,50 @@ const pinned = (cpu, argv) =>
     : [argv[0], argv.slice(1)];
 
 /**
- * Listens on loopback, prints the port, and answers the parent's 'mark' and 'stop': at
- * 'stop', the requests served since 'mark' per CPU-second, how often the mode's profiler
- * sampled, a request's CPU by thread, `info()` (what the mode says of itself) and, where
- * `signals()` counts the profiler's signals, how many a request had. `stop()` ends the
- * mode's profiler (its result may be a trace).
+ * Listens on loopback, prints the port, and answers the parent's 'mark', 'read' and 'stop':
+ * at 'read' and 'stop', the requests served since 'mark' per CPU-second, a request's CPU by
+ * thread, `info()` (what the mode says of itself) and, where `signals()` counts the
+ * profiler's signals, how many a request had; at 'stop', also how often the mode's profiler
+ * sampled, and the server exits. `stop()` ends the mode's profiler (its result may be a
+ * trace).
  */
 function serve(srv, served, stop, info = () => undefined, signals = () => undefined) {
   srv.keepAliveTimeout = 60_000;
   srv.listen(0, '127.0.0.1', () => process.stdout.write(`${srv.address().port}\n`));
   let mark = null;
+  /** What was served since 'mark'. */
+  const measure = () => {
+    const cpu = process.cpuUsage(mark.cpu);
+    const main = process.threadCpuUsage?.(mark.main);
+    const count = served() - mark.requests;
+    // The profiler's signals a request in the window (selfprof's modes): what a request
+    // pays per sample is this many times a sample's cost.
+    const signalsPerRequest = mark.signals === undefined ? undefined : (signals() - mark.signals) / count;
+    // The main thread's share: the rest is V8's and libuv's threads (profiler, collector).
+    const mainShare = main ? (main.user + main.system) / (cpu.user + cpu.system) : undefined;
+    // A request's CPU in µs, where it went: the main thread's user and system time, the
+    // other threads' (a ratio says how much; this says on which side it is).
+    const us = (t) => t / count;
+    const perRequest = main
+      ? { mainUser: us(main.user), mainSystem: us(main.system), otherUser: us(cpu.user - main.user), otherSystem: us(cpu.system - main.system) }
+      : undefined;
+    // The share of the window the server's threads were on a core: a server short of
+    // requests (its client not keeping up) spends more a request, in more wake-ups.
+    const busy = (cpu.user + cpu.system) / 1e3 / (performance.now() - mark.at);
+    return { perCpuSecond: count / ((cpu.user + cpu.system) / 1e6), signalsPerRequest, mainShare, perRequest, busy, info: info() };
+  };
   process.on('message', async (msg) => {
     if (msg === 'mark') {
-      mark = { requests: served(), cpu: process.cpuUsage(), main: process.threadCpuUsage?.(), signals: signals() };
+      mark = { requests: served(), cpu: process.cpuUsage(), main: process.threadCpuUsage?.(), signals: signals(), at: performance.now() };
+    } else if (msg === 'read') {
+      process.send(measure());
     } else if (msg === 'stop') {
-      const cpu = process.cpuUsage(mark.cpu);
-      const main = process.threadCpuUsage?.(mark.main);
-      const count = served() - mark.requests;
-      // The profiler's signals a request in the window (selfprof's modes): what a request
-      // pays per sample is this many times a sample's cost.
-      const signalsPerRequest = mark.signals === undefined ? undefined : (signals() - mark.signals) / count;
+      const got = measure();
       const all = process.cpuUsage();
-      const about = info();
       const trace = await stop();
       // Samples over the whole recording's CPU: how often the mode's profiler sampled.
       const samples = Array.isArray(trace?.samples) ? trace.samples.length / ((all.user + all.system) / 1e6) : undefined;
-      // The main thread's share: the rest is V8's and libuv's threads (profiler, collector).
-      const mainShare = main ? (main.user + main.system) / (cpu.user + cpu.system) : undefined;
-      // A request's CPU in µs, where it went: the main thread's user and system time, the
-      // other threads' (a ratio says how much; this says on which side it is).
-      const us = (t) => t / count;
-      const perRequest = main
-        ? { mainUser: us(main.user), mainSystem: us(main.system), otherUser: us(cpu.user - main.user), otherSystem: us(cpu.system - main.system) }
-        : undefined;
-      process.send({ perCpuSecond: count / ((cpu.user + cpu.system) / 1e6), samplesPerCpuSecond: samples, signalsPerRequest, mainShare, perRequest, info: about }, () => {
+      process.send({ ...got, samplesPerCpuSecond: samples }, () => {
         srv.close();
         process.exit(0);
       });
@@ -146,12 +156,16 @@ async function client(ports, seconds, warmupMs) {
 
 /**
  * One server per mode (`node script --server MODE ...serverArgs`), all at once on the
- * server core, one client keeping each busy: the machine's drift between and within rounds
- * falls on every mode alike. Returns `{ mode: { rps, perCpuSecond, samplesPerCpuSecond,
- * mainShare, perRequest } }`. A server that ends early fails the run, naming its mode; on
- * any failure no server or client is left running.
+ * server core. Together (the default), one client keeps each busy at once: the machine's
+ * drift between and within rounds falls on every mode alike, but the servers share the
+ * core's caches and each gets its profiler's signals for a fraction of the core. In turn
+ * (`inTurn`), every server is warmed at once, then each is driven alone for `seconds`, in
+ * the order of `modes`, the others idle: a server has the core, its caches and its
+ * signals' rate to itself, as in a service. Returns `{ mode: { rps, perCpuSecond,
+ * samplesPerCpuSecond, mainShare, perRequest } }`. A server that ends early fails the run,
+ * naming its mode; on any failure no server or client is left running.
  */
-async function runTogether({ node, script, modes, serverArgs, seconds, warmupMs, env }) {
+async function runTogether({ node, script, modes, serverArgs, seconds, warmupMs, env, inTurn = false }) {
   const { spawn } = require('node:child_process');
   const servers = modes.map((mode) =>
     spawn(...pinned(1, [node, script, '--server', mode, ...serverArgs]), {
@@ -169,30 +183,49 @@ async function runTogether({ node, script, modes, serverArgs, seconds, warmupMs,
       }),
   );
   ended.forEach((p) => p.catch(() => {}));
-  let cl;
-  try {
-    const ports = await Promise.all(servers.map((srv, i) => Promise.race([ended[i], new Promise((resolve) => srv.stdout.once('data', (port) => resolve(Number(port))))])));
-    cl = spawn(...pinned(0, [node, __filename, '--client', ports.join(','), '--seconds', String(seconds), '--warmup', String(warmupMs / 1000)]), {
+  /** Server i's reply to `msg`. */
+  const ask = (i, msg) => {
+    const reply = new Promise((resolve) => servers[i].once('message', resolve));
+    servers[i].send(msg);
+    return Promise.race([reply, ended[i]]);
+  };
+  const clients = [];
+  /** A client keeping the servers `which` busy for `secs` after `warmMs`, the servers marked
+   * as it starts measuring; their requests per second. */
+  const drive = async (ports, which, secs, warmMs) => {
+    const cl = spawn(...pinned(0, [node, __filename, '--client', which.map((i) => ports[i]).join(','), '--seconds', String(secs), '--warmup', String(warmMs / 1000)]), {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
+    clients.push(cl);
     let out = '';
     cl.stdout.on('data', (d) => (out += d));
-    setTimeout(() => servers.forEach((srv) => srv.connected && srv.send('mark')), warmupMs); // the client's warm-up
-    const code = await Promise.race([new Promise((resolve) => cl.on('exit', resolve)), ...ended]);
+    setTimeout(() => which.forEach((i) => servers[i].connected && servers[i].send('mark')), warmMs); // the client's warm-up
+    const code = await Promise.race([new Promise((resolve) => cl.on('exit', resolve)), ...which.map((i) => ended[i])]);
     if (code !== 0) throw new Error(`client failed (${code})`);
-    const { rps } = JSON.parse(out.trim());
-    const got = await Promise.all(
-      servers.map((srv, i) => {
-        const reply = new Promise((resolve) => srv.once('message', resolve));
-        srv.send('stop');
-        return Promise.race([reply, ended[i]]);
-      }),
-    );
-    return Object.fromEntries(modes.map((mode, i) => [mode, { rps: rps[i], ...got[i] }]));
+    return JSON.parse(out.trim()).rps;
+  };
+  try {
+    const ports = await Promise.all(servers.map((srv, i) => Promise.race([ended[i], new Promise((resolve) => srv.stdout.once('data', (port) => resolve(Number(port))))])));
+    const all = modes.map((_, i) => i);
+    if (!inTurn) {
+      const rps = await drive(ports, all, seconds, warmupMs);
+      const got = await Promise.all(all.map((i) => ask(i, 'stop')));
+      return Object.fromEntries(modes.map((mode, i) => [mode, { rps: rps[i], ...got[i] }]));
+    }
+    await drive(ports, all, 0.1, warmupMs);
+    const got = [];
+    for (const i of all) {
+      const [rps] = await drive(ports, [i], seconds, IN_TURN_WARMUP_MS);
+      got[i] = { rps, ...(await ask(i, 'read')) };
+    }
+    const stopped = await Promise.all(all.map((i) => ask(i, 'stop')));
+    return Object.fromEntries(modes.map((mode, i) => [mode, { ...got[i], samplesPerCpuSecond: stopped[i].samplesPerCpuSecond }]));
   } finally {
-    for (const child of [...servers, cl]) if (child && child.exitCode === null && child.signalCode === null) child.kill();
+    for (const child of [...servers, ...clients]) if (child.exitCode === null && child.signalCode === null) child.kill();
   }
 }
+/** In turn, a server's requests before its window: its connections open, its caches its own again. */
+const IN_TURN_WARMUP_MS = 300;
 
 // --- the traced Express service ------------------------------------------------------
 

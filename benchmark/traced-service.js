@@ -8,8 +8,15 @@
 // (served.js), for --rounds rounds; requests per server CPU-second, paired within each
 // round, median [min, max] over the rounds.
 //
+// --in-turn warms every mode's server at once, then drives each alone for --seconds, in a
+// new shuffled order each round, the others idle: each server has the core, its caches and
+// its profiler's signals to itself, as in a service, where served together nine servers
+// share them and a request pays a sample's costs about ten times as often.
+// A mode named again with `#2` (`service-nolabels#2`) is a second server of that mode: its
+// ratio to the first is what the benchmark cannot tell from nothing (an A/A control).
+//
 //   node benchmark/traced-service.js --tracer otel|dd-trace [--node PATH] [--rounds 7]
-//        [--seconds 3] [--warmup 2] [--modes a,b,...] [--baseline DIR]
+//        [--seconds 3] [--warmup 2] [--modes a,b,...] [--baseline DIR] [--in-turn]
 //
 // Modes (--modes picks; the tracer alone always runs):
 //   tracer                   the tracer, no profiler
@@ -46,6 +53,7 @@ const { values: opts } = parseArgs({
     modes: { type: 'string' },
     baseline: { type: 'string' },
     server: { type: 'string' },
+    'in-turn': { type: 'boolean', default: false },
   },
   strict: true,
 });
@@ -109,7 +117,11 @@ async function startMode(mode) {
 /** A span processor that does nothing (service-listened). */
 const NOOP_PROCESSOR = { onStart() {}, onEnd() {}, forceFlush: async () => {}, shutdown: async () => {} };
 
-async function server(mode) {
+/** The mode a server runs: `service-nolabels#2` is a second `service-nolabels`. */
+const modeOf = (name) => name.replace(/#\d+$/, '');
+
+async function server(name) {
+  const mode = modeOf(name);
   const stop = await startMode(mode);
   let requests = 0;
   // withLabels per request, as an app without a tracer integration would label it.
@@ -133,7 +145,8 @@ function modesOf() {
   const all = Object.keys(MODES).filter((m) => (m !== 'dd-profiler' || opts.tracer === 'dd-trace') && (m !== 'baseline' || opts.baseline));
   const byDefault = all.filter((m) => m !== 'service-withlabels' && m !== 'service-listened');
   const asked = opts.modes?.split(',') ?? byDefault;
-  for (const m of asked) if (!all.includes(m)) throw new Error(`no mode ${m} here: ${all.join(', ')}`);
+  for (const m of asked) if (!all.includes(modeOf(m))) throw new Error(`no mode ${m} here: ${all.join(', ')}`);
+  if (new Set(asked).size !== asked.length) throw new Error(`a mode named twice in --modes: ${opts.modes} (a second server of a mode is MODE#2)`);
   return ['tracer', ...asked.filter((m) => m !== 'tracer')];
 }
 
@@ -146,22 +159,27 @@ async function parent() {
   if (!(warmupMs >= 0 && warmupMs <= 600_000)) throw new Error(`--warmup is 0 to 600 seconds, not ${opts.warmup}`);
   const modes = modesOf();
   const version = spawnSync(opts.node, ['--version'], { encoding: 'utf8' }).stdout.trim();
-  console.log(`traced service (Express under ${opts.tracer}): node ${version}, ${rounds} rounds × ${seconds} s, every mode at once on one core`);
+  const inTurn = opts['in-turn'];
+  const how = inTurn ? 'each mode alone in turn on one core' : 'every mode at once on one core';
+  console.log(`traced service (Express under ${opts.tracer}): node ${version}, ${rounds} rounds × ${seconds} s, ${how}`);
   const env = opts.baseline ? { SELFPROF_BASELINE: path.resolve(opts.baseline) } : {};
   const perRound = [];
   for (let round = 0; round < rounds; round++) {
     perRound.push(
-      await runTogether({ node: opts.node, script: __filename, modes: shuffle(modes), serverArgs: ['--tracer', opts.tracer], seconds, warmupMs, env }),
+      await runTogether({ node: opts.node, script: __filename, modes: shuffle(modes), serverArgs: ['--tracer', opts.tracer], seconds, warmupMs, env, inTurn }),
     );
     process.stderr.write(`round ${round + 1}/${rounds} done\n`);
   }
   const ratios = (mode, other) => perRound.map((got) => got[mode].perCpuSecond / got[other].perCpuSecond);
   const last = perRound[perRound.length - 1];
-  for (const mode of modes) if (last[mode].info) console.log(`${MODES[mode]}: labels ${JSON.stringify(last[mode].info)}`);
+  const title = (mode) => (mode === modeOf(mode) ? MODES[mode] : `${MODES[modeOf(mode)]} (${mode.slice(modeOf(mode).length)})`);
+  for (const mode of modes) if (last[mode].info) console.log(`${title(mode)}: labels ${JSON.stringify(last[mode].info)}`);
   console.log('\nrequests per server CPU-second, × the tracer alone, median [min, max] of the rounds');
   for (const mode of modes) {
     const cpu = median(perRound.map((got) => got[mode].perCpuSecond));
-    console.log(`${MODES[mode].padEnd(36)}${cpu.toFixed(0).padStart(8)}  ${range(ratios(mode, 'tracer'))}`);
+    // In turn, a server kept busy is on its core ~100% of its window (less: its client lagged).
+    const busy = inTurn ? `  busy ${range(perRound.map((got) => got[mode].busy))}` : '';
+    console.log(`${title(mode).padEnd(36)}${cpu.toFixed(0).padStart(8)}  ${range(ratios(mode, 'tracer'))}${busy}`);
   }
   // Node >= 22 splits a request's CPU by thread (process.threadCpuUsage).
   // With selfprof's signals a request: a request pays a sample's costs that many times.
@@ -169,7 +187,7 @@ async function parent() {
   for (const mode of perRound[0].tracer.perRequest ? modes : []) {
     const cols = ['mainUser', 'mainSystem', 'otherUser', 'otherSystem'].map((k) => median(perRound.map((got) => got[mode].perRequest?.[k] ?? NaN)).toFixed(1).padStart(8));
     const signals = median(perRound.map((got) => got[mode].signalsPerRequest ?? NaN));
-    console.log(`${MODES[mode].padEnd(36)}${cols.join('')}${Number.isNaN(signals) ? '' : signals.toFixed(3).padStart(8)}`);
+    console.log(`${title(mode).padEnd(36)}${cols.join('')}${Number.isNaN(signals) ? '' : signals.toFixed(3).padStart(8)}`);
   }
   // The targets of issue 49, each paired within its rounds.
   console.log('\npaired within each round, median [min, max]');
@@ -183,6 +201,7 @@ async function parent() {
     ['service', 'service-listened', "labels ÷ the tracer telling listeners that do nothing (selfprof's own work)"],
     ['service-withlabels', 'service-nolabels', 'withLabels a request ÷ no labels (what the integrations are held to on Node 20, 22)'],
   ];
+  for (const mode of modes) if (mode !== modeOf(mode) && modes.includes(modeOf(mode))) pairs.push([mode, modeOf(mode), `${mode} ÷ ${modeOf(mode)} (the same mode twice: what this run cannot tell from nothing)`]);
   for (const [a, b, what] of pairs) if (modes.includes(a) && modes.includes(b)) console.log(`${what}: ${range(ratios(a, b))}`);
 }
 
