@@ -355,6 +355,49 @@ test('SELFPROF_CONTEXT_FRAME: off and false turn the frame off; a value it does 
   assert.deepEqual(warnings, ['selfprof: SELFPROF_CONTEXT_FRAME must be 1 or 0 (true or false), got "nope": left on']);
 });
 
+test("selfprof's own checks leave no key of its own in the app's frames (every context made after would carry it, and copy it at each change)", { skip: noChildProcess || (major < 24 && 'AsyncLocalStorage keeps no frame here') }, () => {
+  // Node's run() puts back a copy of the frame with its storage's key in it: run at the top
+  // level, selfprof's checks (the promise hooks' at load, the frame's as labels start) gave
+  // every context the app made after an entry of selfprof's, which each als.run() of a
+  // tracer copied again. Read with Node's own frame (internal, hence --expose-internals).
+  const script = `
+    const frames = require('internal/async_context_frame');
+    const { Profiler, withLabels } = require(${JSON.stringify(path.join(__dirname, '..'))});
+    const { labelState } = require(${JSON.stringify(path.join(__dirname, '..', 'lib', 'capture', 'labels'))});
+    const { als } = require(${JSON.stringify(path.join(__dirname, '..', 'lib', 'capture', 'labels', 'thread'))});
+    const found = [];
+    const look = (where) => {
+      const frame = frames.current();
+      if (frame !== undefined && frame.has(als)) found.push(where);
+    };
+    (async () => {
+      look('after require');
+      // Labels used in a context of the app's own (a request's, say): before the check,
+      // withLabels runs on the hooks' path, whose run() leaves its key in that context.
+      await new Promise((r) => setTimeout(() => r(withLabels({ a: '1' }, () => {})), 1));
+      look('after labels were used');
+      // The check starts with the first recording, here at the top level.
+      const p = new Profiler({ sampleInterval: 10, maxBufferSize: 1000 });
+      look('as the check starts');
+      for (let i = 0; i < 1000 && labelState().reason === 'checking'; i++) await new Promise((r) => setTimeout(r, 10));
+      look('after the check');
+      // On the frame's path, withLabels puts the caller's frame itself back (not on the
+      // hooks', where the check failed: Node 25 here).
+      if (labelState().path === 'context-frame') {
+        withLabels({ a: '2' }, () => {});
+        look('after withLabels on the frame path');
+      }
+      await new Promise((r) => setTimeout(() => r(look('in a timer made after')), 1));
+      await p.stop();
+      console.log(JSON.stringify({ found, path: labelState().path }));
+    })();`;
+  const r = spawnSync(process.execPath, ['--expose-internals', '-e', script], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 0, r.stderr);
+  const { found, path: labelPath } = JSON.parse(r.stdout);
+  assert.equal(labelPath, expected);
+  assert.deepEqual(found, [], `selfprof's key was in the app's frame ${found.join(', ')}`);
+});
+
 test('a worker reads its own frame', async () => {
   const code = `
     const { parentPort } = require('node:worker_threads');

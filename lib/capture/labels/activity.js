@@ -8,7 +8,7 @@ const { native } = require('../../native');
 const { warnOnce, envSwitchOn } = require('../../log');
 const { EMPTY, JOIN, available, path, countRecordingStart } = require('./thread');
 const { save } = require('./kept');
-const { switchHooks, hooksRunning, unpublish, publishedStores } = require('./switching');
+const { switchHooks, hooksRunning, unpublish, publishedStores, aside } = require('./switching');
 const { checkFrame, readTracerKeys, drainQueue, noteSampled } = require('./frame');
 const { registerTracer } = require('./tracers');
 const { updateOpenDerived } = require('./sets');
@@ -33,7 +33,9 @@ function updateHook() {
       'selfprof: samples carry no labels on this machine: V8 stamps them with a millisecond clock here (Windows without an invariant TSC)',
     );
   }
-  if (active && path.frameReason === undefined && available) checkFrame(updateHook);
+  // In a scope of its own: the check's run()s leave no key in the caller's frame, which may
+  // be the app's top level (switching.js `aside`).
+  if (active && path.frameReason === undefined && available) aside(() => checkFrame(updateHook));
   if (path.frameRead) {
     if (active && drainTimer === null) {
       drainTimer = setInterval(drainQueue, 1000);

@@ -14,7 +14,7 @@ const { native } = require('../../native');
 const { warnOnce, envSwitchOn } = require('../../log');
 const { EMPTY, als, SLOT, JOIN, cell, shared, available, path, newId, ID_BLOCK, recordingsStarted } = require('./thread');
 const { saveEach, saveAliases } = require('./kept');
-const { notePublished, runInFrame } = require('./switching');
+const { notePublished, aside, runInFrame } = require('./switching');
 const { TRACER_KEYS, tracers, pairStore, pairRequest } = require('./tracers');
 
 /** Ids queued before a new label set drains them: one drain per batch, not per sample. */
@@ -212,7 +212,8 @@ function readTracerKeys() {
     const t = tracers[k];
     if (t === null || t.read || t.checking || t.failed) continue;
     t.checking = true;
-    proveTracerKey(k, t).then(
+    // In a scope of its own: its run()s leave no key in the caller's frame (switching.js).
+    aside(() => proveTracerKey(k, t)).then(
       (why) => {
         t.checking = false;
         if (why === null) return;

@@ -24,6 +24,26 @@ const { save } = require('./kept');
 let published = EMPTY;
 let previous = EMPTY;
 
+// Where AsyncLocalStorage keeps its stores in the async context frame (Node >= 24), run()
+// puts back a copy of the frame with its key in it, set to what it found (undefined at the
+// top level): every async context made after carries the key, and each frame change copies
+// it again (~30 ns more a run() per key on Node 24). An AsyncResource's scope puts the
+// caller's frame object itself back when it ends, so entering a store inside one leaves
+// nothing behind.
+const SCOPE_OPTIONS = { requireManualDestroy: true };
+
+/** Runs `fn()` in a scope of its own: the caller's frame comes back as it was (selfprof's
+ * checks, run where the app's contexts are made, leave no key of theirs there). */
+function aside(fn) {
+  const scope = new AsyncResource('selfprof.aside', SCOPE_OPTIONS);
+  try {
+    return scope.runInAsyncScope(fn);
+  } finally {
+    // Its scope is over: a destroy hook (another tool's) hears of it now, not at a GC.
+    scope.emitDestroy();
+  }
+}
+
 /** A signal recorded the published id since JS last looked: keep its labels. */
 function notePublished() {
   const id = shared ? Atomics.exchange(cell, SLOT.sampled, 0) : native.takeSampledContext();
@@ -108,17 +128,20 @@ function checkPromiseHooks() {
   const stop = v8.promiseHooks.onBefore(() => {
     if (seen === undefined) seen = als.getStore() ?? null;
   });
-  als.run(probe, () =>
-    Promise.resolve().then(() => {
-      stop();
-      if (seen === probe && als.getStore() === probe) {
-        promiseHooksSound = true;
-        if (hooksOn) {
-          switchHooks(false);
-          switchHooks(true);
+  // Its own scope: the promise made here keeps the probe, the caller's frame does not.
+  aside(() =>
+    als.run(probe, () =>
+      Promise.resolve().then(() => {
+        stop();
+        if (seen === probe && als.getStore() === probe) {
+          promiseHooksSound = true;
+          if (hooksOn) {
+            switchHooks(false);
+            switchHooks(true);
+          }
         }
-      }
-    }),
+      }),
+    ),
   );
 }
 checkPromiseHooks();
@@ -152,10 +175,9 @@ const hooksRunning = () => hooksOn;
 
 // Where the handler reads the frame, AsyncLocalStorage keeps its stores in a Map per async
 // context frame, and run() copies the current one twice: once with the store, once more to
-// put the prior store back. An AsyncResource's scope puts the caller's frame object itself
-// back when it ends, so entering the store inside one copies the frame once. (Not with
-// selfprof's hooks: their before/after would publish around the resource's scope.)
-const SCOPE_OPTIONS = { requireManualDestroy: true };
+// put the prior store back. Entered inside an AsyncResource's scope (see `aside`), the
+// store costs one copy. (Not with selfprof's hooks: their before/after would publish
+// around the resource's scope.)
 function enterAndCall(store, fn, thisArg, args) {
   als.enterWith(store);
   return args.length === 0 ? fn.call(thisArg) : fn.apply(thisArg, args);
@@ -189,4 +211,4 @@ function enterStore(store) {
   publish(store);
 }
 
-module.exports = { publish, notePublished, publishedStores, unpublish, switchHooks, hooksRunning, runInFrame, runWithStore, enterStore };
+module.exports = { publish, notePublished, publishedStores, unpublish, switchHooks, hooksRunning, aside, runInFrame, runWithStore, enterStore };
