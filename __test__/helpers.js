@@ -278,6 +278,20 @@ function traceWork(trace, works) {
 }
 
 /**
+ * The samples of a trace object taken inside the calls of `work` (from a `WorkLog`'s
+ * `calls`), running JS or collecting garbage for the call, as `traceWork` gives samples.
+ * By the log's record of when each call ran, not by the stack: code V8 optimized while no
+ * profiler recorded keeps no positions of the functions it inlined, so a sample there
+ * shows the caller (`sampledCall`, `untilSignals`' lambda) in place of the work function.
+ */
+function callSamples(trace, calls, work) {
+  const sorted = [...calls].sort((a, b) => a.t0 - b.t0);
+  return trace.samples
+    .filter((s) => (s.stackId !== undefined || s.marker === 'gc') && callAt(sorted, s.timestamp)?.work === work)
+    .map((s) => ({ t: s.timestamp, work, labels: s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels }));
+}
+
+/**
  * The samples of a decoded pprof (`decodePprof`) taken in `works`, placed on
  * performance.now()'s line of the process that recorded it (its `timeOrigin`): by the
  * sample's `end_timestamp_ns` where the dialect has one (Datadog), else by its wall time,
@@ -428,6 +442,7 @@ module.exports = {
   receiver,
   v8CpuProfile,
   traceWork,
+  callSamples,
   pprofWork,
   assertRequestLabels,
 };

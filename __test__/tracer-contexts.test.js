@@ -22,7 +22,7 @@ const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-asyn
 const { Profiler, withLabels, getLabels, ddTraceIntegration, openTelemetrySpanProcessor } = require('..');
 const { labelState } = require('../lib/capture/labels');
 const { native } = require('../lib/native');
-const { spin, allocatingWork, WorkLog, traceWork, assertRequestLabels, unvouchedSamples, stopAll, callAt } = require('./helpers');
+const { spin, allocatingWork, WorkLog, traceWork, callSamples, assertRequestLabels, unvouchedSamples, stopAll, callAt } = require('./helpers');
 
 /** Whether the handler reads the frame here (Node >= 24 with a V8 whose layout this build has). */
 const frameRead = Number(process.versions.node.split('.')[0]) >= 24 && native.frameLayouts().some((l) => process.versions.v8.startsWith(`${l.v8}.`));
@@ -84,13 +84,11 @@ for (const [name, setUp] of Object.entries(tracers)) {
     await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
     t.after(() => server.close());
     // Recorded until each work function has its samples: its calls run until 12 signals
-    // reached them. A work function's samples are those taken inside its calls, by the
-    // log's record of when each ran, not those with it on their stack: code V8 optimized
-    // while no profiler recorded (between this file's recordings) keeps no positions of
-    // what it inlined, so its samples show the caller (untilSignals' lambda, sampledCall)
-    // in place of allocatingWork. Beside other test files on Node 24, 9 of some 175 JS
-    // samples in its calls over five recordings had it on the stack; CI's Node 22, 25 and
-    // 26 lanes saw as few. A signal may find the thread collecting garbage (a sample
+    // reached them. A work function's samples are those taken inside its calls
+    // (`callSamples`), not those with it on their stack: code V8 optimized between this
+    // file's recordings keeps no positions of what it inlined. Beside other test files on
+    // Node 24, 9 of some 175 JS samples in allocatingWork's calls over five recordings had
+    // it on the stack; CI's Node 22, 25 and 26 lanes saw as few. A signal may find the thread collecting garbage (a sample
     // without a stack: a quarter of such calls' samples under nice 19 beside four busy
     // loops): that collection ran for the call, and its labels are judged as the call's.
     const works = ['requestWork', 'allocatingWork'];
@@ -100,7 +98,7 @@ for (const [name, setUp] of Object.entries(tracers)) {
     let unvouched = 0;
     do {
       const trace = await recordRequests(tracer, log);
-      for (const work of works) samples.push(...samplesInCalls(trace, log.calls, work));
+      for (const work of works) samples.push(...callSamples(trace, log.calls, work));
       inAllocating.push(markersIn(trace, log.calls, 'allocatingWork'));
       unvouched += unvouchedSamples(trace);
       metadata.push(trace.metadata);
@@ -116,14 +114,6 @@ for (const [name, setUp] of Object.entries(tracers)) {
 function inCallsOf(trace, calls, work) {
   const sorted = [...calls].sort((a, b) => a.t0 - b.t0);
   return trace.samples.filter((s) => callAt(sorted, s.timestamp)?.work === work);
-}
-
-/** The samples of `trace` taken inside a call of `work`, running JS or collecting garbage
- * for it, as `traceWork` gives samples. */
-function samplesInCalls(trace, calls, work) {
-  return inCallsOf(trace, calls, work)
-    .filter((s) => s.stackId !== undefined || s.marker === 'gc')
-    .map((s) => ({ t: s.timestamp, work, labels: s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels }));
 }
 
 /** How many of `trace`'s samples inside calls of `work` were JS (by their marker
