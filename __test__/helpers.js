@@ -285,10 +285,15 @@ function traceWork(trace, works) {
  * shows the caller (`sampledCall`, `untilSignals`' lambda) in place of the work function.
  */
 function callSamples(trace, calls, work) {
-  const sorted = [...calls].sort((a, b) => a.t0 - b.t0);
-  return trace.samples
-    .filter((s) => (s.stackId !== undefined || s.marker === 'gc') && callAt(sorted, s.timestamp)?.work === work)
+  return inCallsOf(trace, calls, work)
+    .filter((s) => s.stackId !== undefined || s.marker === 'gc')
     .map((s) => ({ t: s.timestamp, work, labels: s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels }));
+}
+
+/** Every sample of a trace object taken inside a call of `work` (from a `WorkLog`'s `calls`). */
+function inCallsOf(trace, calls, work) {
+  const sorted = [...calls].sort((a, b) => a.t0 - b.t0);
+  return trace.samples.filter((s) => callAt(sorted, s.timestamp)?.work === work);
 }
 
 /**
@@ -443,6 +448,7 @@ module.exports = {
   v8CpuProfile,
   traceWork,
   callSamples,
+  inCallsOf,
   pprofWork,
   assertRequestLabels,
 };

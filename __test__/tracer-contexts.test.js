@@ -22,7 +22,7 @@ const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-asyn
 const { Profiler, withLabels, getLabels, ddTraceIntegration, openTelemetrySpanProcessor } = require('..');
 const { labelState } = require('../lib/capture/labels');
 const { native } = require('../lib/native');
-const { spin, allocatingWork, WorkLog, traceWork, callSamples, assertRequestLabels, unvouchedSamples, stopAll, callAt } = require('./helpers');
+const { spin, allocatingWork, WorkLog, traceWork, callSamples, inCallsOf, stackFrames, assertRequestLabels, unvouchedSamples, stopAll } = require('./helpers');
 
 /** Whether the handler reads the frame here (Node >= 24 with a V8 whose layout this build has). */
 const frameRead = Number(process.versions.node.split('.')[0]) >= 24 && native.frameLayouts().some((l) => process.versions.v8.startsWith(`${l.v8}.`));
@@ -88,9 +88,10 @@ for (const [name, setUp] of Object.entries(tracers)) {
     // (`callSamples`), not those with it on their stack: code V8 optimized between this
     // file's recordings keeps no positions of what it inlined. Beside other test files on
     // Node 24, 9 of some 175 JS samples in allocatingWork's calls over five recordings had
-    // it on the stack; CI's Node 22, 25 and 26 lanes saw as few. A signal may find the thread collecting garbage (a sample
-    // without a stack: a quarter of such calls' samples under nice 19 beside four busy
-    // loops): that collection ran for the call, and its labels are judged as the call's.
+    // it on the stack; CI's Node 22, 25 and 26 lanes saw as few. A signal may find the
+    // thread collecting garbage (a sample without a stack: a quarter of such calls' samples
+    // under nice 19 beside four busy loops): that collection ran for the call, and its
+    // labels are judged as the call's.
     const works = ['requestWork', 'allocatingWork'];
     const samples = [];
     const metadata = [];
@@ -110,12 +111,6 @@ for (const [name, setUp] of Object.entries(tracers)) {
   });
 }
 
-/** The samples of `trace` taken inside a call of `work` (from `calls`). */
-function inCallsOf(trace, calls, work) {
-  const sorted = [...calls].sort((a, b) => a.t0 - b.t0);
-  return trace.samples.filter((s) => callAt(sorted, s.timestamp)?.work === work);
-}
-
 /** How many of `trace`'s samples inside calls of `work` were JS (by their marker
  * otherwise), and how many had `work` on their stack (`onStack`). */
 function markersIn(trace, calls, work) {
@@ -123,7 +118,7 @@ function markersIn(trace, calls, work) {
   for (const s of inCallsOf(trace, calls, work)) {
     const kind = s.stackId !== undefined ? 'js' : (s.marker ?? 'none');
     out[kind] = (out[kind] ?? 0) + 1;
-    if (s.stackId !== undefined && traceWork({ ...trace, samples: [s] }, [work]).length === 1) out.onStack++;
+    if (stackFrames(trace, s).some((f) => f.name === work)) out.onStack++;
   }
   return out;
 }

@@ -32,17 +32,22 @@ let previous = EMPTY;
 // nothing behind.
 const SCOPE_OPTIONS = { requireManualDestroy: true };
 
-/** Runs `fn()` in a scope of its own: the caller's frame comes back as it was (selfprof's
- * checks, run where the app's contexts are made, leave no key of theirs there). */
-function aside(fn) {
-  const scope = new AsyncResource('selfprof.aside', SCOPE_OPTIONS);
+/** Runs `fn(a, b, c, d)` in the scope of an AsyncResource of type `type` made here: it
+ * holds the caller's frame, and puts that very object back as it ends (fixed arguments:
+ * `runInFrame` passes four on every withLabels, with no array made for them). */
+function inOwnScope(type, fn, a, b, c, d) {
+  const scope = new AsyncResource(type, SCOPE_OPTIONS);
   try {
-    return scope.runInAsyncScope(fn);
+    return scope.runInAsyncScope(fn, null, a, b, c, d);
   } finally {
     // Its scope is over: a destroy hook (another tool's) hears of it now, not at a GC.
     scope.emitDestroy();
   }
 }
+
+/** Runs `fn()` in a scope of its own: the caller's frame comes back as it was (selfprof's
+ * checks, run where the app's contexts are made, leave no key of theirs there). */
+const aside = (fn) => inOwnScope('selfprof.aside', fn);
 
 /** A signal recorded the published id since JS last looked: keep its labels. */
 function notePublished() {
@@ -184,14 +189,7 @@ function enterAndCall(store, fn, thisArg, args) {
 }
 /** Runs `fn` with `store` current, where the handler reads the frame. */
 function runInFrame(store, fn, thisArg, args) {
-  // Created here, it holds the caller's frame, so entering its scope changes nothing.
-  const scope = new AsyncResource('selfprof.labels', SCOPE_OPTIONS);
-  try {
-    return scope.runInAsyncScope(enterAndCall, null, store, fn, thisArg, args);
-  } finally {
-    // Its scope is over: a destroy hook (another tool's) hears of it now, not at a GC.
-    scope.emitDestroy();
-  }
+  return inOwnScope('selfprof.labels', enterAndCall, store, fn, thisArg, args);
 }
 
 /** Runs `fn` with `store` current: withLabels, and the integrations' request events. */
