@@ -9,8 +9,8 @@
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { missing, decodeOtlp, otlpWork } = require('./tools');
-const { decodePprof, traceWork, pprofWork } = require('./helpers');
-const { tracing, START, frameExpected, MIN_REQUESTS, testAgent, runApp, judge, datadogWork, allBackends } = require('./real-apps');
+const { decodePprof, traceWork, pprofWork, callAt, assertRequestLabels } = require('./helpers');
+const { tracing, START, frameExpected, MIN_REQUESTS, FLOOR, testAgent, runApp, judge, datadogWork, allBackends } = require('./real-apps');
 
 const WORK = ['userWork', 'orderWork'];
 const agent = testAgent();
@@ -75,6 +75,28 @@ for (const framework of ['express4', 'express5', 'fastify', 'koa', 'nest']) {
 }
 test('dd-trace: plain node:http (no route: the resource)', (t) =>
   check(t, { framework: 'http', preloads: [tracing('dd-trace'), START], routed: false }));
+
+// A service that keeps a share of its traces: a dropped trace's span is not the SDK's (no
+// processor sees it), though the request's context holds it as a kept one's does.
+test("OpenTelemetry NodeSDK keeping half the traces (traceidratio): a kept request's samples carry its span and route, a dropped one's no span", async (t) => {
+  if (!agent.current && missing(t, 'ddapm-test-agent')) return;
+  const env = { OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.5' };
+  const { trace, calls } = await runApp(t, agent.current, 'express4', [tracing('otel-sdk'), START], env);
+  const kept = calls.filter((c) => c.sampled);
+  const dropped = calls.filter((c) => !c.sampled);
+  assert.ok(kept.length >= MIN_REQUESTS / 4 && dropped.length >= MIN_REQUESTS / 4, `both kinds of request: ${kept.length} kept, ${dropped.length} dropped`);
+  const samples = traceWork(trace, WORK).map(({ t, work, labels }) => ({ t, work, labels: labels && { endpoint: labels.endpoint, span: labels.span_id } }));
+  const sorted = [...calls].sort((a, b) => a.t0 - b.t0);
+  const inKept = samples.filter((s) => callAt(sorted, s.t)?.sampled === true);
+  const inDropped = samples.filter((s) => callAt(sorted, s.t)?.sampled === false);
+  const endpointOf = (c) => `${c.method} ${c.method === 'GET' ? '/users/:id' : '/orders'}`;
+  const truth = kept.map((c) => ({ labels: { endpoint: endpointOf(c), span: c.spanId }, work: c.work, t0: c.t0, t1: c.t1 }));
+  const right = assertRequestLabels(inKept, truth, { what: 'kept requests', floor: FLOOR, min: 10 });
+  const spanned = inDropped.filter((s) => s.labels?.span !== undefined);
+  assert.ok(inDropped.length >= 10, `samples in dropped requests' work: ${inDropped.length}`);
+  assert.deepEqual(spanned.slice(0, 3), [], `samples of dropped requests with a span (${spanned.length} of ${inDropped.length})`);
+  t.diagnostic(`${kept.length} requests kept, ${dropped.length} dropped; kept: ${right}; dropped: ${inDropped.length} samples, none with a span`);
+});
 
 test("every backend gets the route and the request's span: Pyroscope's endpoint series, OTLP's attributes and links (start() in code)", async (t) => {
   const backends = await allBackends(t, agent);

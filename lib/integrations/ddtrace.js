@@ -35,7 +35,7 @@ const labels = require('../capture/labels');
 const { enterSpanLabels, watchSpanRequests, requestDerived, requestValues, derivedValue, endRequest, watchTracer, drainIfBatched } = labels;
 const { native } = require('../native');
 const { warnOnce } = require('../log');
-const { countRequest } = require('./requests');
+const { countRequest, countingRequests } = require('./requests');
 const { noteOperation, operationName, endpointLabels } = require('./operations');
 
 const START = 'dd-trace:span:start';
@@ -238,7 +238,10 @@ function subscribeDdTrace() {
     try {
       const ctx = span.context();
       const record = ctx[RECORD];
-      if (record === undefined && ctx._trace?.[ROOT] !== span) return;
+      // A local root no sample has needed yet needs nothing more unless requests are
+      // counted (a Datadog exporter's session): its labels are read from the finished span
+      // if a sample drained later needs them (labelsOfStore).
+      if (record === undefined && (ctx._trace?.[ROOT] !== span || !countingRequests())) return;
       // The request's samples carry the endpoint it ends with, those drained later too.
       const endpoint = record !== undefined ? endRequest(record, rootEndpoint) : derivedValue(endpointOf(span).endpoint);
       const tags = ctx.getTags?.() ?? {};

@@ -17,21 +17,24 @@
 // the route known then). A request that runs one named GraphQL operation (a child span
 // `graphql.execute`, instrumentation-graphql's, or one with `graphql.operation.type` as it
 // starts) has it as its endpoint instead (`query GetUser`), that route as `http_route`
-// (operations.js). When the span ends, the request is counted by that endpoint
-// (Datadog's endpoint_counts), unless dd-trace traces here too and counts it.
+// (operations.js). When the span ends, the request is counted by that endpoint where a
+// Datadog exporter takes the counts (its endpoint_counts), unless dd-trace traces here
+// too and counts it.
 //
 // Where the registered context manager is OpenTelemetry's AsyncLocalStorageContextManager
 // and the handler reads the async context frame (Node >= 24), it reads the manager's own
 // entry there (capture/labels/tracers.js): a sample's labels are worked out from the
-// context it was taken in, and the processor enters nothing per request. Elsewhere (Node 20
-// and 22, another manager) the local root enters selfprof's own set as it starts
-// (capture/labels/spans.js).
+// context it was taken in, and the processor enters nothing per request. An HTTP
+// request's span is not even noted as it starts: the request's RPC metadata, in every
+// context of the request, holds it, and its record is made when a sample or a child span
+// needs one (`requestRecord`); most requests never do. Elsewhere (Node 20 and 22, another
+// manager) the local root enters selfprof's own set as it starts (capture/labels/spans.js).
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const labels = require('../capture/labels');
 const { enterSpanLabels, watchSpanRequests, requestDerived, endRequest, markDerived, watchTracer, drainIfBatched } = labels;
 const { warnOnce } = require('../log');
-const { countRequest } = require('./requests');
+const { countRequest, countingRequests } = require('./requests');
 const { ddTraceCountsRequests } = require('./ddtrace');
 const { noteOperation, operationName, endpointLabels } = require('./operations');
 
@@ -91,6 +94,32 @@ const RECORD = Symbol('selfprof.request');
 /** On a span of a request without RPC metadata (a message's): its local root's record. */
 const ROOT_OF = Symbol('selfprof.localRoot');
 
+/** A request's record for its local root span `span` (see RECORD). */
+const newRecord = (span) => ({ span, rpc: undefined, handlerRoute: undefined, derived: null, server: span.kind === SERVER, ended: false, final: undefined });
+
+/** Where the HTTP instrumentation's spans come from: its server spans are always a request's
+ * local root (their parent is what the request's headers carry, or none), and the
+ * request's RPC metadata holds them. */
+const HTTP_SCOPE = '@opentelemetry/instrumentation-http';
+const isHttpServerSpan = (span) => span.kind === SERVER && (span.instrumentationScope ?? span.instrumentationLibrary)?.name === HTTP_SCOPE;
+
+/**
+ * The record of an HTTP request's span, made the first time it is needed (a sample of the
+ * request drained, a child span with something to add) where contexts are read from the
+ * frame: most requests never need one, and their spans are never touched. Undefined for a
+ * span that is not an HTTP server span of the SDK (a non-recording one is no request the
+ * processor saw).
+ */
+function requestRecord(span) {
+  let record = span[RECORD];
+  if (record !== undefined || !isHttpServerSpan(span) || typeof span.ended !== 'boolean') return record;
+  record = newRecord(span);
+  // Ended already: the labels it ended with are read from the ended span when needed.
+  record.ended = span.ended;
+  span[RECORD] = record;
+  return record;
+}
+
 /** A span that runs a GraphQL operation, as it starts (instrumentation-graphql sets the
  * operation's attributes just after). */
 const isOperation = (span) => span.name === 'graphql.execute' || span.attributes?.['graphql.operation.type'] !== undefined;
@@ -124,11 +153,16 @@ function watchManager(current) {
  * request's), else its span's own or its span's local root's (a message's). */
 function requestOfContext(ctx) {
   if (typeof ctx?.getValue !== 'function') return undefined;
-  const rpcSpan = ctx.getValue(RPC_METADATA)?.span;
-  const record = rpcSpan?.[RECORD];
-  if (record !== undefined) return record;
+  const rpc = ctx.getValue(RPC_METADATA);
+  const record = rpc?.span === undefined ? undefined : requestRecord(rpc.span);
+  if (record !== undefined) {
+    // Where routing writes the route, for the request's labels.
+    if (record.rpc === undefined) record.rpc = rpc;
+    return record;
+  }
   const span = ctx.getValue(SPAN_KEY);
-  return span?.[RECORD] ?? span?.[ROOT_OF];
+  if (span === undefined || span === null) return undefined;
+  return span[RECORD] ?? span[ROOT_OF] ?? requestRecord(span);
 }
 
 /** The context's request labels (tracers.js `resolve`): its local root span's ids and its
@@ -141,6 +175,30 @@ function labelsOfContext(ctx) {
 function labelsOfRoot(root) {
   const { spanId, traceId } = root.span.spanContext();
   return { labels: { span_id: spanId, trace_id: traceId }, derived: requestDerived(root, rootEndpoint) };
+}
+
+/**
+ * A child span of a request starts: what it adds to the request's labels (`rootSpan` the
+ * request's span; `rpc` its RPC metadata, where routing writes the route, undefined for a
+ * message's spans). Most add nothing: the labels are read from the request's span and
+ * metadata when a sample needs them. A GraphQL operation names the endpoint
+ * (operations.js); a handler's span gives the route where routing put none in the metadata
+ * (the router package's instrumentation), so its attributes are read only then.
+ */
+function childOfRequest(rootSpan, rpc, span) {
+  let root = rootSpan[RECORD];
+  if (root?.ended) return;
+  const operation = isOperation(span);
+  const handlerRoute = text(rpc?.route) === undefined ? handlerRouteOf(span) : undefined;
+  if (root === undefined) {
+    if (!operation && handlerRoute === undefined) return;
+    root = requestRecord(rootSpan);
+    if (root === undefined || root.ended) return;
+  }
+  if (rpc !== undefined) root.rpc = rpc;
+  if (operation) noteOperation(root, span);
+  if (handlerRoute !== undefined) root.handlerRoute = handlerRoute;
+  markDerived(root.derived);
 }
 
 /**
@@ -159,34 +217,29 @@ function openTelemetrySpanProcessor() {
         const parent = parentSpan?.spanContext?.();
         if (parent && !parent.isRemote) {
           // A child span of a request (a middleware's, a route handler's): the RPC
-          // metadata in its context is where routing writes the route. The request's
-          // labels take what it says now.
+          // metadata in its context is where routing writes the route.
           const rpc = parentContext.getValue(RPC_METADATA);
-          let root = rpc?.span?.[RECORD];
-          if (root === undefined) {
-            // No RPC metadata (a message's spans): the root is found through the parents.
-            root = parentSpan[RECORD] ?? parentSpan[ROOT_OF];
-            if (root !== undefined) span[ROOT_OF] = root;
-          }
-          if (root && !root.ended) {
-            if (rpc) root.rpc = rpc;
-            root.handlerRoute = handlerRouteOf(span) ?? root.handlerRoute;
-            if (isOperation(span)) noteOperation(root, span);
-            markDerived(root.derived);
-          }
-          return;
+          if (rpc?.span !== undefined) return childOfRequest(rpc.span, rpc, span);
+          // No RPC metadata (a message's spans, gRPC's): the root is found through the
+          // parents, and noted on the span for its own children.
+          const root = parentSpan[RECORD] ?? parentSpan[ROOT_OF] ?? requestRecord(parentSpan);
+          if (root === undefined) return;
+          span[ROOT_OF] = root;
+          return childOfRequest(root.span, undefined, span);
         }
         // Only a request (or message) entering the service labels what follows: a local
         // root of another kind (a DNS lookup or connection made at start-up, a client call
         // outside any request) would label everything after it in its async context.
         if (span.kind !== SERVER && span.kind !== CONSUMER) return;
-        const root = { span, rpc: undefined, handlerRoute: undefined, derived: null, server: span.kind === SERVER, ended: false, final: undefined };
-        span[RECORD] = root;
-        // Read from the frame, the contexts that carry the span give its labels when sampled.
         if (framed()) {
+          // Read from the frame, the contexts that carry the span give its labels when
+          // sampled. An HTTP request's record is made when first needed (requestRecord).
+          if (!isHttpServerSpan(span)) span[RECORD] = newRecord(span);
           drainIfBatched();
           return;
         }
+        const root = newRecord(span);
+        span[RECORD] = root;
         enterSpanLabels(root, labelsOfRoot, FRAME_KEY);
       } catch (err) {
         warnOnce('otel', `selfprof: could not label a span: ${err.message}`);
@@ -194,16 +247,30 @@ function openTelemetrySpanProcessor() {
     },
     onEnding() {},
     onEnd(span) {
-      const root = span[RECORD];
-      if (!root || root.ended) return;
       try {
+        const root = span[RECORD];
+        if (root === undefined) {
+          // An HTTP request whose record was never needed: counted, where requests are, by
+          // the endpoint its ended span gives.
+          if (isHttpServerSpan(span) && countingRequests() && !ddTraceCountsRequests()) countRequest(endpointOf(span));
+          return;
+        }
+        if (root.ended) return;
+        // Requests are what a server span stands for (Datadog counts web requests); where
+        // dd-trace traces too, it counts them (the same requests: ddtrace.js).
+        const counted = root.server && countingRequests() && !ddTraceCountsRequests();
+        if (root.derived === null && root.entered === undefined && !counted) {
+          // Never sampled, nothing entered, nothing counted: it ended, and its final labels
+          // are read from the ended span if a sample drained later needs them (sets.js
+          // `requestDerived`).
+          root.ended = true;
+          return;
+        }
         const endpoint = endRequest(root, rootEndpoint);
         // The span waits in an exporter's batch for seconds: what routed it goes now.
         // (Its contexts may still be sampled and drained: they find the endpoint.)
         root.rpc = undefined;
-        // Requests are what a server span stands for (Datadog counts web requests); where
-        // dd-trace traces too, it counts them (the same requests: ddtrace.js).
-        if (root.server && !ddTraceCountsRequests()) countRequest(endpoint);
+        if (counted) countRequest(endpoint);
       } catch (err) {
         warnOnce('otel', `selfprof: could not label a span: ${err.message}`);
       }

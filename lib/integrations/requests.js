@@ -34,6 +34,10 @@ function countRequest(endpoint) {
   }
 }
 
+/** Whether a reader counts requests now (a Datadog exporter's session): without one, an
+ * integration need not work out a request's endpoint as it ends. */
+const countingRequests = () => readers.length > 0;
+
 /**
  * A reader of the counts since its previous call (or its creation): `{ endpoint: n }`, at
  * most MAX_ENDPOINTS + 1 keys, or undefined while no integration has counted anything
@@ -60,4 +64,4 @@ function requestCounter() {
   return Object.assign(read, { close });
 }
 
-module.exports = { countRequest, requestCounter, MAX_ENDPOINTS, OTHER_ENDPOINTS };
+module.exports = { countRequest, countingRequests, requestCounter, MAX_ENDPOINTS, OTHER_ENDPOINTS };

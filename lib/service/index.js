@@ -25,6 +25,8 @@ const { setOperationEndpoints } = require('../integrations/operations');
 const { warnBesideDdTraceProfiler } = require('../integrations/ddtrace');
 
 const EXIT_FLUSH_MS = EXIT_BUDGET_MS;
+/** A session's request counts where no exporter takes them: none. */
+const NO_COUNTS = Object.assign(() => undefined, { close() {} });
 
 class Session {
   #options;
@@ -36,7 +38,9 @@ class Session {
   #timer = null;
   #stopped = false;
   #withTrace = false;
-  #requests = requestCounter();
+  /** Requests per endpoint, counted only for Datadog's uploads (its endpoint_counts): with
+   * no Datadog exporter, the integrations work out no endpoint as a request ends. */
+  #requests = NO_COUNTS;
   #tracers = null;
   /** When the current period began (Date.now()). */
   #periodStart = Date.now();
@@ -57,6 +61,7 @@ class Session {
     };
     this.#exporters = this.#options.exporters.map((e) => createExporter(e, meta));
     announce(this.#options, this.#exporters);
+    if (this.#exporters.some((e) => e.type === 'datadog')) this.#requests = requestCounter();
     // A file exporter asked for the spec trace too: encode both from one recording.
     this.#withTrace = this.#options.exporters.some((e) => e.type === 'file' && e.trace === true);
     if (!native) {

@@ -268,10 +268,14 @@ function requestValues(read) {
 /**
  * The derived labels of an integration's request record (`{ derived, ended, final }`),
  * made the first time its labels are needed: `labelsOf(root)` reads them from the span
- * while the request runs (`{ endpoint, http_route }`); once it ended, those it ended with.
+ * while the request runs (`{ endpoint, http_route }`); once it ended, those it ended with
+ * (`root.final`, read from the ended span where the integration left it undefined).
  */
 function requestDerived(root, labelsOf) {
   if (root.derived === null) {
+    // One that ended before anything needed its labels (an integration leaves them to
+    // here): those it ended with, read from its ended span now.
+    if (root.ended && root.final === undefined) root.final = requestValues(labelsOf(root));
     root.derived = derivedLabels(REQUEST_KEYS, () => (root.ended ? root.final : labelsOf(root)));
     if (root.ended) closeDerived(root.derived, false);
   }
