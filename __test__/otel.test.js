@@ -376,6 +376,27 @@ test("where the handler reads the frame (Node >= 24), it reads OpenTelemetry's o
   await close();
 });
 
+// With a subscriber, Node builds and publishes a message at every request's start: selfprof
+// listens only while it binds requests' events (where a tracer's contexts are not read from
+// the frame, but selfprof's stores are in it: integrations/http-requests.js).
+test("requests' starts are listened to only while their events are bound: not where the tracer's contexts are read from the frame, nor on async_hooks", async () => {
+  const http = require('node:http');
+  const dc = require('node:diagnostics_channel');
+  const { tracer, close } = otelTracer();
+  const server = http.createServer((req, res) => res.end('ok'));
+  try {
+    await untilTracerChecked(tracer);
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    // (The first request's start finds the events need no binding, and stops listening.)
+    for (let i = 0; i < 2; i++) await (await fetch(`http://127.0.0.1:${server.address().port}/`)).text();
+    const bound = storesInFrame && labelState().tracers.OpenTelemetry !== 'frame';
+    assert.equal(dc.hasSubscribers('http.server.request.start'), bound, JSON.stringify(labelState()));
+  } finally {
+    server.close();
+    await close();
+  }
+});
+
 test('SELFPROF_TRACER_CONTEXTS=0, or a context manager on async_hooks, keeps the processor entering the labels; a value the switch does not know is named once', async (t) => {
   process.env.SELFPROF_TRACER_CONTEXTS = '0';
   const { tracers } = require('../lib/capture/labels/tracers');

@@ -25,6 +25,7 @@
 
 const { EMPTY } = require('./thread');
 const { lazyStore, labelsOf, updateDerived } = require('./sets');
+const { updateRequestWatch } = require('../../integrations/http-requests');
 
 /** The frame's tracer keys (src/capture/signal.rs `KEYS`, key 0 is selfprof's). */
 const TRACER_KEYS = [1, 2];
@@ -36,6 +37,8 @@ const tracers = [null, null, null];
 function registerTracer(key, name, { als, requestOf, resolve }) {
   const entry = { name, als, requestOf, resolve, read: false };
   tracers[key] = entry;
+  // Its contexts are not read until proved: its requests' events are bound till then.
+  updateRequestWatch();
   return entry;
 }
 
