@@ -312,7 +312,10 @@ test('samples that land as the handler switches from the hooks to the frame keep
   // labels the samples carry against the fixture's own record of the request.
   const { metadata, samples, calls } = child(t, path.join(__dirname, 'fixtures', 'frame-switch.js'));
   assert.equal(metadata.labelPath, 'context-frame');
-  t.diagnostic(`${assertRequestLabels(samples, calls, { what: 'the switch', min: 10, exact: true })}; ${JSON.stringify(metadata)}`);
+  // (V8's own samples as the fresh work deoptimizes, no signal vouched for, are left
+  // unlabeled: docs/labels.md. The fresh-clone CI of 17b17ce found 2 of 32 so on Node 26.)
+  const unvouched = metadata.unmatchedSamples ?? 0;
+  t.diagnostic(`${assertRequestLabels(samples, calls, { what: `the switch (${JSON.stringify(metadata)})`, min: 10, exact: true, unvouched })}`);
   assert.equal(metadata.labelsLostSamples ?? 0, 0, JSON.stringify(metadata));
 });
 
