@@ -274,7 +274,14 @@ function traceWork(trace, works) {
     const work = workIn(stackFrames(trace, s).map((f) => f.name), works);
     if (work) out.push({ t: s.timestamp, work, labels: s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels });
   }
-  return out;
+  return withUnvouched(out, trace);
+}
+
+/** `samples` of `trace`, saying how many of the trace's samples no signal vouched for
+ * (`assertRequestLabels` excuses up to that many unlabeled ones by default). */
+function withUnvouched(samples, trace) {
+  samples.unvouched = unvouchedSamples(trace);
+  return samples;
 }
 
 /**
@@ -285,9 +292,10 @@ function traceWork(trace, works) {
  * shows the caller (`sampledCall`, `untilSignals`' lambda) in place of the work function.
  */
 function callSamples(trace, calls, work) {
-  return inCallsOf(trace, calls, work)
+  const samples = inCallsOf(trace, calls, work)
     .filter((s) => s.stackId !== undefined || s.marker === 'gc')
     .map((s) => ({ t: s.timestamp, work, labels: s.contextId === undefined ? undefined : trace.contexts[s.contextId].labels }));
+  return withUnvouched(samples, trace);
 }
 
 /** Every sample of a trace object taken inside a call of `work` (from a `WorkLog`'s `calls`). */
@@ -327,12 +335,13 @@ function pprofWork(pprof, works, { timeOrigin = performance.timeOrigin, labels =
  * (`expected(call)` maps them to how the profile names them; `exact`: and no other key),
  * and of each work function's samples at least `min` were taken and at least `floor` are
  * labeled so (rounded down: of fewer than 100 samples, one may be V8's without a signal).
- * `unvouched`: how many of the trace's samples no signal vouched for (`unvouchedSamples`):
+ * `unvouched`: how many of the trace's samples no signal vouched for (`unvouchedSamples`;
+ * by default what `traceWork` or `callSamples` found in theirs):
  * that many unlabeled samples are excused on top of the floor, as V8 takes such samples at
  * fresh code's deoptimizations and their labels are not certain (docs/labels.md). Returns
  * a summary per work function (`work right/all`).
  */
-function assertRequestLabels(samples, calls, { what = 'labels', floor = LABEL_FLOOR, min = 20, expected = (c) => c.labels, exact = false, unvouched = 0 } = {}) {
+function assertRequestLabels(samples, calls, { what = 'labels', floor = LABEL_FLOOR, min = 20, expected = (c) => c.labels, exact = false, unvouched = samples.unvouched ?? 0 } = {}) {
   const sorted = [...calls].sort((a, b) => a.t0 - b.t0);
   const counts = Object.fromEntries([...new Set(calls.map((c) => c.work))].map((w) => [w, { right: 0, unlabeled: 0, all: 0 }]));
   const wrong = [];
