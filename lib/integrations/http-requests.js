@@ -21,10 +21,10 @@
 // publishes a message at every request, which cost a traced request ~2.5 µs of the main
 // thread even where the handler returned at once (docs/performance.md).
 
-const CHANNEL = 'http.server.request.start';
-
 const { AsyncResource } = require('node:async_hooks');
 const dc = require('node:diagnostics_channel');
+
+const CHANNEL = 'http.server.request.start';
 
 let watching = false;
 /** The request whose 'request' event is being emitted: `{ store, scope }`, until claimed;
