@@ -20,9 +20,14 @@ other=24
 if [ "$major" -ge 24 ]; then other=22; fi
 started=$SECONDS
 took() { echo "npm test: $1 took $((SECONDS - $2)) s"; }
-# The spec reporter twice: to the terminal as it runs, and to a file (the destination given
-# after this) whose failing tests are printed again at the end.
-REPORT=(--test-reporter=spec --test-reporter-destination=stdout --test-reporter=spec)
+# The reporters of a run (`reporters <part>`): the spec reporter twice, to the terminal as it
+# runs and to a file whose failing tests are printed again at the end; and each failure in
+# short (scripts/failures-reporter.mjs), to a file printed last of all.
+reporters() {
+  REPORT=(--test-reporter=spec --test-reporter-destination=stdout
+    --test-reporter=spec "--test-reporter-destination=$logs/$1"
+    --test-reporter=./scripts/failures-reporter.mjs "--test-reporter-destination=$logs/$1-short")
+}
 
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
@@ -68,7 +73,8 @@ took "the Rust tests" "$t0"
 
 t0=$SECONDS
 suite=0
-node --test --test-concurrency=2 "${REPORT[@]}" "--test-reporter-destination=$logs/suite" __test__/*.test.js || suite=$?
+reporters suite
+node --test --test-concurrency=2 "${REPORT[@]}" __test__/*.test.js || suite=$?
 took "the node:test suite on Node $major" "$t0"
 
 labels=0
@@ -77,7 +83,8 @@ if [ -n "$second" ]; then
   echo "npm test: the label files on Node $other ($("$second" --version)): ${LABEL_FILES[*]}"
   files=()
   for f in "${LABEL_FILES[@]}"; do files+=("__test__/$f.test.js"); done
-  "$second" --test --test-concurrency=2 "${REPORT[@]}" "--test-reporter-destination=$logs/labels" "${files[@]}" || labels=$?
+  reporters labels
+  "$second" --test --test-concurrency=2 "${REPORT[@]}" "${files[@]}" || labels=$?
   took "the label files on Node $other" "$t0"
 fi
 # The failures again, with their assertions, where a log's tail shows them.
@@ -88,4 +95,10 @@ for part in suite labels; do
   fi
 done
 echo "npm test: $((SECONDS - started)) s in all"
+for part in suite labels; do
+  if [ -s "$logs/$part-short" ]; then
+    echo "npm test: in short, what failed ($part):"
+    cat "$logs/$part-short"
+  fi
+done
 [ "$suite" = 0 ] && [ "$labels" = 0 ]
