@@ -228,8 +228,8 @@ test('the blocks found from the samples are the blocking requests\', each within
   // Every block is a stretch where the loop did not wait for events: in its certain part
   // the loop waited, as libuv counts it (the app notes its idle time at each turn of its
   // timer), less than half a sampling interval, a wait a sample would see one time in two.
-  // None of the blocks here waited at all (0.00 ms in 30 runs, three at a time and beside a
-  // busy loop, 2026-11-30); a block stretched 30 ms past its end would show 8-33 ms.
+  // None of the blocks here waited at all (0.00 ms in 19 kept runs, three at a time, some
+  // beside a busy loop, 2026-11-30); a block stretched 30 ms past its end would show 8-33 ms.
   //
   // A block's certain part runs from its second sample time to the one before its last: its
   // first or last sample may be a neighbouring short task's, which may have begun (or
