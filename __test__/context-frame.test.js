@@ -14,7 +14,7 @@ const { Worker } = require('node:worker_threads');
 const { Profiler, withLabels } = require('..');
 const { labelState } = require('../lib/capture/labels');
 const { native } = require('../lib/native');
-const { spin, allocatingWork, WorkLog, traceWork, assertRequestLabels, noChildProcess } = require('./helpers');
+const { spin, allocatingWork, WorkLog, traceWork, samplesWhere, assertRequestLabels, noChildProcess } = require('./helpers');
 const { judgeStress } = require('./fixtures/frame-stress-judge');
 
 const major = Number(process.versions.node.split('.')[0]);
@@ -272,7 +272,7 @@ test('a long request keeps its labels after 50,000 newer label sets and collecti
   // None wrong; the warm-up's own deoptimizations may leave a few unlabeled.
   const counts = assertRequestLabels(samples, [...warm.calls, ...log.calls], { what: 'allocatingWork', min: 20, floor: 0.95, exact: true });
   // Judged on its own too: the long request's calls, by time.
-  const inLong = samples.filter((s) => log.calls.some((c) => s.t >= c.t0 && s.t <= c.t1));
+  const inLong = samplesWhere(samples, (s) => log.calls.some((c) => s.t >= c.t0 && s.t <= c.t1));
   assertRequestLabels(inLong, log.calls, { what: 'the long request', min: 40, exact: true });
   t.diagnostic(`${counts}; long request ${inLong.length} samples; ${JSON.stringify(trace.metadata)}`);
 });

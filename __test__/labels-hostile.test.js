@@ -16,7 +16,7 @@ const { spawnSync } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { Profiler, withLabels, setLabels, getLabels, start } = require('..');
 const { labelStats, labelsForTrace } = require('../lib/capture/labels');
-const { spin, untilSignals, samplesIn, decodePprof, WorkLog, traceWork, callSamples, pprofWork, assertRequestLabels, receiver } = require('./helpers');
+const { spin, untilSignals, samplesIn, decodePprof, WorkLog, traceWork, samplesWhere, callSamples, pprofWork, assertRequestLabels, receiver } = require('./helpers');
 const { native } = require('../lib/native');
 
 const root = path.join(__dirname, '..');
@@ -213,7 +213,7 @@ test('label sets at the documented maxima: stop() resolves, what it keeps is bou
   const samples = traceWork(parsed, ['maximaWork']);
   const all = assertRequestLabels(samples, log.calls, { what: 'maximaWork', min: 1000, floor: 0, exact: true });
   const newest = log.calls.slice(-NEWEST_KEPT);
-  const inNewest = samples.filter((s) => s.t >= newest[0].t0);
+  const inNewest = samplesWhere(samples, (s) => s.t >= newest[0].t0);
   t.diagnostic(`maximaWork: ${all}; the newest ${NEWEST_KEPT} requests: ${assertRequestLabels(inNewest, newest, { what: `the newest ${NEWEST_KEPT} requests`, min: 200, exact: true })}`);
   assert.equal(labelStats().saved, 0, 'released once built');
   const q = new Profiler({ sampleInterval: 1, maxBufferSize: 1000 });
@@ -342,8 +342,8 @@ test('the package loaded twice (require.cache cleared): each copy’s samples ke
   for (const [trace, name] of [[a, 'A'], [b, 'B']]) {
     const samples = traceWork(trace, ['copyAWork', 'copyBWork']);
     const judged = [
-      assertRequestLabels(samples.filter((s) => s.work === 'copyAWork'), log.calls.filter((c) => c.work === 'copyAWork'), { what: `profiler of copy ${name}, copy A's work`, min: 20, exact: true, floor }),
-      assertRequestLabels(samples.filter((s) => s.work === 'copyBWork'), log.calls.filter((c) => c.work === 'copyBWork'), { what: `profiler of copy ${name}, copy B's work`, min: 20, exact: true, floor }),
+      assertRequestLabels(samplesWhere(samples, (s) => s.work === 'copyAWork'), log.calls.filter((c) => c.work === 'copyAWork'), { what: `profiler of copy ${name}, copy A's work`, min: 20, exact: true, floor }),
+      assertRequestLabels(samplesWhere(samples, (s) => s.work === 'copyBWork'), log.calls.filter((c) => c.work === 'copyBWork'), { what: `profiler of copy ${name}, copy B's work`, min: 20, exact: true, floor }),
     ];
     t.diagnostic(`profiler of copy ${name} (${a.metadata.labelPath}): ${judged.join(', ')}`);
   }
