@@ -52,6 +52,29 @@ test('a worker and the main thread profile at once, each with its own labels', a
   assert.equal(samplesIn(trace, 'workerBusy').length, 0, "the worker's stacks are not in the main thread's trace");
 });
 
+test("a thread's Profiler is full after its own samples, not after other profiled threads' signals", async (t) => {
+  // Two workers sample every 1 ms while this thread's Profiler samples every 10 ms: most
+  // of the process's signals are theirs, and none of them is a sample of this thread.
+  const workers = ['f1', 'f2'].map((label) => runWorker({ label, ms: 10, rounds: Infinity }));
+  t.after(() => Promise.all(workers.map(({ w }) => w.terminate())));
+  await Promise.all(workers.map(({ started }) => started));
+  const max = 60;
+  const p = new Profiler({ sampleInterval: 10, maxBufferSize: max });
+  let full = false;
+  p.addEventListener('samplebufferfull', () => (full = true));
+  // Busy until the profiler says its buffer is full (a minute at most), the loop turning
+  // so that it can say so.
+  const deadline = performance.now() + 60_000;
+  while (!full && performance.now() < deadline) {
+    spin(5);
+    await new Promise((r) => setImmediate(r));
+  }
+  const trace = await p.stop();
+  assert.ok(full, 'samplebufferfull fired');
+  assert.ok(trace.samples.length >= 0.9 * max, `found full with ${trace.samples.length} samples of ${max}`);
+  t.diagnostic(`${trace.samples.length} samples when found full`);
+});
+
 test('100 profiled workers one after another all get labels (cells are freed)', async (t) => {
   // More workers than there are per-thread cells (64): each worker's cell is freed as
   // its environment is torn down. Without that, workers past the 64th would take

@@ -22,13 +22,16 @@
 // member told (`onSegment`): it joins what it was handed on the thread pool while it
 // records (a Profiler's TraceJoin), so its stop has only the last segment left to join.
 //
-// How many samples V8 took is counted by the signal handler; where V8 samples without a
-// signal (Windows), by the sampler's intervals elapsed instead (`#ticks`): V8 takes at most
-// one sample per interval, so a member may be found full before it is, never after.
+// How many samples V8 took on this thread is counted by the signal handler, in the thread's
+// cell (other profiled threads' signals are not this isolate's samples); where V8 samples
+// without a signal (Windows), by the sampler's intervals elapsed instead (`#ticks`): V8
+// takes at most one sample per interval, so a member may be found full before it is,
+// never after.
 
 const { performance } = require('node:perf_hooks');
 const { post } = require('./inspector-post');
 const { native } = require('../native');
+const { threadSignals } = require('./labels/thread');
 const { warnOnce } = require('../log');
 const { runtimeScripts } = require('../symbolize');
 
@@ -400,7 +403,7 @@ class ProfilerGroup {
    * sampler's intervals elapsed (counted at the interval in force: call before it changes).
    */
   #ticks() {
-    if (BY_SIGNAL) return native.signalCount();
+    if (BY_SIGNAL) return threadSignals();
     const now = performance.now();
     if (this.#common !== 0) this.#tickCount += ((now - this.#tickAt) * 1000) / this.#common;
     this.#tickAt = now;

@@ -219,6 +219,7 @@ pub struct CellSlots {
   pub logging: u32,
   pub fresh_next: u32,
   pub fresh_end: u32,
+  pub signals: u32,
   pub queue: u32,
   pub queue_len: u32,
 }
@@ -330,6 +331,7 @@ impl CellSlots {
       logging: slot::LOGGING as u32,
       fresh_next: slot::FRESH_NEXT as u32,
       fresh_end: slot::FRESH_END as u32,
+      signals: slot::SIGNALS as u32,
       queue: slot::QUEUE as u32,
       queue_len: QUEUE_LEN as u32,
     }

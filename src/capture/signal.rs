@@ -147,8 +147,11 @@ pub mod slot {
   /// first, then `FRESH_NEXT`, then `FRESH_END` again: a signal between sees no ids).
   pub const FRESH_NEXT: usize = 8;
   pub const FRESH_END: usize = 9;
+  /// Signals the handler took on the thread (wrapping): V8's samples of this thread, where
+  /// the process-wide count (`SIGNALS`) has every profiled thread's.
+  pub const SIGNALS: usize = 10;
   /// Read: the ring of ids, `QUEUE_LEN` of them.
-  pub const QUEUE: usize = 10;
+  pub const QUEUE: usize = 11;
 }
 
 /// Ids the queue holds (a power of two). JS drains it once 64 are queued (at the next
@@ -770,12 +773,13 @@ mod os {
 }
 
 /// The label-set id and generation of thread `tid` (zeros if none), and tells JS the id
-/// was sampled.
+/// was sampled; counts the signal in the thread's cell.
 #[cfg(any(unix, test))]
 #[inline(always)]
 pub(super) fn context_of(tid: i32) -> (u32, u32) {
   for t in THREADS.iter() {
     if t.tid.load(Ordering::Relaxed) == tid {
+      t.cell[slot::SIGNALS].fetch_add(1, Ordering::Relaxed);
       if t.frame.enabled.load(Ordering::Acquire) {
         // Another copy of the JS module on this thread may publish its own sets (with
         // hooks): where selfprof's store is not in the frame, that is the context.

@@ -59,6 +59,19 @@ const { cell, shared, available } = initCell();
  * undefined until checked, null when it reads). */
 const path = { frameRead: false, frameReason: /** @type {string | null | undefined} */ (undefined) };
 
+let signalsSeen = 0;
+let signalsRaw = 0;
+/** Signals the handler took on this thread so far: its cell's count (32 bits, widened
+ * here), or, without a cell of its own to read, every profiled thread's (more, never
+ * fewer). */
+function threadSignals() {
+  if (!available || !shared || SLOT.signals === undefined) return native.signalCount();
+  const raw = cell[SLOT.signals];
+  signalsSeen += (raw - signalsRaw) >>> 0;
+  signalsRaw = raw;
+  return signalsSeen;
+}
+
 let localRecordings = 0;
 /** Recordings started on this thread (by any copy of this module): a save is current for
  * every recording started before it. */
@@ -83,4 +96,4 @@ function newId() {
   return nextId++;
 }
 
-module.exports = { EMPTY, als, currentStore, storesInFrame, SLOT, JOIN, cell, shared, available, path, recordingsStarted, countRecordingStart, newId, ID_BLOCK };
+module.exports = { EMPTY, als, currentStore, storesInFrame, SLOT, JOIN, cell, shared, available, path, threadSignals, recordingsStarted, countRecordingStart, newId, ID_BLOCK };
