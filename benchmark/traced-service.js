@@ -22,6 +22,8 @@
 //   tracer                   the tracer, no profiler
 //   inspector                V8's inspector Profiler at 99 Hz, nothing else
 //   dd-profiler              dd-trace's profiler, its defaults (dd-trace only)
+//   dd-profiler-nolabels     the same without its span labels (code hotspots and endpoint
+//                            collection off): what the peer's own labels cost it
 //   service                  selfprof's service mode, its defaults
 //   service-nolabels         the same with spanLabels: false (SELFPROF_SPAN_LABELS=0)
 //   service-noheap           the same with heap: false
@@ -30,6 +32,11 @@
 //                            nothing where selfprof's integration listens (dd-trace's span
 //                            channels, an OpenTelemetry span processor): what the tracer
 //                            itself spends telling a listener, apart from selfprof's work
+//   service-labels-off       service mode with tracer labels, set up and proved, then their
+//                            dynamic parts turned off at the first measure (OpenTelemetry's
+//                            span processor out of the provider, the handler's frame read
+//                            off): what labels cost once set up, apart from their work per
+//                            request and sample (which processor-toggled.js measures)
 //   service-withlabels       service mode without tracer labels, each request labeled by a
 //                            withLabels({ endpoint, span_id }) middleware instead: what the
 //                            integrations are held to (issue 49: no more than withLabels)
@@ -62,12 +69,14 @@ const MODES = {
   tracer: 'the tracer alone',
   inspector: 'bare inspector Profiler, 99 Hz',
   'dd-profiler': "dd-trace's profiler (defaults)",
+  'dd-profiler-nolabels': "dd-trace's profiler, no span labels",
   service: 'selfprof service mode (defaults)',
   'service-nolabels': 'service mode, no tracer labels',
   'service-noheap': 'service mode, no heap',
   'service-nolabels-noheap': 'service mode, no labels, no heap',
   'service-listened': 'service mode, no labels, listened',
   'service-withlabels': 'service mode, withLabels instead',
+  'service-labels-off': 'service mode, labels set up, then off',
   baseline: 'service mode (defaults), baseline',
 };
 const TRACERS = ['otel', 'dd-trace'];
@@ -77,13 +86,14 @@ const INTERVAL_MS = 1000 / 99;
 /** Starts `mode` in this process (a server); returns what stops its profiler. */
 async function startMode(mode) {
   const selfprof = mode === 'baseline' ? require(process.env.SELFPROF_BASELINE) : require('..');
-  if (mode === 'dd-profiler') {
-    startTracer('dd-trace', { ddOptions: { profiling: true }, ddEnv: { DD_PROFILING_ENABLED: 'true' } });
+  if (mode === 'dd-profiler' || mode === 'dd-profiler-nolabels') {
+    const off = mode === 'dd-profiler-nolabels' ? { DD_PROFILING_CODEHOTSPOTS_ENABLED: 'false', DD_PROFILING_ENDPOINT_COLLECTION_ENABLED: 'false' } : {};
+    startTracer('dd-trace', { ddOptions: { profiling: true }, ddEnv: { DD_PROFILING_ENABLED: 'true', ...off } });
     return async () => {};
   }
   // service-listened: OpenTelemetry's no-op processor goes in as the provider is made.
   const listened = mode === 'service-listened';
-  startTracer(opts.tracer, listened && opts.tracer === 'otel' ? { spanProcessors: [NOOP_PROCESSOR] } : {});
+  provider = startTracer(opts.tracer, listened && opts.tracer === 'otel' ? { spanProcessors: [NOOP_PROCESSOR] } : {});
   if (listened && opts.tracer === 'dd-trace') {
     const dc = require('node:diagnostics_channel');
     for (const name of ['dd-trace:span:start', 'dd-trace:span:finish']) dc.subscribe(name, () => {});
@@ -114,6 +124,20 @@ async function startMode(mode) {
   return async () => {};
 }
 
+/** The tracer's provider (OpenTelemetry). */
+let provider = null;
+
+/** service-labels-off: selfprof's span processor out of the provider, the handler's frame
+ * read off (the labels' work per request and per sample), their set-up left as it is. */
+function labelsOff() {
+  const { PROCESSOR } = require('../lib/integrations/otel');
+  const list = provider._activeSpanProcessor._spanProcessors;
+  const at = list.findIndex((p) => p?.[PROCESSOR]);
+  if (at < 0) throw new Error("selfprof's span processor is not in the provider's list");
+  list.splice(at, 1);
+  require('../lib/native').native.frameEnable(false);
+}
+
 /** A span processor that does nothing (service-listened). */
 const NOOP_PROCESSOR = { onStart() {}, onEnd() {}, forceFlush: async () => {}, shutdown: async () => {} };
 
@@ -137,13 +161,23 @@ async function server(name) {
   // The signals selfprof's sampler sent (process-wide), for the signals a request.
   const native = mode.startsWith('service') || mode === 'baseline' ? require(path.join(root, 'lib', 'native')).native : undefined;
   const signals = typeof native?.signalCount === 'function' ? () => native.signalCount() : () => undefined;
+  if (mode === 'service-labels-off') {
+    if (opts.tracer !== 'otel') throw new Error('service-labels-off is a mode of --tracer otel');
+    // At the first measure: after the warm-up's requests set the labels up and proved them.
+    const off = (msg) => {
+      if (msg !== 'mark') return;
+      process.off('message', off);
+      labelsOff();
+    };
+    process.on('message', off);
+  }
   serve(expressService(() => requests++, labeled), () => requests, stop, info, signals);
 }
 
 function modesOf() {
   // withLabels' and the listeners' modes run when --modes names them.
-  const all = Object.keys(MODES).filter((m) => (m !== 'dd-profiler' || opts.tracer === 'dd-trace') && (m !== 'baseline' || opts.baseline));
-  const byDefault = all.filter((m) => m !== 'service-withlabels' && m !== 'service-listened');
+  const all = Object.keys(MODES).filter((m) => (!m.startsWith('dd-profiler') || opts.tracer === 'dd-trace') && (m !== 'baseline' || opts.baseline));
+  const byDefault = all.filter((m) => !['service-withlabels', 'service-listened', 'dd-profiler-nolabels', 'service-labels-off'].includes(m));
   const asked = opts.modes?.split(',') ?? byDefault;
   for (const m of asked) if (!all.includes(modeOf(m))) throw new Error(`no mode ${m} here: ${all.join(', ')}`);
   if (new Set(asked).size !== asked.length) throw new Error(`a mode named twice in --modes: ${opts.modes} (a second server of a mode is MODE#2)`);
@@ -195,11 +229,15 @@ async function parent() {
     ['service', 'service-nolabels', 'labels ÷ no labels (target ≥ 0.985 on Node 24/26, ≥ 0.975 on 20)'],
     ['service-noheap', 'service-nolabels-noheap', 'labels ÷ no labels, without heap'],
     ['service', 'dd-profiler', "selfprof ÷ dd-trace's profiler (target ≥ 1.15)"],
+    ['dd-profiler', 'dd-profiler-nolabels', "dd-trace's profiler: its span labels ÷ none (the peer's cost of labels)"],
+    ['service-nolabels', 'dd-profiler-nolabels', "selfprof ÷ dd-trace's profiler, neither labeling"],
     ['service-nolabels-noheap', 'inspector', 'selfprof without labels or heap ÷ the bare inspector (target ≥ 0.98)'],
     ['service', 'baseline', 'service mode ÷ the baseline'],
     ['service-listened', 'service-nolabels', "the tracer telling listeners that do nothing ÷ no labels"],
     ['service', 'service-listened', "labels ÷ the tracer telling listeners that do nothing (selfprof's own work)"],
     ['service-withlabels', 'service-nolabels', 'withLabels a request ÷ no labels (what the integrations are held to on Node 20, 22)'],
+    ['service-labels-off', 'service-nolabels', 'labels set up, then off ÷ no labels (what labels cost apart from their work)'],
+    ['service', 'service-labels-off', 'labels ÷ labels set up, then off (their work per request and sample)'],
   ];
   for (const mode of modes) if (mode !== modeOf(mode) && modes.includes(modeOf(mode))) pairs.push([mode, modeOf(mode), `${mode} ÷ ${modeOf(mode)} (the same mode twice: what this run cannot tell from nothing)`]);
   for (const [a, b, what] of pairs) if (modes.includes(a) && modes.includes(b)) console.log(`${what}: ${range(ratios(a, b))}`);
