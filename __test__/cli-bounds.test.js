@@ -14,7 +14,7 @@ const { spawnSync } = require('node:child_process');
 const cli = path.join(__dirname, '..', 'bin', 'selfprof.js');
 const FUNCTIONS = 1_760_000;
 /** docs/cli.md's bounds, in MiB of peak resident memory. */
-const REPORT_HTML_MIB = 1280;
+const REPORT_HTML_MIB = 1100;
 const DIFF_MIB = 2048;
 
 /** Writes the trace: FUNCTIONS frames, stacks ten deep, one sample on each stack. */

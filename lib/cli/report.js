@@ -31,8 +31,9 @@ function reportCommand(argv) {
   const profilerFrames = showProfilerFrames(values);
   const sourceMaps = values['source-maps'] ?? false;
   const root = `file://${process.cwd()}/`;
-  // The file's bytes, read once: a pprof's event-loop blocks are in its comments.
-  const bytes = readFile(file);
+  // The file's bytes, read once: a pprof's event-loop blocks are in its comments. Let go
+  // once the trace is read (at the input bound they are 252 MiB the page never needs).
+  let bytes = readFile(file);
   const named = (fn) => {
     try {
       return fn();
@@ -42,9 +43,13 @@ function reportCommand(argv) {
     }
   };
   const { convert } = require('../..');
-  const trace = named(() => JSON.parse(convert(bytes, { to: 'trace', sourceMaps, profilerFrames })));
-  // The blocks, found once for the list and the report.
+  // The blocks, found once for the list and the report: before the trace is parsed, so that
+  // what the native side reads them with is gone by then.
   const blocks = values.blocks || values.html ? named(() => eventLoopBlocks(bytes, { thresholdMs, sourceMaps, profilerFrames })) : [];
+  let json = named(() => convert(bytes, { to: 'trace', sourceMaps, profilerFrames }));
+  bytes = null;
+  const trace = named(() => JSON.parse(json));
+  json = null;
   if (values.blocks) process.stdout.write(`${formatBlocks(blocks, { root })}\n\n`);
   process.stdout.write(`${summarize(trace, { by: values.by, top, root })}\n`);
   if (values.html) {
