@@ -23,7 +23,7 @@ const { spawn, spawnSync } = require('node:child_process');
 const { parseArgs } = require('node:util');
 const fs = require('node:fs');
 const os = require('node:os');
-const { median, range, shuffle, pinned, startTracer, expressService } = require('./served');
+const { median, range, shuffle, pinned, startTracer, expressService, labelsSwitch } = require('./served');
 
 const { values: opts } = parseArgs({
   options: {
@@ -43,25 +43,12 @@ function server() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-processor-toggled-'));
   process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
   const session = selfprof.start({ service: 'processor-toggled', exporters: [{ type: 'file', dir }] });
-  const { PROCESSOR } = require('../lib/integrations/otel');
   let requests = 0;
   const srv = expressService(() => requests++);
   srv.keepAliveTimeout = 60_000;
   srv.listen(0, '127.0.0.1', () => process.stdout.write(`${srv.address().port}\n`));
-  const list = provider._activeSpanProcessor._spanProcessors;
-  let ours = null;
-  /** Puts selfprof's processor in the provider's list, or takes it out. */
-  const set = (on) => {
-    if (ours === null) {
-      const at = list.findIndex((p) => p?.[PROCESSOR]);
-      if (at < 0) throw new Error("selfprof's span processor is not in the provider's list");
-      ours = list[at];
-    }
-    const at = list.indexOf(ours);
-    if (on && at < 0) list.unshift(ours);
-    if (!on && at >= 0) list.splice(at, 1);
-    if (opts.toggle === 'labels') require('../lib/native').native.frameEnable(on);
-  };
+  // Made at the first window, once the processor is in the list (wired at start).
+  let set = null;
   let mark = null;
   process.on('message', async (msg) => {
     if (msg.window !== undefined) {
@@ -74,7 +61,8 @@ function server() {
         const mainUs = main ? (main.user - mark.main.user + main.system - mark.main.system) / count : undefined;
         process.send({ on: mark.on, perCpuSecond: count / ((used.user + used.system) / 1e6), mainUs });
       }
-      set(msg.window);
+      set ??= labelsSwitch(provider);
+      set(msg.window, { frame: opts.toggle === 'labels' });
       mark = { on: msg.window, requests, cpu, main };
     } else if (msg === 'stop') {
       // How samples were labeled (the frame's path, OpenTelemetry's contexts read there).

@@ -84,6 +84,25 @@ function serve(srv, served, stop, info = () => undefined, signals = () => undefi
   });
 }
 
+/**
+ * A switch for the labels' work in this server (OpenTelemetry): `set(on, { frame })` takes
+ * selfprof's span processor out of `provider`'s list or puts it back, and with `frame` the
+ * handler's frame read off or on with it. Their set-up stays (processor-toggled.js,
+ * traced-service.js's service-labels-off).
+ */
+function labelsSwitch(provider) {
+  const { PROCESSOR } = require('../lib/integrations/otel');
+  const list = provider._activeSpanProcessor._spanProcessors;
+  const ours = list.find((p) => p?.[PROCESSOR]);
+  if (ours === undefined) throw new Error("selfprof's span processor is not in the provider's list");
+  return (on, { frame = false } = {}) => {
+    const at = list.indexOf(ours);
+    if (on && at < 0) list.unshift(ours);
+    if (!on && at >= 0) list.splice(at, 1);
+    if (frame) require('../lib/native').native.frameEnable(on);
+  };
+}
+
 const ORDER = JSON.stringify({ items: Array.from({ length: 10 }, (_, k) => ({ sku: `s${k}`, qty: k, price: 3 })) });
 const PATHS = [['GET', '/users/'], ['POST', '/orders'], ['GET', '/search/'], ['GET', '/health']];
 
@@ -290,7 +309,7 @@ function expressService(onRequest = () => {}, around = null) {
   return http.createServer(app);
 }
 
-module.exports = { median, range, shuffle, pinned, serve, countedClient, client, runTogether, startTracer, expressService };
+module.exports = { median, range, shuffle, pinned, serve, countedClient, client, runTogether, startTracer, expressService, labelsSwitch };
 
 if (require.main === module && process.argv.includes('--client')) {
   const arg = (name) => process.argv[process.argv.indexOf(`--${name}`) + 1];

@@ -48,7 +48,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const { spawnSync } = require('node:child_process');
 const { parseArgs } = require('node:util');
-const { median, range, shuffle, serve, runTogether, startTracer, expressService } = require('./served');
+const { median, range, shuffle, serve, runTogether, startTracer, expressService, labelsSwitch } = require('./served');
 
 const { values: opts } = parseArgs({
   options: {
@@ -127,17 +127,6 @@ async function startMode(mode) {
 /** The tracer's provider (OpenTelemetry). */
 let provider = null;
 
-/** service-labels-off: selfprof's span processor out of the provider, the handler's frame
- * read off (the labels' work per request and per sample), their set-up left as it is. */
-function labelsOff() {
-  const { PROCESSOR } = require('../lib/integrations/otel');
-  const list = provider._activeSpanProcessor._spanProcessors;
-  const at = list.findIndex((p) => p?.[PROCESSOR]);
-  if (at < 0) throw new Error("selfprof's span processor is not in the provider's list");
-  list.splice(at, 1);
-  require('../lib/native').native.frameEnable(false);
-}
-
 /** A span processor that does nothing (service-listened). */
 const NOOP_PROCESSOR = { onStart() {}, onEnd() {}, forceFlush: async () => {}, shutdown: async () => {} };
 
@@ -167,7 +156,8 @@ async function server(name) {
     const off = (msg) => {
       if (msg !== 'mark') return;
       process.off('message', off);
-      labelsOff();
+      // The labels' work per request and per sample off; their set-up left as it is.
+      labelsSwitch(provider)(false, { frame: true });
     };
     process.on('message', off);
   }
