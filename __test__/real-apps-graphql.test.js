@@ -15,7 +15,7 @@ const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { missing, decodeOtlp, otlpWork } = require('./tools');
 const { decodePprof, traceWork, pprofWork, callAt } = require('./helpers');
-const { tracing, START, frameExpected, FLOOR, testAgent, runApp, judge, datadogWork, allBackends } = require('./real-apps');
+const { tracing, START, frameExpected, FLOOR, testAgent, runApp, judge, warm, datadogWork, allBackends } = require('./real-apps');
 
 const WORK = ['userWork', 'orderWork'];
 const ROUTE = 'POST /graphql';
@@ -42,14 +42,15 @@ const KINDS = ['GetUser', 'AddItem', 'anonymous', 'batched GetUser', 'batched Ad
 
 /**
  * `judge` (none wrong, 99% of each work function's samples right), and the same share of
- * each kind of request's: of the samples taken in its resolvers' work, at least FLOOR carry
- * exactly that request's labels (GetUser's and AddItem's apart). Returns the counts by kind.
+ * each kind of request's: of the samples the warm app took in its resolvers' work
+ * (real-apps.js `warm`), at least FLOOR carry exactly that request's labels (GetUser's and
+ * AddItem's apart). Returns the counts by kind.
  */
-function judgeOperations(samples, calls, truthOf, what) {
-  judge(samples, calls, truthOf, what);
+function judgeOperations(samples, calls, truthOf, what, isWarm) {
+  judge(samples, calls, truthOf, what, isWarm);
   const sorted = [...calls].sort((a, b) => a.t0 - b.t0);
   const counts = Object.fromEntries(KINDS.map((k) => [k, { right: 0, all: 0 }]));
-  for (const s of samples) {
+  for (const s of samples.filter(isWarm)) {
     const call = callAt(sorted, s.t);
     if (call === undefined || call.work !== s.work) continue;
     const c = counts[kindOf(call)];
@@ -79,7 +80,7 @@ async function check(t, { preloads, tracerName, operations = true, env = {} }) {
 
   // The trace object: the endpoint, http_route where an operation named it, the span.
   const fromTrace = traceWork(trace, WORK).map(({ t, work, labels }) => ({ t, work, labels: labels && { endpoint: labels.endpoint, http_route: labels.http_route, span: labels.span_id } }));
-  const inTrace = judgeOperations(fromTrace, calls, (c) => ({ ...requestLabels(c, operations), span: c.spanId }), 'trace');
+  const inTrace = judgeOperations(fromTrace, calls, (c) => ({ ...requestLabels(c, operations), span: c.spanId }), 'trace', warm(run));
 
   // Datadog: `trace endpoint` by operation, and endpoint_counts.
   assert.ok(run.uploads.length >= 1, 'Datadog uploads');
@@ -88,7 +89,7 @@ async function check(t, { preloads, tracerName, operations = true, env = {} }) {
     const span = num['local root span id'];
     return { t, work, labels: (str['trace endpoint'] || span) && { endpoint: str['trace endpoint'], http_route: str.http_route, span } };
   });
-  const inUploads = judgeOperations(fromUploads, calls, (c) => ({ ...requestLabels(c, operations), span: BigInt(`0x${c.spanId}`).toString() }), 'Datadog upload');
+  const inUploads = judgeOperations(fromUploads, calls, (c) => ({ ...requestLabels(c, operations), span: BigInt(`0x${c.spanId}`).toString() }), 'Datadog upload', warm(run));
   const served = {};
   for (const [kind, n] of Object.entries(run.served)) {
     const endpoint = operations ? ENDPOINT_OF_KIND[kind] : ROUTE;
@@ -120,12 +121,12 @@ test('Apollo Server 4 + Express under OpenTelemetry (NodeSDK, instrumentation-gr
     fromPyroscope.push(...pprofWork(pprof, WORK, { timeOrigin }));
   }
   assert.ok(fromPyroscope.length > 0, 'Pyroscope uploads');
-  const inPyroscope = judgeOperations(fromPyroscope, calls, (c) => ({ endpoint: requestLabels(c, true).endpoint, span_id: c.spanId }), 'Pyroscope upload');
+  const inPyroscope = judgeOperations(fromPyroscope, calls, (c) => ({ endpoint: requestLabels(c, true).endpoint, span_id: c.spanId }), 'Pyroscope upload', warm(run));
 
   // OTLP: endpoint and http_route as attributes, the span as the link.
   assert.ok(sink.got.otlp.length >= 1, 'OTLP uploads');
   const fromOtlp = otlpWork(decodeOtlp(python, sink.got.otlp), WORK, timeOrigin);
-  const inOtlp = judgeOperations(fromOtlp, calls, (c) => ({ ...requestLabels(c, true), span_id: c.spanId, trace_id: c.traceId }), 'OTLP upload');
+  const inOtlp = judgeOperations(fromOtlp, calls, (c) => ({ ...requestLabels(c, true), span_id: c.spanId, trace_id: c.traceId }), 'OTLP upload', warm(run));
   t.diagnostic(`Pyroscope ${inPyroscope}; OTLP ${inOtlp}`);
 });
 

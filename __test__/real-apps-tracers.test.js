@@ -14,7 +14,7 @@ const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { decodeOtlp, otlpWork } = require('./tools');
 const { decodePprof, traceWork, pprofWork } = require('./helpers');
-const { tracing, frameExpected, testAgent, runApp, judge, datadogWork, allBackends } = require('./real-apps');
+const { tracing, frameExpected, testAgent, runApp, judge, warm, datadogWork, allBackends } = require('./real-apps');
 
 const WORK = ['userWork', 'orderWork'];
 const ROUTES = { GET: 'GET /users/:id', POST: 'POST /orders' };
@@ -60,14 +60,14 @@ for (const [order, preloads] of [
       return { t, work, labels: defined(labels) };
     });
     const decimal = (hex) => BigInt(`0x${hex}`).toString();
-    const inDatadog = judge(fromDatadog, calls, (c) => ({ 'trace endpoint': endpointOf(c), 'span id': decimal(c.spanId), 'local root span id': decimal(c.spanId) }), 'Datadog upload');
+    const inDatadog = judge(fromDatadog, calls, (c) => ({ 'trace endpoint': endpointOf(c), 'span id': decimal(c.spanId), 'local root span id': decimal(c.spanId) }), 'Datadog upload', warm(run));
     const served = Object.fromEntries(Object.entries(run.served).map(([method, n]) => [ROUTES[method], n]));
     assert.deepEqual(counted, served, 'endpoint_counts: each request once');
 
     // OTLP: OpenTelemetry's link, nothing of dd-trace's.
     assert.ok(sink.got.otlp.length >= 1, 'OTLP uploads');
     const fromOtlp = otlpWork(decodeOtlp(python, sink.got.otlp), WORK, run.timeOrigin);
-    const inOtlp = judge(fromOtlp, calls, (c) => ({ endpoint: endpointOf(c), span_id: c.otelSpanId, trace_id: c.otelTraceId }), 'OTLP upload');
+    const inOtlp = judge(fromOtlp, calls, (c) => ({ endpoint: endpointOf(c), span_id: c.otelSpanId, trace_id: c.otelTraceId }), 'OTLP upload', warm(run));
 
     // Pyroscope: OpenTelemetry's span (Grafana joins its spans), the endpoint series.
     const fromPyroscope = [];
@@ -77,7 +77,7 @@ for (const [order, preloads] of [
       fromPyroscope.push(...pprofWork(pprof, WORK, { timeOrigin: run.timeOrigin }));
     }
     assert.ok(fromPyroscope.length > 0, 'Pyroscope uploads');
-    const inPyroscope = judge(fromPyroscope, calls, (c) => ({ endpoint: endpointOf(c), span_id: c.otelSpanId }), 'Pyroscope upload');
+    const inPyroscope = judge(fromPyroscope, calls, (c) => ({ endpoint: endpointOf(c), span_id: c.otelSpanId }), 'Pyroscope upload', warm(run));
     t.diagnostic(`${labelState.path}: trace ${inTrace}; Datadog ${inDatadog}; OTLP ${inOtlp}; Pyroscope ${inPyroscope}; endpoint_counts ${JSON.stringify(counted)}`);
   });
 }

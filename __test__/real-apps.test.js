@@ -10,7 +10,7 @@ const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { missing, decodeOtlp, otlpWork } = require('./tools');
 const { decodePprof, traceWork, pprofWork, callAt, assertRequestLabels } = require('./helpers');
-const { tracing, START, frameExpected, MIN_REQUESTS, FLOOR, testAgent, runApp, judge, datadogWork, allBackends } = require('./real-apps');
+const { tracing, START, frameExpected, MIN_REQUESTS, FLOOR, testAgent, runApp, judge, warm, datadogWork, allBackends } = require('./real-apps');
 
 const WORK = ['userWork', 'orderWork'];
 const agent = testAgent();
@@ -51,7 +51,7 @@ async function check(t, { framework, preloads, routed = true, env }) {
     const span = num['local root span id'];
     return { t, work, labels: (str['trace endpoint'] || span) && { endpoint: str['trace endpoint'], span } };
   });
-  const inUploads = judge(fromUploads, calls, (c) => ({ endpoint: endpointOf(c), span: BigInt(`0x${c.spanId}`).toString() }), `${framework}: Datadog upload`);
+  const inUploads = judge(fromUploads, calls, (c) => ({ endpoint: endpointOf(c), span: BigInt(`0x${c.spanId}`).toString() }), `${framework}: Datadog upload`, warm(run));
   // Every request the handlers served, counted once by its route, across the uploads.
   const served = Object.fromEntries(Object.entries(run.served).map(([method, n]) => [endpointOf({ method }), n]));
   assert.deepEqual(counted, served, `${framework}: endpoint_counts`);
@@ -118,12 +118,12 @@ test("every backend gets the route and the request's span: Pyroscope's endpoint 
     for (const s of pprofWork(pprof, WORK, { timeOrigin })) fromPyroscope.push({ ...s, labels: s.labels && { endpoint: s.labels.endpoint, span: s.labels.span_id } });
   }
   const truthOf = (c) => ({ endpoint: endpointOf(c), span: c.spanId });
-  const inPyroscope = judge(fromPyroscope, calls, truthOf, 'express4: Pyroscope');
+  const inPyroscope = judge(fromPyroscope, calls, truthOf, 'express4: Pyroscope', warm(run));
 
   // OTLP, read back by opentelemetry-proto: the endpoint attribute and the span link,
   // each sample placed on the calls' time line by its timestamp.
   assert.ok(sink.got.otlp.length >= 1, 'OTLP uploads');
   const fromOtlp = otlpWork(decodeOtlp(python, sink.got.otlp), WORK, timeOrigin).map((s) => ({ ...s, labels: s.labels?.span_id && { endpoint: s.labels.endpoint, span: s.labels.span_id } }));
-  const inOtlp = judge(fromOtlp, calls, truthOf, 'express4: OTLP');
+  const inOtlp = judge(fromOtlp, calls, truthOf, 'express4: OTLP', warm(run));
   t.diagnostic(`Pyroscope ${inPyroscope}; OTLP ${inOtlp}`);
 });
