@@ -1,6 +1,10 @@
 'use strict';
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
 const { EventEmitter } = require('node:events');
 const { setTimeout: sleep } = require('node:timers/promises');
 const v8 = require('node:v8');
@@ -8,7 +12,7 @@ const vm = require('node:vm');
 const { Profiler, withLabels, setLabels, getLabels } = require('..');
 const { native } = require('../lib/native');
 const { labelStats, labelsForTrace } = require('../lib/capture/labels');
-const { spin, untilSignals, sampledCall, stopAll, assertValidTrace, samplesIn, WorkLog, traceWork, callSamples, assertRequestLabels } = require('./helpers');
+const { spin, untilSignals, sampledCall, stopAll, assertValidTrace, samplesIn, WorkLog, traceWork, callSamples, assertRequestLabels, noChildProcess } = require('./helpers');
 // Where V8 samples without a signal (Windows), samples are joined to the label switches by
 // time: no cpuTime, and every label set switched to while recording is kept.
 const BY_TIME = native.labelJoin() !== 'signal';
@@ -204,6 +208,24 @@ test('labels survive await, timers, immediates, nextTick, promise chains and Eve
   assert.ok(unlabeled.length >= 5, `${unlabeled.length} samples of the unlabeled work`);
   assert.equal(unlabeled.filter((s) => s.contextId !== undefined).length, 0, 'unlabeled work has no labels');
   t.diagnostic(`right labels per continuation: ${rates}; unlabeled 0/${unlabeled.length}`);
+});
+
+// Callbacks run inside callbacks (AsyncResource scopes, as on-finished's bound listeners or
+// an EventEmitterAsyncResource runs them), on each path: the frame read (Node >= 24), and
+// hooks (Node 20 and 22; on Node >= 24 with SELFPROF_CONTEXT_FRAME=0, as where V8's layout
+// is not known, where a hook reads the caller's store as a scope starts).
+test("a callback run inside another carries its own labels, and the outer one's come back as it ends, at every depth, on every path", { skip: noChildProcess }, (t) => {
+  for (const env of [{}, { SELFPROF_CONTEXT_FRAME: '0' }]) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-nested-'));
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const out = path.join(dir, 'out.json');
+    const r = spawnSync(process.execPath, [path.join(__dirname, 'fixtures', 'nested-scopes.js'), out], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 120_000 });
+    assert.equal(r.status, 0, `exit ${r.status ?? r.signal}: ${r.stderr}`);
+    const { trace, calls, state } = JSON.parse(fs.readFileSync(out, 'utf8'));
+    const works = [...new Set(calls.map((c) => c.work))];
+    const what = `${JSON.stringify(env)}, ${trace.metadata.labelPath}`;
+    t.diagnostic(`${what} (${state.reason ?? 'frame read'}): ${assertRequestLabels(traceWork(trace, works), calls, { what, min: 20, exact: true })}`);
+  }
 });
 
 test('setLabels merges into the current async context; null removes a key', async () => {

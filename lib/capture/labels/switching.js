@@ -16,9 +16,9 @@
 //
 // Also here: running code with a store current, on either path (`runWithStore`).
 
-const { AsyncResource, createHook } = require('node:async_hooks');
+const { AsyncResource, createHook, executionAsyncResource } = require('node:async_hooks');
 const { native } = require('../../native');
-const { EMPTY, als, currentStore, SLOT, JOIN, cell, shared, path } = require('./thread');
+const { EMPTY, als, currentStore, storesInFrame, SLOT, JOIN, cell, shared, path } = require('./thread');
 const { save } = require('./kept');
 
 let published = EMPTY;
@@ -92,7 +92,22 @@ const outer = [];
 function enter() {
   if (outer.length >= 4096) outer.length = 0;
   outer.push(published);
-  publish(als.getStore() ?? EMPTY);
+  publish(storeEntered());
+}
+
+/** Where AsyncLocalStorage keeps its stores in the frame, an AsyncResource's frame (its
+ * own key): `runInAsyncScope` runs the before hooks while the caller's frame is still the
+ * current one, and only then enters its own (Node 24-26), so the store a hook reads
+ * there is the caller's, not the scope's. */
+const RESOURCE_FRAME = storesInFrame() ? Object.getOwnPropertySymbols(new AsyncResource('selfprof.probe')).find((s) => s.description === 'context_frame') : undefined;
+
+/** The store of the callback about to run, in a before hook. */
+function storeEntered() {
+  if (RESOURCE_FRAME !== undefined) {
+    const resource = executionAsyncResource();
+    if (resource !== null && typeof resource === 'object' && RESOURCE_FRAME in resource) return resource[RESOURCE_FRAME]?.get(als) ?? EMPTY;
+  }
+  return als.getStore() ?? EMPTY;
 }
 function leave() {
   publish(outer.pop() ?? EMPTY);
