@@ -222,6 +222,9 @@ pub struct CellSlots {
   pub signals: u32,
   pub queue: u32,
   pub queue_len: u32,
+  pub depths: u32,
+  pub depth_count: u32,
+  pub depth_words: u32,
 }
 
 /// One V8 version's layouts the frame reader uses (`capture::context_frame::LAYOUTS`).
@@ -319,7 +322,7 @@ impl From<symbolize::CacheStats> for SourceMapCacheStats {
 impl CellSlots {
   /// The slots as `signal::slot` numbers them.
   pub fn from_signal() -> CellSlots {
-    use capture::signal::{slot, QUEUE_LEN};
+    use capture::signal::{slot, DEPTH_COUNT, DEPTH_WORDS, QUEUE_LEN};
     CellSlots {
       context: slot::CONTEXT as u32,
       generation: slot::GENERATION as u32,
@@ -334,6 +337,9 @@ impl CellSlots {
       signals: slot::SIGNALS as u32,
       queue: slot::QUEUE as u32,
       queue_len: QUEUE_LEN as u32,
+      depths: slot::DEPTHS as u32,
+      depth_count: DEPTH_COUNT as u32,
+      depth_words: DEPTH_WORDS as u32,
     }
   }
 }

@@ -7,7 +7,7 @@
 use super::objects::{CellSlots, FrameLayoutInfo, HeapLayoutInfo, HeapRead};
 use crate::capture::install::{self, Install};
 use crate::capture::{self, signal, signal::slot, threads};
-use napi::bindgen_prelude::{Array, JsValue, Null, Object, Uint32Array};
+use napi::bindgen_prelude::{Array, Float64Array, JsValue, Null, Object, Uint32Array};
 use napi::{Env, Error, Result};
 use napi_derive::napi;
 use std::sync::atomic::Ordering;
@@ -87,6 +87,38 @@ pub fn set_thread_context(id: u32) {
     t.cell[slot::CONTEXT].store(id, Ordering::Relaxed);
     t.cell[slot::GENERATION].fetch_add(1, Ordering::Relaxed);
   }
+}
+
+/// Where the calling thread's place in Node's async id stack is: element `depth_index` of
+/// `hook_fields` (Node's `async_hook_fields`: the stack's depth) and element `exec_index`
+/// of `id_fields` (`async_id_fields`: the execution async id), both kept by the thread's
+/// environment until its cleanup, which forgets them first. From then on JS publishes by
+/// depth (`signal::slot::DEPTHS`). With neither given, the handler reads them no more.
+/// False where the thread has no cell, or an element is not there.
+#[napi]
+pub fn thread_async_position(
+  hook_fields: Option<Uint32Array>,
+  depth_index: u32,
+  id_fields: Option<Float64Array>,
+  exec_index: u32,
+) -> bool {
+  let Some(t) = threads::this_thread() else {
+    return false;
+  };
+  let (Some(hooks), Some(ids)) = (hook_fields, id_fields) else {
+    t.position.clear();
+    return true;
+  };
+  let (Some(depth), Some(exec)) = (hooks.get(depth_index as usize), ids.get(exec_index as usize)) else {
+    return false;
+  };
+  t.position
+    .depth_at
+    .store(depth as *const u32 as usize, Ordering::Relaxed);
+  t.position
+    .exec_id_at
+    .store(exec as *const f64 as usize, Ordering::Relaxed);
+  true
 }
 
 /// The id the handler last recorded on the calling thread, cleared (the fallback for the

@@ -109,7 +109,11 @@ pub static RING_WRITE: CachePadded<AtomicU64> = CachePadded::new(AtomicU64::new(
 /// Two ways to know the thread's label set when a signal lands:
 /// - published (async_hooks): JS writes the set's id to `CONTEXT` and bumps `GENERATION`
 ///   (a count of switches) at every switch; the handler stores the id it recorded in
-///   `SAMPLED`, and JS saves that set's labels and zeroes it at its next switch;
+///   `SAMPLED`, and JS saves that set's labels and zeroes it at its next switch. Where the
+///   handler can read where Node is in its async id stack (`AsyncPosition`), JS publishes
+///   at each callback's start only, one entry per depth of that stack (`DEPTHS`), and the
+///   handler takes the entry of the depth running now, if the callback it was written in
+///   is the one running (`published_here`);
 /// - read (Node >= 24): the handler reads the id from the AsyncLocalStorage store of the
 ///   thread's current async context frame (`frame_context`) and pushes each id it records
 ///   to `QUEUE` (a ring JS drains to save the labels).
@@ -121,6 +125,17 @@ pub struct ThreadContext {
   pub cell: [AtomicU32; CELL_LEN],
   pub tid: AtomicI32,
   pub frame: FrameReader,
+  pub position: AsyncPosition,
+}
+
+/// Where Node keeps the thread's place in its async id stack (Node < 24; set up from JS,
+/// outside signal context, all zero while not): the address of the stack's depth (a u32
+/// of `async_hook_fields`) and of the execution async id (an f64 of `async_id_fields`).
+/// Both live as long as the thread's environment, whose cleanup zeroes them first
+/// (`threads::unregister_thread`); only the thread itself writes them.
+pub struct AsyncPosition {
+  pub depth_at: AtomicUsize,
+  pub exec_id_at: AtomicUsize,
 }
 
 /// The elements of a thread's cell (lib/capture/labels/thread.js gets them from `cellSlots()`).
@@ -152,14 +167,24 @@ pub mod slot {
   pub const SIGNALS: usize = 10;
   /// Read: the ring of ids, `QUEUE_LEN` of them.
   pub const QUEUE: usize = 11;
+  /// Published by depth (`AsyncPosition` set): `DEPTH_COUNT` entries of `DEPTH_WORDS`
+  /// words, the execution async id (its low 32 bits) the entry was written in, the set's
+  /// id, and whether the handler recorded it (JS zeroes that once it saved the set). JS
+  /// writes the id 0 first, then the async id, then the id.
+  pub const DEPTHS: usize = QUEUE + super::QUEUE_LEN;
 }
+
+/// Depths of Node's async id stack with an entry (deeper callbacks carry no labels).
+pub const DEPTH_COUNT: usize = 64;
+/// Words per depth entry (`slot::DEPTHS`).
+pub const DEPTH_WORDS: usize = 3;
 
 /// Ids the queue holds (a power of two). JS drains it once 64 are queued (at the next
 /// label change), every second and before a trace is built; a full queue drops ids (their
 /// samples' labels then count as lost).
 pub const QUEUE_LEN: usize = 1024;
 /// Elements of a thread's cell.
-pub const CELL_LEN: usize = slot::QUEUE + QUEUE_LEN;
+pub const CELL_LEN: usize = slot::DEPTHS + DEPTH_COUNT * DEPTH_WORDS;
 
 impl ThreadContext {
   pub fn context(&self) -> u32 {
@@ -167,6 +192,42 @@ impl ThreadContext {
   }
   pub fn generation(&self) -> u32 {
     self.cell[slot::GENERATION].load(Ordering::Relaxed)
+  }
+
+  /// Where JS publishes by depth: the set published at the depth running now, if it was
+  /// published in the callback running now (0 if not, or none), marked as recorded. None
+  /// where JS publishes around every callback instead (no `AsyncPosition`).
+  #[inline(always)]
+  pub fn published_here(&self) -> Option<u32> {
+    let depth_at = self.position.depth_at.load(Ordering::Relaxed);
+    let exec_id_at = self.position.exec_id_at.load(Ordering::Relaxed);
+    if depth_at == 0 || exec_id_at == 0 {
+      return None;
+    }
+    // SAFETY: JS set them to elements of its environment's `async_hook_fields` (a u32) and
+    // `async_id_fields` (an f64), aligned and alive until that environment's cleanup, which
+    // zeroes them first (`threads::unregister_thread`); this thread alone writes them, and
+    // the handler runs on it.
+    let (depth, exec) = unsafe {
+      (
+        std::ptr::read_volatile(depth_at as *const u32),
+        std::ptr::read_volatile(exec_id_at as *const f64),
+      )
+    };
+    let Some(entry) = (depth as usize)
+      .checked_mul(DEPTH_WORDS)
+      .filter(|_| (depth as usize) < DEPTH_COUNT)
+    else {
+      return Some(0);
+    };
+    let words = &self.cell[slot::DEPTHS + entry..slot::DEPTHS + entry + DEPTH_WORDS];
+    let id = words[1].load(Ordering::Relaxed);
+    // `as` saturates (no panic); ids past 2^32 compare by their low bits, as JS wrote them.
+    if id == 0 || words[0].load(Ordering::Relaxed) != exec as u64 as u32 {
+      return Some(0);
+    }
+    words[2].store(1, Ordering::Relaxed);
+    Some(id)
   }
 }
 
@@ -228,6 +289,10 @@ impl ThreadContext {
     ThreadContext {
       cell: [const { AtomicU32::new(0) }; CELL_LEN],
       tid: AtomicI32::new(0),
+      position: AsyncPosition {
+        depth_at: AtomicUsize::new(0),
+        exec_id_at: AtomicUsize::new(0),
+      },
       frame: FrameReader {
         enabled: AtomicBool::new(frame_enabled),
         cped: AtomicUsize::new(0),
@@ -788,6 +853,14 @@ pub(super) fn context_of(tid: i32) -> (u32, u32) {
           return (id, 0);
         }
       }
+      // Published by depth: switches are not counted (a callback's end is one), so two
+      // signals never vouch for a sample between them (generation 0, see `sample`).
+      if let Some(context) = t.published_here() {
+        if context != 0 {
+          t.cell[slot::SAMPLED].store(context, Ordering::Relaxed);
+        }
+        return (context, 0);
+      }
       // JS writes the id, then bumps the generation: a signal between the two records
       // the new id under the old generation, which only makes the record look older.
       let generation = t.generation();
@@ -947,7 +1020,8 @@ fn sample(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void,
     after_ns,
     cpu_ns: thread_cpu_ns(),
     context,
-    // Read from the frame: a generation of its own (see `read_context`).
+    // Read from the frame or published by depth: a generation of its own (see
+    // `read_context`, `context_of`).
     generation: if generation == 0 && context != 0 {
       !(index as u32)
     } else {

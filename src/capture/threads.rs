@@ -3,7 +3,7 @@
 //! profiled workers. Never in signal
 //! context; the handler only reads the table (`signal::context_of`).
 
-use super::signal::{gettid, FrameReader, ThreadContext, THREADS};
+use super::signal::{gettid, AsyncPosition, FrameReader, ThreadContext, THREADS};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The calling thread's cell, if it registered (`register_thread`).
@@ -57,6 +57,7 @@ pub fn register_thread() -> Option<(usize, bool)> {
       for c in t.cell.iter() {
         c.store(0, Ordering::Relaxed);
       }
+      t.position.clear();
       t.frame.clear();
       return Some((i, true));
     }
@@ -70,12 +71,22 @@ pub fn register_thread() -> Option<(usize, bool)> {
 pub fn unregister_thread(index: usize, tid: i32) {
   // Only the holder's own cleanup frees a slot, so nobody else changes it meanwhile.
   if let Some(t) = THREADS.get(index).filter(|t| t.tid.load(Ordering::Acquire) == tid) {
-    // Cleared before release: the next holder never sees this thread's context.
+    // Cleared before release: the next holder never sees this thread's context, and
+    // nothing reads its environment's async ids once they are freed.
+    t.position.clear();
     t.frame.clear();
     for c in t.cell.iter() {
       c.store(0, Ordering::Relaxed);
     }
     t.tid.store(0, Ordering::Release);
+  }
+}
+
+impl AsyncPosition {
+  /// Not set: the handler reads no async ids (a thread that goes, or one that starts over).
+  pub fn clear(&self) {
+    self.depth_at.store(0, Ordering::Relaxed);
+    self.exec_id_at.store(0, Ordering::Relaxed);
   }
 }
 

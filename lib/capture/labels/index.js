@@ -18,7 +18,7 @@
 const { currentStore, storesInFrame, path, JOIN } = require('./thread');
 const { storeWith, derivedLabels, derivedValue, requestValues, requestDerived, markDerived, closeDerived } = require('./sets');
 const { labelStats } = require('./kept');
-const { runWithStore, enterStore, hooksRunning } = require('./switching');
+const { runWithStore, enterStore, hooksRunning, hooksByDepth } = require('./switching');
 const { drainIfBatched } = require('./frame');
 const { tracerRequests, currentPair, labelsIn, tracers, TRACER_KEYS } = require('./tracers');
 const { useLabels, watchTracer, recordingStarted, recordingStopped, recordingBuilt, labelsForTrace, tryLabelsForTrace } = require('./activity');
@@ -82,6 +82,7 @@ function labelState() {
     path: labelPath(),
     reason: path.frameReason ?? undefined,
     hooks: hooksRunning(),
+    hooksByDepth: hooksByDepth(),
     idsNotQueued: native?.frameQueueFull?.() ?? 0,
     pairsWithoutId: native?.frameFreshOut?.() ?? 0,
     // By tracer: 'frame' where the handler reads its contexts, else why not yet or not.

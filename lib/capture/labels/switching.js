@@ -9,6 +9,15 @@
 // request's. The handler leaves the id it recorded in the cell, and the next switch saves
 // the labels of that (still current) store.
 //
+// Where the handler can read where Node is in its async id stack (Node < 24: the depth in
+// `async_hook_fields`, the execution async id in `async_id_fields`, through process.binding),
+// the hooks run at each callback's start only (`after`'s dispatch was two thirds of what
+// labels cost a traced request on Node 20), and each publish goes to the entry of the depth
+// running, stamped with the async id running (`byDepth`). The handler takes the entry of
+// the depth running now only while the async id it was stamped with runs: an outer
+// callback finds its own entry again once an inner one ends, and JS run between callbacks,
+// or in one entered with no hook run, has no labels, never another callback's.
+//
 // On Windows V8 samples without a signal (it suspends the thread; no handler runs), so
 // while a recording of the thread is unbuilt (the cell's `logging`), each switch is logged
 // natively with its time on V8's clock (src/capture/switches.rs), and its store saved: a
@@ -16,8 +25,9 @@
 //
 // Also here: running code with a store current, on either path (`runWithStore`).
 
-const { AsyncResource, createHook, executionAsyncResource } = require('node:async_hooks');
+const { AsyncResource, createHook, executionAsyncId, executionAsyncResource } = require('node:async_hooks');
 const { native } = require('../../native');
+const { envSwitchOn } = require('../../log');
 const { EMPTY, als, currentStore, storesInFrame, SLOT, JOIN, cell, shared, path } = require('./thread');
 const { save } = require('./kept');
 
@@ -53,6 +63,7 @@ const aside = (fn) => inOwnScope('selfprof.aside', fn);
 function notePublished() {
   const id = shared ? Atomics.exchange(cell, SLOT.sampled, 0) : native.takeSampledContext();
   if (id === 0) return;
+  if (byDepth !== null && saveRecordedDepths(id)) return;
   if (id === published.id) save(published);
   else if (id === previous.id) save(previous); // recorded as we switched
   else if (shared) Atomics.compareExchange(cell, SLOT.sampled, 0, id); // another copy's: leave it
@@ -60,7 +71,9 @@ function notePublished() {
 
 /** Makes `store` the thread's published set (nothing where the handler reads the frame). */
 function publish(store) {
-  if (store === published || path.frameRead) return;
+  if (path.frameRead) return;
+  if (byDepth !== null) return publishAtDepth(store);
+  if (store === published) return;
   if (cell[SLOT.sampled] !== 0 || !shared) notePublished();
   previous = published;
   published = store;
@@ -72,9 +85,10 @@ function publish(store) {
   if (JOIN === 'time' && (!shared || cell[SLOT.logging] !== 0) && native.logSwitch(store.id)) save(store);
 }
 
-/** The published set and the one before it (saved before a trace is built). */
+/** The published sets (saved before a trace is built). */
 function publishedStores() {
-  return [published, previous];
+  if (byDepth === null) return [published, previous];
+  return [...byDepth.stores.slice(0, byDepth.deepest + 1).filter((s) => s !== undefined), previous];
 }
 
 /** The handler reads the frame from now on: nothing is published. */
@@ -82,6 +96,111 @@ function unpublish() {
   published = previous = EMPTY;
   cell[SLOT.context] = 0;
   cell[SLOT.generation]++;
+  clearDepths();
+}
+
+// --- publishing by depth ---------------------------------------------------------------
+
+/**
+ * Node's async id stack where the handler reads it too (`{ hookFields, depthAt, idFields,
+ * execAt, stores, deepest }`: `stores[d]`, the store this copy published at depth d), or
+ * null: on Node >= 24 (whose hooks path takes promises apart, and whose labels ride the
+ * frame), where no signal samples (Windows), without a view of the cell, or where Node
+ * does not offer the fields (`async_hook_fields`, `async_id_fields`, through
+ * process.binding). Then the hooks publish before and after each callback.
+ */
+function asyncPositionHere() {
+  if (withoutPromises !== null || JOIN !== 'signal' || !shared || SLOT.depths === undefined || typeof native?.threadAsyncPosition !== 'function') return null;
+  if (!envSwitchOn('SELFPROF_HOOKS_BY_DEPTH')) return null;
+  const quiet = process.noDeprecation;
+  try {
+    // Read, never changed; its one deprecation warning (DEP0111) is not the app's concern.
+    process.noDeprecation = true;
+    // @ts-expect-error -- process.binding is deprecated, and Node's types leave it out
+    const wrap = process.binding('async_wrap');
+    const hookFields = wrap?.async_hook_fields;
+    const idFields = wrap?.async_id_fields;
+    const depthAt = wrap?.constants?.kStackLength;
+    const execAt = wrap?.constants?.kExecutionAsyncId;
+    if (!(hookFields instanceof Uint32Array) || !(idFields instanceof Float64Array) || !Number.isInteger(depthAt) || !Number.isInteger(execAt)) return null;
+    // They must say what Node says: the async id running, and a depth one more inside a callback.
+    const outside = hookFields[depthAt];
+    let inside = -1;
+    new AsyncResource('selfprof.check').runInAsyncScope(() => {
+      if (idFields[execAt] === executionAsyncId()) inside = hookFields[depthAt];
+    });
+    if (idFields[execAt] !== executionAsyncId() || inside !== outside + 1) return null;
+    if (!native.threadAsyncPosition(hookFields, depthAt, idFields, execAt)) return null;
+    return { hookFields, depthAt, idFields, execAt, stores: [], deepest: -1 };
+  } catch {
+    // Not offered here: the hooks run before and after each callback.
+    return null;
+  } finally {
+    process.noDeprecation = quiet;
+  }
+}
+
+/** Publishes `store` in the entry of the depth running, stamped with the async id running
+ * (only while the hooks run: no recording samples this thread otherwise, and an entry
+ * keeps its store alive). */
+function publishAtDepth(store) {
+  if (!hooksOn) return;
+  const { hookFields, depthAt, idFields, execAt, stores } = byDepth;
+  const depth = hookFields[depthAt];
+  // The callbacks deeper than this one have ended: their entries go, and their stores.
+  if (depth < byDepth.deepest) clearDepths(depth + 1);
+  if (depth >= SLOT.depthCount) return; // deeper callbacks carry no labels
+  const at = SLOT.depths + depth * SLOT.depthWords;
+  const exec = idFields[execAt] >>> 0;
+  const there = cell[at + 1];
+  if (cell[at] === exec) {
+    if (there === store.id) return;
+    // Another copy of this module published its own set for this callback (each copy's
+    // hooks run): where this copy has none, that set stays.
+    if (store === EMPTY && there !== 0 && stores[depth]?.id !== there) return;
+  }
+  if (cell[SLOT.sampled] !== 0) notePublished();
+  previous = stores[depth] ?? EMPTY;
+  stores[depth] = store;
+  if (depth > byDepth.deepest) byDepth.deepest = depth;
+  published = store;
+  // A signal between these writes sees no set, never another callback's.
+  cell[at + 1] = 0;
+  cell[at] = exec;
+  cell[at + 2] = 0;
+  cell[at + 1] = store.id;
+  cell[SLOT.context] = store.id;
+}
+
+/** The handler recorded id `id` (and marked the entries it took): saves the stores of the
+ * marked entries; whether `id` was among them or the one last replaced. */
+function saveRecordedDepths(id) {
+  const { stores } = byDepth;
+  let found = false;
+  for (let d = 0; d <= byDepth.deepest; d++) {
+    const at = SLOT.depths + d * SLOT.depthWords;
+    const store = stores[d];
+    // Another copy's set is left marked, for that copy to save.
+    if (cell[at + 2] === 0 || store === undefined || store.id !== cell[at + 1]) continue;
+    cell[at + 2] = 0;
+    save(store);
+    found ||= store.id === id;
+  }
+  if (!found && id === previous.id) {
+    save(previous); // recorded as it was replaced
+    found = true;
+  }
+  return found;
+}
+
+/** Empties the entries from depth `from` on (all: the hooks stop, or the frame is read
+ * from now on), saving the sets the handler recorded there first. */
+function clearDepths(from = 0) {
+  if (byDepth === null || byDepth.deepest < from) return;
+  if (cell[SLOT.sampled] !== 0) notePublished();
+  for (let d = from; d <= byDepth.deepest; d++) cell[SLOT.depths + d * SLOT.depthWords + 1] = 0;
+  byDepth.stores.length = from;
+  byDepth.deepest = from - 1;
 }
 
 // --- continuation tracking -----------------------------------------------------------
@@ -123,6 +242,12 @@ function leave() {
 //   then and otherwise the first way.
 const everyKind = createHook({ before: enter, after: leave });
 const withoutPromises = supportsTrackPromises() ? createHook({ before: enter, after: leave, trackPromises: false }) : null;
+/** Where publishes go by depth: at each callback's start only. */
+const beforeOnly = createHook({ before: enterAtDepth });
+function enterAtDepth() {
+  publishAtDepth(storeEntered());
+}
+const byDepth = asyncPositionHere();
 let promiseHooksSound = false;
 let stopPromiseHooks = null;
 /** Whether the hooks run now. */
@@ -172,9 +297,12 @@ function switchHooks(on) {
   hooksOn = on;
   if (!on) {
     everyKind.disable();
+    beforeOnly.disable();
     withoutPromises?.disable();
     stopPromiseHooks?.();
     stopPromiseHooks = null;
+    // Published sets would go stale with no hook to replace them: none is left.
+    clearDepths();
     return;
   }
   if (promiseHooksSound) {
@@ -183,13 +311,15 @@ function switchHooks(on) {
     const stops = [v8.promiseHooks.onBefore(enter), v8.promiseHooks.onAfter(leave)];
     stopPromiseHooks = () => stops.forEach((stop) => stop());
   } else {
-    everyKind.enable();
+    (byDepth === null ? everyKind : beforeOnly).enable();
   }
   publish(currentStore());
 }
 
 /** Whether the hooks run now. */
 const hooksRunning = () => hooksOn;
+/** Whether they publish by depth, at each callback's start only (else before and after). */
+const hooksByDepth = () => byDepth !== null;
 
 // --- running with a store ------------------------------------------------------------
 
@@ -224,4 +354,4 @@ function enterStore(store) {
   publish(store);
 }
 
-module.exports = { publish, notePublished, publishedStores, unpublish, switchHooks, hooksRunning, aside, runInFrame, runWithStore, enterStore };
+module.exports = { publish, notePublished, publishedStores, unpublish, switchHooks, hooksRunning, hooksByDepth, aside, runInFrame, runWithStore, enterStore };

@@ -231,3 +231,63 @@ fn a_pair_takes_a_fresh_id_once_and_keeps_it_until_the_pair_changes_a_drain_or_a
   assert_eq!(read_context(t), 555);
   assert_eq!(queued(t, 0), vec![(555, [0, GC_STORE, 0])]);
 }
+
+/// Writes thread `t`'s entry for `depth` as JS does (`switching.js` `publishAtDepth`).
+fn publish_at(t: &ThreadContext, depth: usize, exec: u32, id: u32) {
+  let at = slot::DEPTHS + depth * DEPTH_WORDS;
+  t.cell[at + 1].store(0, Ordering::Relaxed);
+  t.cell[at].store(exec, Ordering::Relaxed);
+  t.cell[at + 2].store(0, Ordering::Relaxed);
+  t.cell[at + 1].store(id, Ordering::Relaxed);
+}
+
+#[test]
+fn by_depth_a_set_holds_only_while_the_callback_it_was_published_in_runs_at_its_depth() {
+  let t = Box::new(ThreadContext::empty(false));
+  // Node's two fields, as the thread's environment keeps them.
+  let depth = Box::new(0u32);
+  let exec = Box::new(0f64);
+  let (depth_at, exec_at) = (&*depth as *const u32 as usize, &*exec as *const f64 as usize);
+  // Not set up: the published context, as before.
+  assert_eq!(t.published_here(), None);
+  t.position.depth_at.store(depth_at, Ordering::Relaxed);
+  t.position.exec_id_at.store(exec_at, Ordering::Relaxed);
+  let set = |d: u32, e: f64| unsafe {
+    std::ptr::write_volatile(depth_at as *mut u32, d);
+    std::ptr::write_volatile(exec_at as *mut f64, e);
+  };
+  // An outer callback (depth 1, async id 7) and an inner one (depth 2, async id 9).
+  publish_at(&t, 1, 7, 100);
+  publish_at(&t, 2, 9, 200);
+  set(2, 9.0);
+  assert_eq!(t.published_here(), Some(200));
+  assert_eq!(
+    t.cell[slot::DEPTHS + 2 * DEPTH_WORDS + 2].load(Ordering::Relaxed),
+    1,
+    "marked as recorded"
+  );
+  // The inner one ended: the outer one's set again.
+  set(1, 7.0);
+  assert_eq!(t.published_here(), Some(100));
+  // At the outer's depth under another async id (JS entered with no hook), or none: nothing.
+  set(1, 8.0);
+  assert_eq!(t.published_here(), Some(0));
+  set(1, 0.0);
+  assert_eq!(t.published_here(), Some(0));
+  // A depth with no entry, or past the last one.
+  set(3, 9.0);
+  assert_eq!(t.published_here(), Some(0));
+  set(DEPTH_COUNT as u32, 7.0);
+  assert_eq!(t.published_here(), Some(0));
+  // Async ids past 2^32 compare by their low 32 bits, as JS writes them.
+  publish_at(&t, 1, 5, 300);
+  set(1, (1u64 << 32) as f64 + 5.0);
+  assert_eq!(t.published_here(), Some(300));
+  // Midway through JS's writes (the id zeroed first): nothing, never the old set.
+  t.cell[slot::DEPTHS + DEPTH_WORDS + 1].store(0, Ordering::Relaxed);
+  assert_eq!(t.published_here(), Some(0));
+  // Cleared (the thread goes): nothing read.
+  t.position.clear();
+  assert_eq!(t.published_here(), None);
+  drop((depth, exec));
+}
