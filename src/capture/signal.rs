@@ -214,19 +214,21 @@ impl ThreadContext {
         std::ptr::read_volatile(exec_id_at as *const f64),
       )
     };
-    let Some(entry) = (depth as usize)
-      .checked_mul(DEPTH_WORDS)
-      .filter(|_| (depth as usize) < DEPTH_COUNT)
+    // Past the last depth (or the cell), no entry: no labels, and no index that could panic.
+    let at = slot::DEPTHS + (depth as usize).min(DEPTH_COUNT) * DEPTH_WORDS;
+    let Some([stamp, id, recorded]) = self
+      .cell
+      .get(at..at + DEPTH_WORDS)
+      .and_then(|w| <&[AtomicU32; DEPTH_WORDS]>::try_from(w).ok())
     else {
       return Some(0);
     };
-    let words = &self.cell[slot::DEPTHS + entry..slot::DEPTHS + entry + DEPTH_WORDS];
-    let id = words[1].load(Ordering::Relaxed);
+    let id = id.load(Ordering::Relaxed);
     // `as` saturates (no panic); ids past 2^32 compare by their low bits, as JS wrote them.
-    if id == 0 || words[0].load(Ordering::Relaxed) != exec as u64 as u32 {
+    if id == 0 || stamp.load(Ordering::Relaxed) != exec as u64 as u32 {
       return Some(0);
     }
-    words[2].store(1, Ordering::Relaxed);
+    recorded.store(1, Ordering::Relaxed);
     Some(id)
   }
 }

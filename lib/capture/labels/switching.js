@@ -11,9 +11,10 @@
 //
 // Asked for (SELFPROF_HOOKS_BY_DEPTH=1), where the handler can read where Node is in its
 // async id stack (Node < 24: the depth in `async_hook_fields`, the execution async id in
-// `async_id_fields`, through process.binding), the hooks run at each callback's start only (`after`'s dispatch was two thirds of what
-// labels cost a traced request on Node 20), and each publish goes to the entry of the depth
-// running, stamped with the async id running (`byDepth`). The handler takes the entry of
+// `async_id_fields`, through process.binding), the hooks run at each callback's start
+// only (`after`'s dispatch was two thirds of what labels cost a traced request on Node
+// 20), and each publish goes to the entry of the depth running, stamped with the async id
+// running (`byDepth`). The handler takes the entry of
 // the depth running now only while the async id it was stamped with runs: an outer
 // callback finds its own entry again once an inner one ends, and JS run between callbacks,
 // or in one entered with no hook run, has no labels, never another callback's.
@@ -27,7 +28,7 @@
 
 const { AsyncResource, createHook, executionAsyncId, executionAsyncResource } = require('node:async_hooks');
 const { native } = require('../../native');
-const { warnOnce, switchValue } = require('../../log');
+const { envSwitchOn } = require('../../log');
 const { EMPTY, als, currentStore, storesInFrame, SLOT, JOIN, cell, shared, path } = require('./thread');
 const { save } = require('./kept');
 
@@ -114,9 +115,7 @@ function asyncPositionHere() {
   // Asked for only (SELFPROF_HOOKS_BY_DEPTH=1): a request costs fewer instructions this
   // way, but where samples are dense (a 1 ms Profiler) it cost more, for reasons not yet
   // found (docs/performance.md).
-  const wanted = switchValue(process.env.SELFPROF_HOOKS_BY_DEPTH);
-  if (wanted === null) warnOnce('HOOKS_BY_DEPTH_env', `selfprof: SELFPROF_HOOKS_BY_DEPTH must be 1 or 0 (true or false), got ${JSON.stringify(process.env.SELFPROF_HOOKS_BY_DEPTH.slice(0, 100))}: left off`);
-  if (wanted !== true) return null;
+  if (!envSwitchOn('SELFPROF_HOOKS_BY_DEPTH', false)) return null;
   const quiet = process.noDeprecation;
   try {
     // Read, never changed; its one deprecation warning (DEP0111) is not the app's concern.
