@@ -10,9 +10,10 @@ const assert = require('node:assert/strict');
 const zlib = require('node:zlib');
 const fs = require('node:fs');
 const os = require('node:os');
+const net = require('node:net');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
-const { findTool, missing, startTestAgent, runNode, formOf, warningsIn } = require('./tools');
+const { findTool, missing, startTestAgent, freePort, runNode, formOf, warningsIn } = require('./tools');
 const { decodePprof, pprofWork, assertRequestLabels } = require('./helpers');
 
 /** A pprof as gzip: dd-trace compresses with zstd where Node has it (Node 24). */
@@ -198,4 +199,25 @@ test('Datadog agent: selfprof uploads what dd-trace uploads, and its span ids jo
   // selfprof's uploads are not traced as the app's outgoing requests.
   assert.equal(spans.filter((s) => String(s.meta?.['http.url'] ?? '').includes('/profiling/v1/input')).length, 0);
   t.diagnostic(`dd-trace: ${theirs.length} uploads; selfprof: ${ours.length} uploads, ${requests} requests; joined to their request's span: ${joined}`);
+});
+
+test('the test agent starts when another process takes its port first (CI runs lanes side by side)', async (t) => {
+  const binary = findTool('ddagent', 'ddapm-test-agent');
+  if (!binary && missing(t, 'ddapm-test-agent')) return;
+  // The first port handed out is held by a listener here, as another lane's server would
+  // hold it between freePort() and the agent's bind.
+  const taken = net.createServer();
+  await new Promise((r) => taken.listen(0, '127.0.0.1', r));
+  t.after(() => taken.close());
+  const handedOut = [];
+  const pickPort = async () => {
+    const port = handedOut.length === 0 ? taken.address().port : await freePort();
+    handedOut.push(port);
+    return port;
+  };
+  const agent = await startTestAgent(binary, { pickPort });
+  t.after(() => agent.stop());
+  assert.equal(handedOut[0], taken.address().port);
+  assert.ok(handedOut.length >= 6, `a second set of ports was asked for: ${handedOut}`);
+  assert.equal((await fetch(`${agent.url}/test/session/requests`)).status, 200);
 });

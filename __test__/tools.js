@@ -46,9 +46,23 @@ async function freePort() {
 /**
  * Starts ddapm-test-agent on free loopback ports. Returns { url, requests(), traces(), stop() }:
  * `requests()` reads back what it stored (/test/session/requests), bodies as Buffers.
+ * A free port can be taken by another process before the agent binds it (CI runs lanes
+ * side by side), so an agent that exits on "address already in use" is started again on
+ * new ports; any other failure is thrown at once.
  */
-async function startTestAgent(binary) {
-  const [port, otlpHttp, otlpGrpc] = [await freePort(), await freePort(), await freePort()];
+async function startTestAgent(binary, { pickPort = freePort } = {}) {
+  for (let attempt = 1; ; attempt++) {
+    const started = await startTestAgentOnce(binary, pickPort);
+    if (started.agent) return started.agent;
+    if (!/address already in use/.test(started.stderr) || attempt === 5) {
+      throw new Error(`ddapm-test-agent did not start (attempt ${attempt}): ${started.stderr}`);
+    }
+  }
+}
+
+/** One try of startTestAgent: { agent } once it answers, or { stderr } if it exited or hung. */
+async function startTestAgentOnce(binary, pickPort) {
+  const [port, otlpHttp, otlpGrpc] = [await pickPort(), await pickPort(), await pickPort()];
   const child = spawn(
     binary,
     ['--port', String(port), '--host', '127.0.0.1', '--otlp-http-port', String(otlpHttp), '--otlp-grpc-port', String(otlpGrpc)],
@@ -60,18 +74,20 @@ async function startTestAgent(binary) {
   const deadline = Date.now() + 30_000;
   for (;;) {
     try {
-      const res = await fetch(`${url}/test/session/requests`);
+      // Whatever holds the port may be another process's server that never answers.
+      const res = await fetch(`${url}/test/session/requests`, { signal: AbortSignal.timeout(2000) });
       if (res.ok) break;
     } catch {
-      // not up yet
+      // not up yet, or not the agent
     }
     if (child.exitCode !== null || Date.now() > deadline) {
       child.kill();
-      throw new Error(`ddapm-test-agent did not start: ${stderr}`);
+      await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', r)));
+      return { stderr };
     }
     await sleep(200);
   }
-  return {
+  const agent = {
     url,
     async requests() {
       const list = await (await fetch(`${url}/test/session/requests`)).json();
@@ -88,6 +104,7 @@ async function startTestAgent(binary) {
       return new Promise((r) => (child.exitCode !== null ? r() : child.once('exit', r)));
     },
   };
+  return { agent };
 }
 
 /** Runs `node [execArgv] -e script [args]` with `env`; resolves to { code, signal, stdout, stderr }. */
