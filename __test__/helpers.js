@@ -217,21 +217,30 @@ function callAt(calls, t) {
 
 /**
  * V8's own CPU profile (an inspector session of its own, sampling every 1 ms) of what
- * `work()` (may be async) does.
+ * `work()` (may be async) does. With `sampledIn` (a function's name), the work is profiled
+ * again, a new profile each time, until one has a sample in that function (or `timeoutMs`
+ * went by): on a starved machine V8's sampler may not run while the work does.
  */
-async function v8CpuProfile(work) {
+async function v8CpuProfile(work, { sampledIn, timeoutMs = 30_000 } = {}) {
   const inspector = require('node:inspector');
   const { post } = require('../lib/capture/inspector-post');
-  const session = new inspector.Session();
-  session.connect();
-  try {
-    post(session, 'Profiler.enable');
-    post(session, 'Profiler.setSamplingInterval', { interval: 1000 });
-    post(session, 'Profiler.start');
-    await work();
-    return post(session, 'Profiler.stop').profile;
-  } finally {
-    session.disconnect();
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const session = new inspector.Session();
+    session.connect();
+    let profile;
+    try {
+      post(session, 'Profiler.enable');
+      post(session, 'Profiler.setSamplingInterval', { interval: 1000 });
+      post(session, 'Profiler.start');
+      await work();
+      profile = post(session, 'Profiler.stop').profile;
+    } finally {
+      session.disconnect();
+    }
+    if (sampledIn === undefined || performance.now() > deadline) return profile;
+    const ids = new Set(profile.nodes.filter((n) => n.callFrame.functionName === sampledIn).map((n) => n.id));
+    if (profile.samples.some((id) => ids.has(id))) return profile;
   }
 }
 

@@ -153,7 +153,7 @@ test('bad stop() options reject and leave the profiler running', async () => {
 
 test("stop({ format: 'json-gzip' }) resolves to gzip'd trace JSON", async () => {
   const p = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
-  selfprofBusyLoop(100);
+  sampledCall(10, 30_000, selfprofBusyLoop, 20);
   const gz = await p.stop({ format: 'json-gzip' });
   assert.ok(Buffer.isBuffer(gz));
   const trace = assertValidTrace(JSON.parse(zlib.gunzipSync(gz)));
@@ -213,10 +213,13 @@ test("a trace whose JSON is more than a JS string holds: one error naming json-g
 });
 
 test('json-gzip and object forms of one real V8 profile are equal', async () => {
-  const profile = await v8CpuProfile(async () => {
-    selfprofBusyLoop(100);
-    await new Promise((r) => setTimeout(r, 20));
-  });
+  const profile = await v8CpuProfile(
+    async () => {
+      selfprofBusyLoop(100);
+      await new Promise((r) => setTimeout(r, 20));
+    },
+    { sampledIn: 'selfprofBusyLoop' },
+  );
 
   const object = assertValidTrace(await fromCpuProfile(profile));
   const gz = await fromCpuProfile(profile, { format: 'json-gzip' });
