@@ -214,11 +214,11 @@ test('labels survive await, timers, immediates, nextTick, promise chains and Eve
 // an EventEmitterAsyncResource runs them), on each path: the frame read (Node >= 24), and
 // hooks (on Node >= 24 with SELFPROF_CONTEXT_FRAME=0, as where V8's layout is not known,
 // where a hook reads the caller's store as a scope starts; on Node 20 and 22 at each
-// callback's start only with SELFPROF_HOOKS_BY_DEPTH=1, switching.js `byDepth`, where the
-// rest of an outer callback must find its own labels again once an inner one ended, and
-// before and after each by default).
+// callback's start only by default, switching.js `byDepth`, where the rest of an outer
+// callback must find its own labels again once an inner one ended, and before and after
+// each with SELFPROF_HOOKS_BY_DEPTH=0).
 test("a callback run inside another carries its own labels, and the outer one's come back as it ends, at every depth, on every path", { skip: noChildProcess }, (t) => {
-  for (const env of [{}, { SELFPROF_CONTEXT_FRAME: '0' }, { SELFPROF_HOOKS_BY_DEPTH: '1' }]) {
+  for (const env of [{}, { SELFPROF_CONTEXT_FRAME: '0' }, { SELFPROF_HOOKS_BY_DEPTH: '0' }]) {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-nested-'));
     t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
     const out = path.join(dir, 'out.json');
@@ -227,8 +227,8 @@ test("a callback run inside another carries its own labels, and the outer one's 
     const { trace, calls, state } = JSON.parse(fs.readFileSync(out, 'utf8'));
     const works = [...new Set(calls.map((c) => c.work))];
     const what = `${JSON.stringify(env)}, ${trace.metadata.labelPath}`;
-    // On Node 20 and 22 (with signals) the hooks publish by depth where asked to.
-    const byDepth = Number(process.versions.node.split('.')[0]) < 24 && !BY_TIME && env.SELFPROF_HOOKS_BY_DEPTH === '1';
+    // On Node 20 and 22 (with signals) the hooks publish by depth unless told not to.
+    const byDepth = Number(process.versions.node.split('.')[0]) < 24 && !BY_TIME && env.SELFPROF_HOOKS_BY_DEPTH !== '0';
     assert.equal(state.hooksByDepth, byDepth, `${what}: ${JSON.stringify(state)}`);
     t.diagnostic(`${what} (${state.reason ?? 'frame read'}): ${assertRequestLabels(traceWork(trace, works), calls, { what, min: 20, exact: true })}`);
   }

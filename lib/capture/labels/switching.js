@@ -9,15 +9,15 @@
 // request's. The handler leaves the id it recorded in the cell, and the next switch saves
 // the labels of that (still current) store.
 //
-// Asked for (SELFPROF_HOOKS_BY_DEPTH=1), where the handler can read where Node is in its
-// async id stack (Node < 24: the depth in `async_hook_fields`, the execution async id in
-// `async_id_fields`, through process.binding), the hooks run at each callback's start
-// only (`after`'s dispatch was two thirds of what labels cost a traced request on Node
-// 20), and each publish goes to the entry of the depth running, stamped with the async id
-// running (`byDepth`). The handler takes the entry of
-// the depth running now only while the async id it was stamped with runs: an outer
-// callback finds its own entry again once an inner one ends, and JS run between callbacks,
-// or in one entered with no hook run, has no labels, never another callback's.
+// Where the handler can read where Node is in its async id stack (Node < 24: the depth in
+// `async_hook_fields`, the execution async id in `async_id_fields`, through
+// process.binding), the hooks run at each callback's start only (`after`'s dispatch was
+// two thirds of what labels cost a traced request on Node 20), and each publish goes to
+// the entry of the depth running, stamped with the async id running (`byDepth`;
+// SELFPROF_HOOKS_BY_DEPTH=0 keeps before and after). The handler takes the entry of the
+// depth running now only while the async id it was stamped with runs: an outer callback
+// finds its own entry again once an inner one ends, and JS run between callbacks, or in
+// one entered with no hook run, has no labels, never another callback's.
 //
 // On Windows V8 samples without a signal (it suspends the thread; no handler runs), so
 // while a recording of the thread is unbuilt (the cell's `logging`), each switch is logged
@@ -112,10 +112,9 @@ function unpublish() {
  */
 function asyncPositionHere() {
   if (withoutPromises !== null || JOIN !== 'signal' || !shared || SLOT.depths === undefined || typeof native?.threadAsyncPosition !== 'function') return null;
-  // Asked for only (SELFPROF_HOOKS_BY_DEPTH=1): a request costs fewer instructions this
-  // way, but where samples are dense (a 1 ms Profiler) it cost more, for reasons not yet
-  // found (docs/performance.md).
-  if (!envSwitchOn('SELFPROF_HOOKS_BY_DEPTH', false)) return null;
+  // SELFPROF_HOOKS_BY_DEPTH=0 keeps before and after (a request costs more that way,
+  // sparse samples or dense: docs/performance.md).
+  if (!envSwitchOn('SELFPROF_HOOKS_BY_DEPTH')) return null;
   const quiet = process.noDeprecation;
   try {
     // Read, never changed; its one deprecation warning (DEP0111) is not the app's concern.
