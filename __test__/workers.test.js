@@ -6,7 +6,7 @@ const assert = require('node:assert/strict');
 const path = require('node:path');
 const { Worker } = require('node:worker_threads');
 const { Profiler, withLabels } = require('..');
-const { spin, samplesIn, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
+const { spin, sampledCall, samplesIn, WorkLog, traceWork, assertRequestLabels } = require('./helpers');
 
 const script = path.join(__dirname, 'fixtures', 'profiled-worker.js');
 
@@ -82,23 +82,28 @@ test('100 profiled workers one after another all get labels (cells are freed)', 
   // Each worker's few samples are judged for wrong labels (none), and the floor over all
   // of them: a fresh isolate's code is deoptimized often, V8 samples each deoptimization
   // without a signal, and one close to a label switch is left unlabeled (not certain); in
-  // 4 ms rounds that is ~5% of the samples (none with --no-opt --no-maglev). A worker's
+  // 4 ms rounds that is ~5% of the samples (none with --no-opt --no-maglev), ~10% beside
+  // three busy loops on Node 26; those are excused, as assertRequestLabels excuses them,
+  // up to the count of samples in the worker's trace no signal vouched for. A worker's
   // 12 ms of work may take no sample at all when its thread or V8's sampler waits for the
   // CPU (tests running beside this one), so the count is judged over all the workers.
   let labeledPast64 = 0;
   let right = 0;
   let all = 0;
+  let excused = 0;
   for (let i = 0; i < 100; i++) {
-    const { code, result } = await runWorker({ label: `w${i}`, ms: 4, rounds: 3 }).done;
+    // Each round on until signalled twice: a loaded machine samples a fixed 4 ms less.
+    const { code, result } = await runWorker({ label: `w${i}`, ms: 4, rounds: 3, signals: 2 }).done;
     assert.equal(code, 0);
     const [, r, a] = /workerBusy (\d+)\/(\d+)/.exec(assertRequestLabels(result.busy, result.calls, { what: `worker ${i}`, min: 0, floor: 0, exact: true }));
     right += Number(r);
     all += Number(a);
+    excused += Math.min(result.busy.filter((s) => !s.labels).length, result.unvouched);
     if (i >= 64) labeledPast64 += result.busy.filter((s) => s.labels?.worker === `w${i}`).length;
   }
-  t.diagnostic(`${right} of ${all} samples in workerBusy labeled; ${labeledPast64} labeled samples in workers 64-99`);
+  t.diagnostic(`${right} of ${all} samples in workerBusy labeled, ${excused} unlabeled that no signal vouched for; ${labeledPast64} labeled samples in workers 64-99`);
   assert.ok(all >= 300, `the 100 workers' 1,200 ms of work took ${all} samples at 1 ms`);
-  assert.ok(right >= 0.9 * all, `${right} of ${all} samples in the workers' work carry their round's labels`);
+  assert.ok(right + excused >= 0.9 * all, `${right} of ${all} samples in the workers' work carry their round's labels (${excused} more unlabeled, excused)`);
   assert.ok(labeledPast64 >= 36, `workers 64-99 took ${labeledPast64} labeled samples`);
 });
 
@@ -119,7 +124,8 @@ test('terminating workers while they are profiled never crashes, and profiling g
   const after = runWorker({ label: 'after', ms: 5, rounds: 10, signals: 3 });
   const { result } = await after.done;
   assertLabels(result, 'worker after the terminations', 10, 0.9);
-  await withLabels({ thread: 'main' }, () => mainBusy(150));
+  // 150 ms, and on until signalled 30 times: a loaded machine samples a fixed time less.
+  await withLabels({ thread: 'main' }, () => sampledCall(30, 30_000, mainBusy, 150));
   const trace = await p.stop();
   assert.ok(samplesIn(trace, 'mainBusy').length >= 20, 'the main profiler still samples');
 });
