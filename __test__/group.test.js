@@ -6,7 +6,7 @@ const { setTimeout: sleep } = require('node:timers/promises');
 const { performance } = require('node:perf_hooks');
 const { Profiler } = require('..');
 const { group } = require('../lib/capture/group');
-const { spin, untilSignals, stopAll, assertValidTrace } = require('./helpers');
+const { spin, untilSignals, sampledCall, stopAll, assertValidTrace } = require('./helpers');
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const gaps = (trace) => trace.samples.slice(1).map((s, i) => s.timestamp - trace.samples[i].timestamp);
@@ -21,7 +21,9 @@ test('three overlapping profilers at 1, 5 and 10 ms share one sampler', async (t
   const allFrom = performance.now();
   assert.equal(group.size, 3);
   assert.equal(group.interval, 1, 'the sampler runs at the GCD');
-  spin(400);
+  // 400 ms, and on until signalled 100 times (the 10 ms profiler's 5 samples judged below:
+  // a loaded machine samples a fixed time less).
+  sampledCall(100, 30_000, spin, 400);
   const t10 = assertValidTrace(await p10.stop());
   const bothUntil = performance.now();
   assert.equal(group.interval, 1);
@@ -296,7 +298,7 @@ test("stop()'s own turn of the event loop is V8's stop alone: the recording's JS
   const stringified = [];
   const stringify = JSON.stringify;
   const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
-  spin(30);
+  sampledCall(10, 30_000, spin, 30); // on until signalled: a loaded machine samples a fixed time less
   let stopped;
   JSON.stringify = function (value, ...rest) {
     if (value && typeof value === 'object' && Array.isArray(value.nodes) && typeof value.startTime === 'number') stringified.push(value);
@@ -319,7 +321,7 @@ test("stop()'s own turn of the event loop is V8's stop alone: the recording's JS
 
 test("the last stop lets the inspector session go after the stop's turn; a profiler started before then keeps it", async () => {
   const first = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
-  spin(30);
+  sampledCall(10, 30_000, spin, 30); // on until signalled: a loaded machine samples a fixed time less
   const stopping = first.stop();
   // V8 stopped sampling; the session goes once the stop's build has started.
   assert.equal(group.size, 0);

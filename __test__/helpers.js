@@ -60,6 +60,20 @@ function sampledCall(signals, timeoutMs, fn, ...args) {
 }
 
 /**
+ * Waits `ms` with the event loop idle, then on (in short timers) until the handler has had
+ * `signals` signals since the wait began (or `timeoutMs` more went by): idle time a running
+ * profiler samples however loaded the machine is, where a fixed wait gives it fewer samples
+ * the busier the machine.
+ */
+async function sampledIdle(signals, timeoutMs, ms) {
+  const { group } = require('../lib/capture/group');
+  const until = group.ticks() + signals;
+  await new Promise((r) => setTimeout(r, ms));
+  const deadline = performance.now() + timeoutMs;
+  while (group.ticks() < until && performance.now() < deadline) await new Promise((r) => setTimeout(r, Math.min(ms, 5)));
+}
+
+/**
  * A test's `finally`: stops each of `running` (Profilers, service sessions) that still
  * runs, so that a failed assertion is the failure reported, and leaves nothing recording
  * into the next tests (a 0.1 ms profiler left running would also make their
@@ -459,6 +473,7 @@ module.exports = {
   allocatingWork,
   untilSignals,
   sampledCall,
+  sampledIdle,
   stopAll,
   recordCheckpoints,
   definitionOf,

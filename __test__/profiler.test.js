@@ -7,7 +7,7 @@ const { performance } = require('node:perf_hooks');
 const v8 = require('node:v8');
 const vm = require('node:vm');
 const { Profiler, fromCpuProfile, withLabels } = require('..');
-const { spin, sampledCall, definitionOf, assertValidTrace, stackFrames, samplesIn, v8CpuProfile, noChildProcess } = require('./helpers');
+const { spin, sampledCall, sampledIdle, untilSignals, definitionOf, assertValidTrace, stackFrames, samplesIn, v8CpuProfile, noChildProcess } = require('./helpers');
 // Where V8 samples without a signal (Windows), samples are joined to labels by time and
 // carry no cpuTime.
 const BY_SIGNAL = require('../lib/native').native.labelJoin() === 'signal';
@@ -24,11 +24,13 @@ function afterStopBusy(ms) {
   return spin(ms);
 }
 
+/** Collects garbage over and over for `ms`; returns the collector it called. */
 function gcStorm(ms) {
   v8.setFlagsFromString('--expose-gc');
   const gc = vm.runInNewContext('gc');
   const end = performance.now() + ms;
   while (performance.now() < end) gc();
+  return gc;
 }
 
 test('a busy function appears with its file and exact definition position', async (t) => {
@@ -37,7 +39,9 @@ test('a busy function appears with its file and exact definition position', asyn
   assert.ok(profiler instanceof EventTarget);
   assert.equal(profiler.stopped, false);
   const ran = [performance.now()];
-  selfprofBusyLoop(300);
+  // 300 ms, and on until signalled 80 times (a loaded machine samples a fixed time less; a
+  // starved one's collections, waiting for their helper threads, took 25 of 40 once).
+  sampledCall(80, 30_000, selfprofBusyLoop, 300);
   ran.push(performance.now());
   const trace = assertValidTrace(await profiler.stop());
   const after = performance.now();
@@ -91,7 +95,8 @@ test('sampleInterval reports the interval used: a whole number of ms, at least t
 test('samples are spaced by the sample interval at least', async (t) => {
   const t0 = performance.now();
   const p = new Profiler({ sampleInterval: 10, maxBufferSize: 1000 });
-  selfprofBusyLoop(400);
+  // 400 ms, and on until signalled 10 times (a loaded machine samples a fixed time less).
+  sampledCall(10, 30_000, selfprofBusyLoop, 400);
   const trace = await p.stop();
   const elapsed = performance.now() - t0;
   const gaps = trace.samples.slice(1).map((s, i) => s.timestamp - trace.samples[i].timestamp).sort((a, b) => a - b);
@@ -167,8 +172,9 @@ test("a trace whose JSON is more than a JS string holds: one error naming json-g
     const zlib = require('node:zlib');
     const { Profiler } = require('.');
     const { stopSync } = require('./lib/capture/profiler');
-    const { spin } = require('./__test__/helpers');
-    function tooLongForAStringWork() { return spin(60); }
+    const { spin, sampledCall } = require('./__test__/helpers');
+    // 60 ms, and on until signalled 30 times: a loaded machine samples a fixed time less.
+    function tooLongForAStringWork() { return sampledCall(30, 30000, spin, 60); }
     (async () => {
       const out = {};
       const [a, b, c] = [1, 2, 3].map(() => new Profiler({ sampleInterval: 1, maxBufferSize: 10000 }));
@@ -276,8 +282,10 @@ test('maxBufferSize bounds the samples kept', async () => {
 
 test('idle and GC time become markers on samples without a stack', async (t) => {
   const p = new Profiler({ sampleInterval: 1, maxBufferSize: 10_000 });
-  await new Promise((r) => setTimeout(r, 100));
-  gcStorm(150);
+  // Idle 100 ms, then collecting 150 ms, each on until signalled 30 times (a loaded machine
+  // samples a fixed time less).
+  await sampledIdle(30, 30_000, 100);
+  untilSignals(30, gcStorm(150));
   const trace = assertValidTrace(await p.stop());
   const count = (m) => trace.samples.filter((s) => s.marker === m).length;
   t.diagnostic(`markers: idle ${count('idle')}, gc ${count('gc')}, other ${count('other')}`);
@@ -290,12 +298,13 @@ test('idle and GC time become markers on samples without a stack', async (t) => 
 
 test('overlapping profilers each get their own valid trace', async () => {
   const a = new Profiler({ sampleInterval: 2, maxBufferSize: 10_000 });
-  beforeStopBusy(100);
+  // 100 ms each, and on until signalled 10 times (a loaded machine samples a fixed time less).
+  sampledCall(10, 30_000, beforeStopBusy, 100);
   const bConstructed = performance.now();
   const b = new Profiler({ sampleInterval: 5, maxBufferSize: 10_000 });
   selfprofBusyLoop(100);
   const ta = assertValidTrace(await a.stop());
-  afterStopBusy(100);
+  sampledCall(10, 30_000, afterStopBusy, 100);
   const tb = assertValidTrace(await b.stop());
   assert.ok(samplesIn(ta, 'beforeStopBusy').length > 0);
   assert.equal(samplesIn(tb, 'beforeStopBusy').length, 0, 'b started after beforeStopBusy ran');
@@ -308,9 +317,11 @@ test("recordings that overlap keep a hot loop's frames in each (V8's code map is
   // In a fresh process: a loop V8 optimizes on the stack in the first recording.
   const script = `
     const { Profiler } = require('.');
+    const { sampledCall } = require('./__test__/helpers');
     let ran;
     function hotLoop(ms) { const end = Date.now() + ms; let x = 0; while (Date.now() < end) x += Math.sqrt(x + 1); return x; }
-    const timed = (ms) => { const t0 = performance.now(); hotLoop(ms); ran = [t0, performance.now()]; };
+    // ms, and on until signalled 20 times: a loaded machine samples a fixed time less.
+    const timed = (ms) => { const t0 = performance.now(); sampledCall(20, 30000, hotLoop, ms); ran = [t0, performance.now()]; };
     // Of the samples taken while hotLoop ran (not those of the stop() the recording also
     // spans, which take long where the machine is slow), the share in hotLoop.
     const share = (t) => {
