@@ -60,6 +60,9 @@ async function startTestAgent(binary, { pickPort = freePort } = {}) {
   }
 }
 
+/** Resolves once `child` has exited (at once if it already has, by a code or a signal). */
+const exited = (child) => new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', r)));
+
 /** One try of startTestAgent: { agent } once it answers, or { stderr } if it exited or hung. */
 async function startTestAgentOnce(binary, pickPort) {
   const [port, otlpHttp, otlpGrpc] = [await pickPort(), await pickPort(), await pickPort()];
@@ -82,7 +85,7 @@ async function startTestAgentOnce(binary, pickPort) {
     }
     if (child.exitCode !== null || Date.now() > deadline) {
       child.kill();
-      await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', r)));
+      await exited(child);
       return { stderr };
     }
     await sleep(200);
@@ -101,7 +104,7 @@ async function startTestAgentOnce(binary, pickPort) {
     },
     stop() {
       child.kill();
-      return new Promise((r) => (child.exitCode !== null ? r() : child.once('exit', r)));
+      return exited(child);
     },
   };
   return { agent };

@@ -33,17 +33,16 @@ function switchValue(value) {
 }
 
 /**
- * Whether the environment variable `name` leaves on something that is on by default (or,
- * with `byDefault` false, turns on something that is off): 0, false, no or off turn it
- * off; 1, true, yes or on turn it on; empty or unset leave the default. Anything else
- * leaves the default and says so once, naming the variable and value.
+ * Whether the environment variable `name`, which can turn off something that is on by
+ * default, leaves it on: 0, false, no or off turn it off; 1, true, yes, on, empty or unset
+ * leave it on. Anything else leaves it on and says so once, naming the variable and value.
  */
-function envSwitchOn(name, byDefault = true) {
+function envSwitchOn(name) {
   const value = process.env[name];
   const on = switchValue(value);
-  if (on !== null) return on ?? byDefault;
-  warnOnce(`${name.replace(/^SELFPROF_/, '')}_env`, `selfprof: ${name} must be 1 or 0 (true or false), got ${JSON.stringify(value.slice(0, 100))}: left ${byDefault ? 'on' : 'off'}`);
-  return byDefault;
+  if (on !== null) return on ?? true;
+  warnOnce(`${name.replace(/^SELFPROF_/, '')}_env`, `selfprof: ${name} must be 1 or 0 (true or false), got ${JSON.stringify(value.slice(0, 100))}: left on`);
+  return true;
 }
 
 module.exports = { warnOnce, warnNow, envSwitchOn, switchValue };
