@@ -234,6 +234,27 @@ test("a callback run inside another carries its own labels, and the outer one's 
   }
 });
 
+// An async resource's labels where they are not what they were as it was made (Node 20 and
+// 22: AsyncLocalStorage keeps them on the resource, the hooks publish them as its callbacks
+// start): thousands of resources made since, changed in one of its callbacks, changed while
+// no recording (and no hook) ran. On both hooks paths: by depth, before and after.
+test("on Node 20 and 22 a resource's callbacks carry its labels however long ago it was made, and where its labels changed since", { skip: (noChildProcess || Number(process.versions.node.split('.')[0]) >= 24) && 'the hooks path of Node 20 and 22' }, (t) => {
+  for (const env of [{}, { SELFPROF_HOOKS_BY_DEPTH: '0' }]) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-resource-labels-'));
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const out = path.join(dir, 'out.json');
+    const r = spawnSync(process.execPath, [path.join(__dirname, 'fixtures', 'resource-labels.js'), out], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 240_000 });
+    assert.equal(r.status, 0, `exit ${r.status ?? r.signal}: ${r.stderr}`);
+    const { traces, calls, state } = JSON.parse(fs.readFileSync(out, 'utf8'));
+    const works = [...new Set(calls.map((c) => c.work))];
+    const samples = traces.flatMap((trace) => traceWork(trace, works));
+    samples.unvouched = traces.reduce((sum, trace) => sum + (traceWork(trace, works).unvouched ?? 0), 0);
+    const what = `${JSON.stringify(env)}, ${traces[0].metadata.labelPath}`;
+    assert.equal(state.hooksByDepth, !BY_TIME && env.SELFPROF_HOOKS_BY_DEPTH !== '0', `${what}: ${JSON.stringify(state)}`);
+    t.diagnostic(`${what}: ${assertRequestLabels(samples, calls, { what, min: 20, exact: true })}`);
+  }
+});
+
 test('setLabels merges into the current async context; null removes a key', async () => {
   await withLabels({ endpoint: 'GET /a', span_id: '1' }, async () => {
     setLabels({ user: 42, span_id: null });

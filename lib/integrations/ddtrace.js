@@ -32,7 +32,7 @@
 
 const dc = require('node:diagnostics_channel');
 const labels = require('../capture/labels');
-const { enterSpanLabels, watchSpanRequests, requestDerived, requestValues, derivedValue, endRequest, watchTracer, drainIfBatched } = labels;
+const { enterSpanLabels, leaveSpanLabels, watchSpanRequests, requestDerived, requestValues, derivedValue, endRequest, watchTracer, drainIfBatched } = labels;
 const { native } = require('../native');
 const { warnOnce } = require('../log');
 const { countRequest, countingRequests } = require('./requests');
@@ -242,6 +242,14 @@ function subscribeDdTrace() {
       // counted (a Datadog exporter's session): its labels are read from the finished span
       // if a sample drained later needs them (labelsOfStore).
       if (record === undefined && (ctx._trace?.[ROOT] !== span || !countingRequests())) return;
+      if (record !== undefined && record.derived === null && !countingRequests()) {
+        // Never sampled, not counted: its set leaves the connection it was entered on, and
+        // its final labels are read from the finished span if a sample drained later
+        // needs them (sets.js `requestDerived`).
+        leaveSpanLabels(record);
+        record.ended = true;
+        return;
+      }
       // The request's samples carry the endpoint it ends with, those drained later too.
       const endpoint = record !== undefined ? endRequest(record, rootEndpoint) : derivedValue(endpointOf(span).endpoint);
       const tags = ctx.getTags?.() ?? {};

@@ -32,7 +32,7 @@
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const labels = require('../capture/labels');
-const { enterSpanLabels, watchSpanRequests, requestDerived, endRequest, markDerived, watchTracer, drainIfBatched } = labels;
+const { enterSpanLabels, leaveSpanLabels, watchSpanRequests, requestDerived, endRequest, markDerived, watchTracer, drainIfBatched } = labels;
 const { warnOnce } = require('../log');
 const { countRequest, countingRequests } = require('./requests');
 const { ddTraceCountsRequests } = require('./ddtrace');
@@ -259,10 +259,11 @@ function openTelemetrySpanProcessor() {
         // Requests are what a server span stands for (Datadog counts web requests); where
         // dd-trace traces too, it counts them (the same requests: ddtrace.js).
         const counted = root.server && countingRequests() && !ddTraceCountsRequests();
-        if (root.derived === null && root.entered === undefined && !counted) {
-          // Never sampled, nothing entered, nothing counted: it ended, and its final labels
-          // are read from the ended span if a sample drained later needs them (sets.js
-          // `requestDerived`).
+        if (root.derived === null && !counted) {
+          // Never sampled, nothing counted: its set leaves the connection it was entered on
+          // (if it was), and its final labels are read from the ended span if a sample
+          // drained later needs them (sets.js `requestDerived`).
+          if (root.entered !== undefined) leaveSpanLabels(root);
           root.ended = true;
           return;
         }

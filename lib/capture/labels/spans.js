@@ -9,7 +9,7 @@
 const { executionAsyncResource } = require('node:async_hooks');
 const { als, currentStore, storesInFrame, path } = require('./thread');
 const { lazyStore, endRequestDerived } = require('./sets');
-const { publish, runWithStore } = require('./switching');
+const { publish, runWithStore, storeRunning } = require('./switching');
 const { drainIfBatched } = require('./frame');
 const { useLabels } = require('./activity');
 const { allTracersRead, combineRequests, spansOf } = require('./tracers');
@@ -35,7 +35,7 @@ bindRequestsWhile(() => FRAME_STORES && !(path.frameRead && allTracersRead()));
 function enterSpanLabels(span, resolve, key) {
   watchSpanRequests();
   useLabels();
-  const current = currentStore();
+  const current = storeRunning();
   // Its labels are its base's with the span's over them. Another span's store in effect
   // here (a consumer's loop starts each message where the last one's labels are) gives
   // way to its own base: the span's labels replace that span's, and a chain of them would
@@ -62,8 +62,12 @@ function enterSpanLabels(span, resolve, key) {
     // end, or the next request on the connection starts with this one's.
     const resource = executionAsyncResource();
     span.entered = { resource, store, outer: resource[als.kResourceStore] };
+    // What enterWith does, on the resource already looked up (once enabled).
+    if (als.enabled === true) resource[als.kResourceStore] = store;
+    else als.enterWith(store);
+  } else {
+    als.enterWith(store);
   }
-  als.enterWith(store);
   // Claimed now, where the frame holds the store: on the frame path the request's events
   // run in this frame (http-requests.js). Over another tracer's store of this request, it
   // takes that one's claim.

@@ -175,6 +175,23 @@ function publishAtDepth(store) {
   cell[SLOT.context] = store.id;
 }
 
+/** The store this copy published for the callback running (AsyncLocalStorage's store
+ * there: every change of it in a callback is published), or undefined where it published
+ * none there (or the hooks do not run, or do not publish by depth). */
+function publishedRunning() {
+  if (byDepth === null || !hooksOn) return undefined;
+  const { hookFields, depthAt, idFields, execAt, stores } = byDepth;
+  const depth = hookFields[depthAt];
+  if (depth > byDepth.deepest || depth >= SLOT.depthCount) return undefined;
+  const store = stores[depth];
+  const at = SLOT.depths + depth * SLOT.depthWords;
+  return store !== undefined && cell[at] === idFields[execAt] >>> 0 && cell[at + 1] === store.id ? store : undefined;
+}
+
+/** The store current in the callback running: published by depth, without a lookup of the
+ * resource running (a native call in the callbacks Node made), else looked up. */
+const storeRunning = () => publishedRunning() ?? currentStore();
+
 /** The handler recorded id `id` (and marked the entries it took): saves the stores of the
  * marked entries; whether `id` was among them or the one last replaced. */
 function saveRecordedDepths(id) {
@@ -357,4 +374,4 @@ function enterStore(store) {
   publish(store);
 }
 
-module.exports = { publish, notePublished, publishedStores, unpublish, switchHooks, hooksRunning, hooksByDepth, aside, runInFrame, runWithStore, enterStore };
+module.exports = { storeRunning, publish, notePublished, publishedStores, unpublish, switchHooks, hooksRunning, hooksByDepth, aside, runInFrame, runWithStore, enterStore };
