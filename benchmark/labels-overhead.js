@@ -37,7 +37,14 @@
 // runs with V8's --single-threaded there unless --threads is given (see singleThreaded);
 // with --threads, --by-thread also counts each thread apart (the main thread against V8's
 // and libuv's helpers), and --cache-sim adds callgrind's simulated cache misses a request
-// (first-level instruction and data, last-level) on each side.
+// (first-level instruction and data, last-level) on each side. With --predictable the
+// server runs with V8's --predictable --predictable-gc-schedule instead (its collector and
+// compiler on the main thread, collections at fixed heap sizes: two runs of one mode
+// within ~0.5%, where the other ways differ by up to a tenth), and the main thread's count
+// is split by function into V8's collector, its compiler and the rest (the JS, the
+// builtins, Node and the addon: what a change of JS moves; one run's collections still
+// move its collector's share by a few percent). --rounds N runs each mode N times, in
+// turn, and reports medians and ranges.
 //
 // --allocations weighs what the server allocates instead (V8's --trace-gc-nvp, summed over
 // its collections): bytes allocated and bytes promoted to the old generation a request, and
@@ -328,8 +335,11 @@ const singleThreaded = !process.argv.includes('--threads');
 const COUNT_INTERVAL = Number(arg('count-interval', 1000));
 if (!(COUNT_INTERVAL >= 1 && COUNT_INTERVAL <= 60_000)) throw new Error(`--count-interval is 1 to 60000 ms, not ${arg('count-interval')}`);
 
+const predictable = process.argv.includes('--predictable');
 const byThread = process.argv.includes('--by-thread');
 if (byThread && singleThreaded) throw new Error('--by-thread counts V8\'s helper threads: give --threads too');
+if (predictable && (byThread || !singleThreaded)) throw new Error('--predictable runs V8 on the main thread: no --threads or --by-thread');
+const INSTRUCTION_ROUNDS = Number(arg('rounds', 1));
 
 const cacheSim = process.argv.includes('--cache-sim');
 if (cacheSim && !byThread) throw new Error('--cache-sim goes with --threads --by-thread');
@@ -351,14 +361,55 @@ function threadCounts(dir) {
   return out;
 }
 
-/** The server's instructions for `count` requests, under callgrind (with --by-thread, by thread). */
+/** Where an instruction of the main thread was spent, by its function's name: V8's
+ * collector, its compiler, or the rest (--predictable). */
+function partOf(name) {
+  if (/compiler::|maglev|turboshaft/i.test(name)) return 'compiler';
+  if (/Mark|Scaveng|Sweep|Heap::|heap::|Evacuat|GC|Remembered|Slot/.test(name)) return 'collector';
+  return 'rest';
+}
+
+/** The main thread's instructions by part (`partOf`), from callgrind's per-thread file
+ * `file`: each function's own cost (its lines), not its callees' (`calls=` lines). */
+function mainThreadParts(file) {
+  const fs = require('node:fs');
+  const names = new Map();
+  const parts = { collector: 0, compiler: 0, rest: 0 };
+  let part = 'rest';
+  let callCost = false;
+  for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+    const fn = /^(c?)fn=\((\d+)\)(?: (.*))?$/.exec(line);
+    if (fn) {
+      if (fn[3] !== undefined) names.set(fn[2], fn[3]);
+      if (fn[1] === '') part = partOf(names.get(fn[2]) ?? '');
+      continue;
+    }
+    if (line.startsWith('calls=')) {
+      callCost = true;
+      continue;
+    }
+    if (!/^[\d+*-]/.test(line)) continue;
+    if (callCost) {
+      callCost = false;
+      continue;
+    }
+    const cost = Number(line.trim().split(/\s+/).pop());
+    if (Number.isFinite(cost)) parts[part] += cost;
+  }
+  return parts;
+}
+
+/** The server's instructions for `count` requests, under callgrind (with --by-thread, by
+ * thread; with --predictable, the main thread's by part). */
 function serverInstructions(node, mode, count) {
   const { spawn } = require('node:child_process');
   const fs = require('node:fs');
-  const dir = byThread ? fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'selfprof-callgrind-')) : null;
-  const outFile = byThread ? ['--separate-threads=yes', ...(cacheSim ? ['--cache-sim=yes'] : []), `--callgrind-out-file=${path.join(dir, 'cg')}`] : ['--callgrind-out-file=/dev/null'];
+  const perThread = byThread || predictable;
+  const dir = perThread ? fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'selfprof-callgrind-')) : null;
+  const outFile = perThread ? ['--separate-threads=yes', ...(cacheSim ? ['--cache-sim=yes'] : []), `--callgrind-out-file=${path.join(dir, 'cg')}`] : ['--callgrind-out-file=/dev/null'];
+  const v8Flags = predictable ? ['--predictable', '--predictable-gc-schedule'] : singleThreaded ? ['--single-threaded'] : [];
   return new Promise((resolve, reject) => {
-    const srv = spawn('valgrind', ['--tool=callgrind', ...outFile, node, ...(singleThreaded ? ['--single-threaded'] : []), __filename, '--server', mode, '--workload', WORKLOAD, '--interval', String(COUNT_INTERVAL), '--exit-after', String(count)], {
+    const srv = spawn('valgrind', ['--tool=callgrind', ...outFile, node, ...v8Flags, __filename, '--server', mode, '--workload', WORKLOAD, '--interval', String(COUNT_INTERVAL), '--exit-after', String(count)], {
       cwd: path.join(__dirname, '..'),
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
@@ -372,9 +423,12 @@ function serverInstructions(node, mode, count) {
     srv.on('exit', () => {
       const m = /Collected : (\d+)/.exec(err);
       const threads = m && byThread ? threadCounts(dir) : null;
+      const main = m && predictable ? fs.readdirSync(dir).find((f) => f.endsWith('-01')) : undefined;
+      const parts = main === undefined ? null : mainThreadParts(path.join(dir, main));
       if (dir !== null) fs.rmSync(dir, { recursive: true, force: true });
       if (!m) reject(new Error(`no count from callgrind:\n${err.slice(-1000)}`));
-      else resolve(byThread ? threads : Number(m[1]));
+      else if (predictable && parts === null) reject(new Error('no main thread file from callgrind'));
+      else resolve(predictable ? parts : byThread ? threads : Number(m[1]));
     });
   });
 }
@@ -385,6 +439,7 @@ async function instructions() {
   const modes = modesOf();
   const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim();
   console.log(`${WORKLOAD} server instructions per request (callgrind, ${n1} and ${n2} requests, sampling every ${COUNT_INTERVAL} ms): node ${version}`);
+  if (predictable) return predictableInstructions(node, modes, n1, n2);
   const per = {};
   for (const mode of modes) {
     const [a, b] = [await serverInstructions(node, mode, n1), await serverInstructions(node, mode, n2)];
@@ -406,6 +461,34 @@ async function instructions() {
   }
   if (per['selfprof-labels'] && per.selfprof) {
     console.log(`selfprof with labels: ${(per.selfprof / per['selfprof-labels']).toFixed(3)}× selfprof without labels`);
+  }
+}
+
+/** --predictable: each mode's main-thread instructions a request by part, --rounds times
+ * in turn (both counts of a mode side by side), as medians [min, max]; and each mode's
+ * rest against the first profiled mode's (labels ÷ no labels, where both are measured). */
+async function predictableInstructions(node, modes, n1, n2) {
+  if (!(Number.isInteger(INSTRUCTION_ROUNDS) && INSTRUCTION_ROUNDS >= 1 && INSTRUCTION_ROUNDS <= 20)) throw new Error(`--rounds is 1 to 20, not ${arg('rounds')}`);
+  const runs = Object.fromEntries(modes.map((m) => [m, []]));
+  for (let round = 0; round < INSTRUCTION_ROUNDS; round++) {
+    for (const mode of modes) {
+      const [a, b] = await Promise.all([serverInstructions(node, mode, n1), serverInstructions(node, mode, n2)]);
+      const per = (part) => (b[part] - a[part]) / (n2 - n1);
+      runs[mode].push({ all: per('collector') + per('compiler') + per('rest'), collector: per('collector'), compiler: per('compiler'), rest: per('rest') });
+    }
+  }
+  const spread = (values) => {
+    const sorted = [...values].sort((x, y) => x - y);
+    return `${median(sorted).toFixed(0)} [${sorted[0].toFixed(0)}, ${sorted.at(-1).toFixed(0)}]`;
+  };
+  console.log(`main thread, a request (median [min, max] of ${INSTRUCTION_ROUNDS} rounds): all, V8's collector, its compiler, the rest`);
+  for (const mode of modes) {
+    const r = runs[mode];
+    console.log(`${MODES[mode].padEnd(30)} ${['all', 'collector', 'compiler', 'rest'].map((k) => spread(r.map((x) => x[k]))).join('   ')}`);
+  }
+  const ratio = (top, bottom, part) => `${(median(runs[bottom].map((x) => x[part])) / median(runs[top].map((x) => x[part]))).toFixed(3)}`;
+  for (const labeled of ['selfprof-labels', 'baseline-labels']) {
+    if (runs[labeled] && runs.selfprof) console.log(`${MODES[labeled]} ÷ without labels (requests per instruction): the rest ${ratio(labeled, 'selfprof', 'rest')}, all ${ratio(labeled, 'selfprof', 'all')}`);
   }
 }
 
