@@ -212,6 +212,17 @@ test('labels survive await, timers, immediates, nextTick, promise chains and Eve
 
 // Callbacks run inside callbacks (AsyncResource scopes, as on-finished's bound listeners or
 // an EventEmitterAsyncResource runs them), on each path: the frame read (Node >= 24), and
+/** Runs fixture `name` (`fixtures/<name>.js OUT`) in a child with `env` added; returns the
+ * JSON it wrote to OUT. */
+function runFixture(t, name, env, timeout) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `selfprof-${name}-`));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const out = path.join(dir, 'out.json');
+  const r = spawnSync(process.execPath, [path.join(__dirname, 'fixtures', `${name}.js`), out], { env: { ...process.env, ...env }, encoding: 'utf8', timeout });
+  assert.equal(r.status, 0, `exit ${r.status ?? r.signal}: ${r.stderr}`);
+  return JSON.parse(fs.readFileSync(out, 'utf8'));
+}
+
 // hooks (on Node >= 24 with SELFPROF_CONTEXT_FRAME=0, as where V8's layout is not known,
 // where a hook reads the caller's store as a scope starts; on Node 20 and 22 at each
 // callback's start only by default, switching.js `byDepth`, where the rest of an outer
@@ -219,12 +230,7 @@ test('labels survive await, timers, immediates, nextTick, promise chains and Eve
 // each with SELFPROF_HOOKS_BY_DEPTH=0).
 test("a callback run inside another carries its own labels, and the outer one's come back as it ends, at every depth, on every path", { skip: noChildProcess }, (t) => {
   for (const env of [{}, { SELFPROF_CONTEXT_FRAME: '0' }, { SELFPROF_HOOKS_BY_DEPTH: '0' }]) {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-nested-'));
-    t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-    const out = path.join(dir, 'out.json');
-    const r = spawnSync(process.execPath, [path.join(__dirname, 'fixtures', 'nested-scopes.js'), out], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 120_000 });
-    assert.equal(r.status, 0, `exit ${r.status ?? r.signal}: ${r.stderr}`);
-    const { trace, calls, state } = JSON.parse(fs.readFileSync(out, 'utf8'));
+    const { trace, calls, state } = runFixture(t, 'nested-scopes', env, 120_000);
     const works = [...new Set(calls.map((c) => c.work))];
     const what = `${JSON.stringify(env)}, ${trace.metadata.labelPath}`;
     // On Node 20 and 22 (with signals) the hooks publish by depth unless told not to.
@@ -240,12 +246,7 @@ test("a callback run inside another carries its own labels, and the outer one's 
 // no recording (and no hook) ran. On both hooks paths: by depth, before and after.
 test("on Node 20 and 22 a resource's callbacks carry its labels however long ago it was made, and where its labels changed since", { skip: (noChildProcess || Number(process.versions.node.split('.')[0]) >= 24) && 'the hooks path of Node 20 and 22' }, (t) => {
   for (const env of [{}, { SELFPROF_HOOKS_BY_DEPTH: '0' }]) {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-resource-labels-'));
-    t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-    const out = path.join(dir, 'out.json');
-    const r = spawnSync(process.execPath, [path.join(__dirname, 'fixtures', 'resource-labels.js'), out], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 240_000 });
-    assert.equal(r.status, 0, `exit ${r.status ?? r.signal}: ${r.stderr}`);
-    const { traces, calls, state } = JSON.parse(fs.readFileSync(out, 'utf8'));
+    const { traces, calls, state } = runFixture(t, 'resource-labels', env, 240_000);
     const works = [...new Set(calls.map((c) => c.work))];
     const samples = traces.flatMap((trace) => traceWork(trace, works));
     samples.unvouched = traces.reduce((sum, trace) => sum + (traceWork(trace, works).unvouched ?? 0), 0);
