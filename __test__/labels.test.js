@@ -210,8 +210,6 @@ test('labels survive await, timers, immediates, nextTick, promise chains and Eve
   t.diagnostic(`right labels per continuation: ${rates}; unlabeled 0/${unlabeled.length}`);
 });
 
-// Callbacks run inside callbacks (AsyncResource scopes, as on-finished's bound listeners or
-// an EventEmitterAsyncResource runs them), on each path: the frame read (Node >= 24), and
 /** Runs fixture `name` (`fixtures/<name>.js OUT`) in a child with `env` added; returns the
  * JSON it wrote to OUT. */
 function runFixture(t, name, env, timeout) {
@@ -223,6 +221,8 @@ function runFixture(t, name, env, timeout) {
   return JSON.parse(fs.readFileSync(out, 'utf8'));
 }
 
+// Callbacks run inside callbacks (AsyncResource scopes, as on-finished's bound listeners or
+// an EventEmitterAsyncResource runs them), on each path: the frame read (Node >= 24), and
 // hooks (on Node >= 24 with SELFPROF_CONTEXT_FRAME=0, as where V8's layout is not known,
 // where a hook reads the caller's store as a scope starts; on Node 20 and 22 at each
 // callback's start only by default, switching.js `byDepth`, where the rest of an outer
@@ -248,8 +248,9 @@ test("on Node 20 and 22 a resource's callbacks carry its labels however long ago
   for (const env of [{}, { SELFPROF_HOOKS_BY_DEPTH: '0' }]) {
     const { traces, calls, state } = runFixture(t, 'resource-labels', env, 240_000);
     const works = [...new Set(calls.map((c) => c.work))];
-    const samples = traces.flatMap((trace) => traceWork(trace, works));
-    samples.unvouched = traces.reduce((sum, trace) => sum + (traceWork(trace, works).unvouched ?? 0), 0);
+    const perTrace = traces.map((trace) => traceWork(trace, works));
+    const samples = perTrace.flat();
+    samples.unvouched = perTrace.reduce((sum, s) => sum + (s.unvouched ?? 0), 0);
     const what = `${JSON.stringify(env)}, ${traces[0].metadata.labelPath}`;
     assert.equal(state.hooksByDepth, !BY_TIME && env.SELFPROF_HOOKS_BY_DEPTH !== '0', `${what}: ${JSON.stringify(state)}`);
     t.diagnostic(`${what}: ${assertRequestLabels(samples, calls, { what, min: 20, exact: true })}`);

@@ -62,7 +62,7 @@ const { spawnSync } = require('node:child_process');
 const path = require('node:path');
 const served = require('./served');
 
-const { median, shuffle, serve, countedClient, startTracer, expressService } = served;
+const { median, range, shuffle, serve, countedClient, startTracer, expressService } = served;
 
 const MODES = {
   none: 'no profiler',
@@ -339,7 +339,6 @@ const predictable = process.argv.includes('--predictable');
 const byThread = process.argv.includes('--by-thread');
 if (byThread && singleThreaded) throw new Error('--by-thread counts V8\'s helper threads: give --threads too');
 if (predictable && (byThread || !singleThreaded)) throw new Error('--predictable runs V8 on the main thread: no --threads or --by-thread');
-const INSTRUCTION_ROUNDS = Number(arg('rounds', 1));
 
 const cacheSim = process.argv.includes('--cache-sim');
 if (cacheSim && !byThread) throw new Error('--cache-sim goes with --threads --by-thread');
@@ -464,27 +463,30 @@ async function instructions() {
   }
 }
 
+/** --rounds (`fallback` if not given), checked: a whole number from 1 to `max`. */
+function roundsArg(fallback, max) {
+  const rounds = Number(arg('rounds', fallback));
+  if (!(Number.isInteger(rounds) && rounds >= 1 && rounds <= max)) throw new Error(`--rounds is 1 to ${max}, not ${arg('rounds')}`);
+  return rounds;
+}
+
 /** --predictable: each mode's main-thread instructions a request by part, --rounds times
- * in turn (both counts of a mode side by side), as medians [min, max]; and each mode's
- * rest against the first profiled mode's (labels ÷ no labels, where both are measured). */
+ * in turn (both counts of a mode side by side), as medians [min, max]; and the rest and
+ * the whole with labels against without (selfprof's modes, where both are measured). */
 async function predictableInstructions(node, modes, n1, n2) {
-  if (!(Number.isInteger(INSTRUCTION_ROUNDS) && INSTRUCTION_ROUNDS >= 1 && INSTRUCTION_ROUNDS <= 20)) throw new Error(`--rounds is 1 to 20, not ${arg('rounds')}`);
+  const rounds = roundsArg(1, 20);
   const runs = Object.fromEntries(modes.map((m) => [m, []]));
-  for (let round = 0; round < INSTRUCTION_ROUNDS; round++) {
+  for (let round = 0; round < rounds; round++) {
     for (const mode of modes) {
       const [a, b] = await Promise.all([serverInstructions(node, mode, n1), serverInstructions(node, mode, n2)]);
       const per = (part) => (b[part] - a[part]) / (n2 - n1);
       runs[mode].push({ all: per('collector') + per('compiler') + per('rest'), collector: per('collector'), compiler: per('compiler'), rest: per('rest') });
     }
   }
-  const spread = (values) => {
-    const sorted = [...values].sort((x, y) => x - y);
-    return `${median(sorted).toFixed(0)} [${sorted[0].toFixed(0)}, ${sorted.at(-1).toFixed(0)}]`;
-  };
-  console.log(`main thread, a request (median [min, max] of ${INSTRUCTION_ROUNDS} rounds): all, V8's collector, its compiler, the rest`);
+  console.log(`main thread, a request (median [min, max] of ${rounds} rounds): all, V8's collector, its compiler, the rest`);
   for (const mode of modes) {
     const r = runs[mode];
-    console.log(`${MODES[mode].padEnd(30)} ${['all', 'collector', 'compiler', 'rest'].map((k) => spread(r.map((x) => x[k]))).join('   ')}`);
+    console.log(`${MODES[mode].padEnd(30)} ${['all', 'collector', 'compiler', 'rest'].map((k) => range(r.map((x) => x[k]), 0)).join('   ')}`);
   }
   const ratio = (top, bottom, part) => `${(median(runs[bottom].map((x) => x[part])) / median(runs[top].map((x) => x[part]))).toFixed(3)}`;
   for (const labeled of ['selfprof-labels', 'baseline-labels']) {
@@ -529,8 +531,7 @@ async function allocations() {
   const node = arg('node', process.execPath);
   const [n1, n2] = arg('requests', '2000,12000').split(',').map(Number);
   if (!(Number.isInteger(n1) && Number.isInteger(n2) && n1 > 0 && n2 > n1)) throw new Error(`--requests is N1,N2 with 0 < N1 < N2, not ${arg('requests')}`);
-  const rounds = Number(arg('rounds', 3));
-  if (!(Number.isInteger(rounds) && rounds >= 1 && rounds <= 100)) throw new Error(`--rounds is 1 to 100, not ${arg('rounds')}`);
+  const rounds = roundsArg(3, 100);
   const interval = Number(arg('interval', 10));
   if (!(interval >= 1 && interval <= 60_000)) throw new Error(`--interval is 1 to 60000 ms, not ${arg('interval')}`);
   const modes = modesOf();
@@ -546,11 +547,10 @@ async function allocations() {
       per[mode].pauseUs.push(((b.pause - a.pause) * 1000) / (n2 - n1));
     }
   }
-  const range = (xs, digits = 0) => `${median(xs).toFixed(digits).padStart(8)} [${Math.min(...xs).toFixed(digits)}, ${Math.max(...xs).toFixed(digits)}]`;
   // The main thread's GC pauses (V8's pause=, scavenges and the mark-compact's atomic part).
   console.log(`${'a request, median [min, max]'.padEnd(36)}${'bytes allocated'.padStart(24)}${'bytes promoted'.padStart(24)}${'GC pause µs'.padStart(24)}`);
   for (const mode of modes) {
-    console.log(`${MODES[mode].padEnd(36)}${range(per[mode].allocated).padStart(24)}${range(per[mode].promoted).padStart(24)}${range(per[mode].pauseUs, 2).padStart(24)}`);
+    console.log(`${MODES[mode].padEnd(36)}${range(per[mode].allocated, 0).padStart(24)}${range(per[mode].promoted, 0).padStart(24)}${range(per[mode].pauseUs, 2).padStart(24)}`);
   }
 }
 
@@ -584,7 +584,6 @@ async function parent() {
     }
     process.stderr.write(`round ${round + 1}/${rounds} done\n`);
   }
-  const { range } = served;
   console.log('\nmode                          req/s (median)  req/s × none [min, max]   req per CPU-s × none [min, max]');
   for (const mode of modes) {
     const [title, r] = [MODES[mode], results[mode]];

@@ -13,8 +13,8 @@ const median = (xs) => {
   return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
-/** `median [min, max]` of `xs`, to 3 decimals. */
-const range = (xs) => `${median(xs).toFixed(3)} [${Math.min(...xs).toFixed(3)}, ${Math.max(...xs).toFixed(3)}]`;
+/** `median [min, max]` of `xs`, to `digits` decimals (3 by default). */
+const range = (xs, digits = 3) => `${median(xs).toFixed(digits)} [${Math.min(...xs).toFixed(digits)}, ${Math.max(...xs).toFixed(digits)}]`;
 
 function shuffle(list) {
   const a = [...list];
