@@ -4,7 +4,8 @@
 // 22: the integration enters selfprof's own set), under dd-trace and under OpenTelemetry:
 // the request's span ids and endpoint through awaits, timers and a request body's stream
 // events; withLabels inside a request (its keys over the request's) and a request inside
-// withLabels (the request's over withLabels'); collections while sampled. Every sample
+// withLabels (the request's over withLabels'); collections while sampled; spans run one
+// after another in one callback; a request begun before the recording. Every sample
 // judged against what the test ran, exactly.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
@@ -40,7 +41,9 @@ const tracers = {
       ddTracer.trace(kind === 'server' ? 'web.request' : 'queue.consume', { childOf: null, type: kind === 'server' ? 'web' : 'worker', tags: { 'span.kind': kind, 'resource.name': endpoint } }, (span) =>
         fn({ span_id: span.context().toSpanId(true), trace_id: span.context().toTraceId(true), endpoint }),
       );
-    return { name: 'dd-trace', request: (endpoint, fn) => run('server', endpoint, fn), message: (name, fn) => run('consumer', name, fn) };
+    // (trace() ends the span as `fn` returns, or as the promise it returns settles.)
+    const message = (name, fn) => run('consumer', name, fn);
+    return { name: 'dd-trace', request: (endpoint, fn) => run('server', endpoint, fn), message, messageNow: message };
   },
   OpenTelemetry: () => {
     api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
@@ -54,7 +57,16 @@ const tracers = {
           span.end();
         }
       });
-    return { name: 'OpenTelemetry', request: (endpoint, fn) => run(api.SpanKind.SERVER, endpoint, fn), message: (name, fn) => run(api.SpanKind.CONSUMER, name, fn) };
+    // A message handled synchronously: its span ends as `fn` returns.
+    const messageNow = (name, fn) =>
+      tracer.startActiveSpan(name, { kind: api.SpanKind.CONSUMER, root: true }, (span) => {
+        try {
+          return fn({ span_id: span.spanContext().spanId, trace_id: span.spanContext().traceId, endpoint: name });
+        } finally {
+          span.end();
+        }
+      });
+    return { name: 'OpenTelemetry', request: (endpoint, fn) => run(api.SpanKind.SERVER, endpoint, fn), message: (name, fn) => run(api.SpanKind.CONSUMER, name, fn), messageNow };
   },
 };
 
@@ -73,6 +85,97 @@ async function settled(t, tracer) {
   await profiler.stop();
   t.diagnostic(JSON.stringify(labelState()));
   if (frameRead) assert.equal(labelState().tracers[tracer.name], 'frame', JSON.stringify(labelState()));
+}
+
+function batchWork(ms) {
+  return spin(ms);
+}
+function afterBatchWork(ms) {
+  return spin(ms);
+}
+function earlyRequestWork(ms) {
+  return spin(ms);
+}
+
+/** Records with `run()` until each of `works` has 10 samples inside its calls in `log` (at
+ * most five recordings): the samples by work, each list saying how many of the
+ * recordings' samples no signal vouched for (`unvouched`: V8's own, left unlabeled). */
+async function recordWorks(works, log, run) {
+  const byWork = Object.fromEntries(works.map((w) => [w, Object.assign([], { unvouched: 0 })]));
+  for (let i = 0; i < 5 && works.some((w) => byWork[w].length < 10); i++) {
+    const trace = await run();
+    for (const w of works) {
+      byWork[w].push(...callSamples(trace, log.calls, w));
+      byWork[w].unvouched += unvouchedSamples(trace);
+    }
+  }
+  return byWork;
+}
+
+// A consumer's batch: spans started and ended one after another inside one callback, with
+// no async hop between them: each message's samples carry its own labels, its endpoint
+// included (on Node 20 and 22 a message's samples may be kept only as its span ends, its
+// set left), and what runs after the batch carries none of its messages' labels (read
+// from the frame, they end with the tracer's context; on Node 20 and 22 each span's set
+// leaves the callback as the span ends: spans.js).
+for (const [name, setUp] of Object.entries(tracers)) {
+  test(`${name}: spans run one after another in one callback each carry their own labels, and what runs after them none of theirs`, async (t) => {
+    const tracer = setUp();
+    await settled(t, tracer);
+    const log = new WorkLog({ signals: 12 });
+    const byWork = await recordWorks(['batchWork', 'afterBatchWork'], log, async () => {
+      const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+      try {
+        await new Promise((resolve) =>
+          setImmediate(() => {
+            for (let m = 0; m < 3; m++) tracer.messageNow(`consume batch ${m}`, (ids) => log.run(ids, batchWork, 3));
+            log.run({}, afterBatchWork, 3);
+            resolve();
+          }),
+        );
+        return await profiler.stop();
+      } finally {
+        await stopAll(profiler);
+      }
+    });
+    const judged = assertRequestLabels(byWork.batchWork, log.calls.filter((c) => c.work === 'batchWork'), { what: `${name}: batch`, min: 10, exact: true });
+    const after = byWork.afterBatchWork;
+    const messages = after.filter((s) => s.labels?.span_id !== undefined);
+    assert.ok(after.length >= 10, `${after.length} samples after the batch`);
+    assert.deepEqual(messages.slice(0, 3), [], `samples after the batch with a message's labels (${messages.length} of ${after.length})`);
+    t.diagnostic(`${labelState().path}, ${JSON.stringify(labelState().tracers)}: ${judged}; after the batch ${after.length - messages.length}/${after.length} without a message's labels`);
+  });
+
+  test(`${name}: a request begun before the recording started carries its labels in it`, async (t) => {
+    const tracer = setUp();
+    await settled(t, tracer);
+    const log = new WorkLog({ signals: 12 });
+    const byWork = await recordWorks(['earlyRequestWork'], log, async () => {
+      let begin;
+      const begun = new Promise((resolve) => (begin = resolve));
+      let requestDone;
+      // The request starts and waits (an await on a promise, a timer) while nothing records.
+      const request = onItsOwn(() =>
+        tracer.request('GET /early', async (ids) => {
+          await begun;
+          log.run(ids, earlyRequestWork, 3);
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          log.run(ids, earlyRequestWork, 3);
+        }),
+      ).then(() => (requestDone = true));
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      const profiler = new Profiler({ sampleInterval: 1, maxBufferSize: 100_000 });
+      try {
+        begin();
+        await request;
+        assert.ok(requestDone);
+        return await profiler.stop();
+      } finally {
+        await stopAll(profiler);
+      }
+    });
+    t.diagnostic(`${labelState().path}, ${JSON.stringify(labelState().tracers)}: ${assertRequestLabels(byWork.earlyRequestWork, log.calls, { what: `${name}: early request`, min: 10, exact: true })}`);
+  });
 }
 
 for (const [name, setUp] of Object.entries(tracers)) {

@@ -242,11 +242,12 @@ function subscribeDdTrace() {
       // counted (a Datadog exporter's session): its labels are read from the finished span
       // if a sample drained later needs them (labelsOfStore).
       if (record === undefined && (ctx._trace?.[ROOT] !== span || !countingRequests())) return;
+      // Its set leaves the connection it was entered on first: a sample taken in it is
+      // saved as the set is left, and its labels are worked out then.
+      if (record !== undefined) leaveSpanLabels(record);
       if (record !== undefined && record.derived === null && !countingRequests()) {
-        // Never sampled, not counted: its set leaves the connection it was entered on, and
-        // its final labels are read from the finished span if a sample drained later
-        // needs them (sets.js `requestDerived`).
-        leaveSpanLabels(record);
+        // Never sampled, not counted: its final labels are read from the finished span if
+        // a sample drained later needs them (sets.js `requestDerived`).
         record.ended = true;
         return;
       }

@@ -259,11 +259,12 @@ function openTelemetrySpanProcessor() {
         // Requests are what a server span stands for (Datadog counts web requests); where
         // dd-trace traces too, it counts them (the same requests: ddtrace.js).
         const counted = root.server && countingRequests() && !ddTraceCountsRequests();
+        // Its set leaves the connection it was entered on (if it was) first: a sample taken
+        // in it is saved as the set is left, and its labels are worked out then.
+        if (root.entered !== undefined) leaveSpanLabels(root);
         if (root.derived === null && !counted) {
-          // Never sampled, nothing counted: its set leaves the connection it was entered on
-          // (if it was), and its final labels are read from the ended span if a sample
-          // drained later needs them (sets.js `requestDerived`).
-          if (root.entered !== undefined) leaveSpanLabels(root);
+          // Never sampled, nothing counted: its final labels are read from the ended span
+          // if a sample drained later needs them (sets.js `requestDerived`).
           root.ended = true;
           return;
         }
