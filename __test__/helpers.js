@@ -60,19 +60,24 @@ function sampledCall(signals, timeoutMs, fn, ...args) {
 }
 
 /**
- * Runs `record()` (a fixture's recordings: `{ trace }` or `{ traces }`) again, `attempts`
- * times at most, until each of `works` has `min` samples in its traces; returns the last
- * run. On Windows the intervals counted are time, and V8's sampler, starved, takes fewer
- * samples than intervals passed (11 of 20 once under wine).
+ * Runs `record()` (a fixture's recordings: `{ trace, calls }` or `{ traces, calls }`) again,
+ * `attempts` times at most, until each of `works` has `min` samples in the traces of all
+ * runs so far; returns them all, `{ traces, calls }`. On Windows the intervals counted are
+ * time, and V8's sampler, starved, takes fewer samples than intervals passed (11 of 20 once
+ * under wine; 17 of 20 in each of five runs of one fixture under CI's load, when only the
+ * last run was kept).
  */
 async function recordUntilSampled(record, works, { min = 20, attempts = 5 } = {}) {
-  let run;
+  const traces = [];
+  const calls = [];
   for (let attempt = 0; attempt < attempts; attempt++) {
-    run = await record();
-    const samples = (run.traces ?? [run.trace]).flatMap((t) => traceWork(t, works));
+    const run = await record();
+    traces.push(...(run.traces ?? [run.trace]));
+    calls.push(...run.calls);
+    const samples = traces.flatMap((t) => traceWork(t, works));
     if (works.every((w) => samples.filter((s) => s.work === w).length >= min)) break;
   }
-  return run;
+  return { traces, calls };
 }
 
 /**
