@@ -5,7 +5,8 @@
 //!
 //! 1. An `(idle)` sample was taken while the loop waited for events (Node marks the isolate
 //!    idle around its poll). Every other sample is busy; a `(program)` sample without the
-//!    labels of the task before it (the loop's own code between callbacks) ends that task too.
+//!    labels of the request the task before it ran last (the loop's own code between
+//!    callbacks) ends that task too.
 //! 2. A run of busy samples may hold several tasks back to back. A JS sample starts a new
 //!    task when its outermost frame is a callback Node's loop dispatched (a `node:`
 //!    function other than the tick and microtask runners and async_hooks' emitters, which
@@ -15,8 +16,10 @@
 //!    another request running a tick (`processTicksAndRejections` not in `runMicrotasks`)
 //!    starts one too: a request's ticks follow its own callback. The samples just before
 //!    it that carry its request (garbage collection as it began), or no labels in the same
-//!    callback, go with the new task. A stack V8 cut at its 255 innermost frames has no
-//!    known outermost frame.
+//!    callback, go with the new task. A sample running microtasks (the microtask runner on
+//!    its stack: a timer's callback runs them itself between timer lists) starts none,
+//!    whatever its request: it is inside the task that ran them. A stack V8 cut at its 255
+//!    innermost frames has no known outermost frame.
 //! 3. A task's edges are half-way to the samples on either side (at most half a typical
 //!    interval, the median gap between the thread's samples), so its duration is accurate
 //!    to about one interval (`error` bounds it). It is a block when that wall time exceeds
@@ -204,6 +207,8 @@ struct Facts<'a> {
   entry: Vec<bool>,
   /// Per stack: a tick running (its outermost frame the tick runner, not in microtasks).
   tick: Vec<bool>,
+  /// Per stack: microtasks running (the microtask runner on it), inside whatever task ran them.
+  microtask: Vec<bool>,
   /// Per context: its labels but the thread's, as sorted pairs (empty: no request).
   request: Vec<Vec<(&'a str, &'a str)>>,
   /// Pairs of contexts compared (`same_request`), for the tests of how much work a block is.
@@ -257,6 +262,11 @@ impl<'a> Facts<'a> {
     let tick = (0..trace.stacks.len())
       .map(|i| root[i].is_some_and(|r| name(r) == TICKS) && second[i].is_none_or(|f| name(f) != MICROTASKS))
       .collect();
+    let mut microtask = vec![false; trace.stacks.len()];
+    for (i, s) in trace.stacks.iter().enumerate() {
+      let parent = s.parent_id.map(|p| p as usize).filter(|p| *p < i);
+      microtask[i] = name(s.frame_id) == MICROTASKS || parent.is_some_and(|p| microtask[p]);
+    }
     let request = trace
       .contexts
       .iter()
@@ -279,6 +289,7 @@ impl<'a> Facts<'a> {
       }),
       entry,
       tick,
+      microtask,
       request,
       #[cfg(test)]
       compared: std::cell::Cell::new(0),
@@ -312,6 +323,15 @@ impl<'a> Facts<'a> {
     self.root.get(s.stack_id? as usize).copied().flatten()
   }
 
+  /// Whether JS sample `i` runs microtasks (the runner on its stack, under any callback).
+  fn is_microtask(&self, i: usize) -> bool {
+    let s = &self.trace.samples[i];
+    s.marker.is_none()
+      && s
+        .stack_id
+        .is_some_and(|id| self.microtask.get(id as usize).copied().unwrap_or(false))
+  }
+
   /// Whether JS sample `i` runs a tick (not microtasks) under the tick runner.
   fn is_tick(&self, i: usize) -> bool {
     let s = &self.trace.samples[i];
@@ -335,6 +355,8 @@ struct Task {
   /// A sample ran outside that callback (its ticks, microtasks, or a start not seen).
   left: bool,
   request: Option<u32>,
+  /// The request of its latest labeled sample (microtasks of several requests run in one task).
+  last: Option<u32>,
   /// Its samples so far are unlabeled garbage collection only.
   gc_only: bool,
 }
@@ -346,6 +368,7 @@ impl Task {
       entry: None,
       left: false,
       request: None,
+      last: None,
       gc_only: true,
     }
   }
@@ -364,8 +387,9 @@ impl Task {
         self.left = true;
       }
     }
-    if self.request.is_none() {
-      self.request = f.request_of(i);
+    if let Some(r) = f.request_of(i) {
+      self.request.get_or_insert(r);
+      self.last = Some(r);
     }
   }
 
@@ -374,6 +398,11 @@ impl Task {
     let Some(root) = f.root_of(i) else {
       return false;
     };
+    // Microtasks run inside the task that ran them (a timer's callback runs them itself,
+    // between timer lists), whatever their requests.
+    if f.is_microtask(i) {
+      return false;
+    }
     let other_request = matches!((self.request, f.request_of(i)), (Some(a), Some(b)) if !f.same_request(a, b));
     if f.is_tick(i) {
       return other_request;
@@ -428,9 +457,9 @@ fn tasks(f: &Facts, list: &[usize]) -> Vec<(usize, usize)> {
       Some(Marker::Idle) => true,
       // The loop's own code between callbacks, once a request's task ran: no request, or
       // another, is in effect there. (Inside a task V8 takes `(program)` samples too, in
-      // fast API calls: with the task's labels.)
+      // fast API calls: with the labels of the request running, the task's latest.)
       Some(Marker::Other) => task.is_some_and(|t| {
-        t.request
+        t.last
           .is_some_and(|r| f.request_of(i).is_none_or(|c| !f.same_request(r, c)))
       }),
       _ => false,

@@ -5,12 +5,13 @@ use super::*;
 use crate::trace::{Context, Frame, LabelSet, Sample, Stack};
 
 /// Frames: callbacks the loop dispatches (node:), the tick runner, and the app's code.
-const FRAMES: [(&str, &str); 9] = [
+const FRAMES: [(&str, &str); 10] = [
   ("emitHook", "node:internal/async_hooks"),
   ("callbackTrampoline", "node:internal/async_hooks"),
   ("parserOnHeadersComplete", "node:_http_common"),
   ("processTimers", "node:internal/timers"),
   ("processTicksAndRejections", "node:internal/process/task_queues"),
+  ("runNextTicks", "node:internal/process/task_queues"),
   ("runMicrotasks", ""),
   ("handler", "file:///app.js"),
   ("spin", "file:///app.js"),
@@ -214,6 +215,55 @@ fn several_requests_microtasks_in_one_task_are_one_block_naming_each() {
   assert!((b[0].duration - 121.0).abs() < 1e-9);
   assert_eq!(spans(&b[0]), ["batch1", "batch2", "batch3"]);
   assert_eq!(b[0].unlabeled, 1);
+}
+
+#[test]
+fn microtasks_a_timer_callback_runs_itself_are_its_task_whatever_their_requests() {
+  // The same batch where the timers' callback runs the microtasks itself (`runNextTicks`
+  // between timer lists: Node 26 under load, 1 run in 6): every sample's outermost frame
+  // is that callback's, and each continuation is another request's.
+  let m = "processTimers>runNextTicks>runMicrotasks>batch>spin";
+  let t = format!(
+    "I I {} {} {} I I",
+    repeat(&format!("{m}:batch1"), 40),
+    repeat(&format!("{m}:batch2"), 40),
+    repeat(&format!("{m}:batch3"), 40)
+  );
+  let b = blocks(&t);
+  assert_eq!(b.len(), 1, "{b:?}");
+  assert_eq!(spans(&b[0]), ["batch1", "batch2", "batch3"]);
+  // Timer callbacks of two requests, back to back in that callback, are two tasks still.
+  let t = format!(
+    "I {} {} I",
+    repeat("processTimers>handler>spin:r1", 40),
+    repeat("processTimers>handler>spin:r2", 40)
+  );
+  assert_eq!(blocks(&t), []);
+}
+
+#[test]
+fn a_program_sample_inside_a_later_requests_microtask_is_inside_the_task() {
+  // V8 samples `(program)` in a fast API call (`performance.now()`) as the second
+  // continuation ends, with its labels: the task runs on (Node 26 under load).
+  let t = format!(
+    "I I processTimers {} {} P:batch2 {} I I",
+    repeat("batch>spin:batch1", 40),
+    repeat("batch>spin:batch2", 40),
+    repeat("batch>spin:batch3", 40)
+  );
+  let b = blocks(&t);
+  assert_eq!(b.len(), 1, "{b:?}");
+  // (Most samples first: the second has the `(program)` one too.)
+  assert_eq!(spans(&b[0]), ["batch2", "batch1", "batch3"]);
+  // With no labels, or another request's, it is the loop's own code between tasks.
+  for p in ["P", "P:other9"] {
+    let t = format!(
+      "I I {} {p} {} I I",
+      repeat(&format!("{REQ}:r1"), 40),
+      repeat(&format!("{REQ}:r1"), 40)
+    );
+    assert_eq!(blocks(&t), [], "{p}");
+  }
 }
 
 #[test]
