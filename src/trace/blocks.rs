@@ -323,22 +323,23 @@ impl<'a> Facts<'a> {
     self.root.get(s.stack_id? as usize).copied().flatten()
   }
 
-  /// Whether JS sample `i` runs microtasks (the runner on its stack, under any callback).
-  fn is_microtask(&self, i: usize) -> bool {
+  /// Whether JS sample `i`'s stack is one `per_stack` marks (false for a marker sample).
+  fn js_stack_in(&self, i: usize, per_stack: &[bool]) -> bool {
     let s = &self.trace.samples[i];
     s.marker.is_none()
       && s
         .stack_id
-        .is_some_and(|id| self.microtask.get(id as usize).copied().unwrap_or(false))
+        .is_some_and(|id| per_stack.get(id as usize).copied().unwrap_or(false))
+  }
+
+  /// Whether JS sample `i` runs microtasks (the runner on its stack, under any callback).
+  fn is_microtask(&self, i: usize) -> bool {
+    self.js_stack_in(i, &self.microtask)
   }
 
   /// Whether JS sample `i` runs a tick (not microtasks) under the tick runner.
   fn is_tick(&self, i: usize) -> bool {
-    let s = &self.trace.samples[i];
-    s.marker.is_none()
-      && s
-        .stack_id
-        .is_some_and(|id| self.tick.get(id as usize).copied().unwrap_or(false))
+    self.js_stack_in(i, &self.tick)
   }
 }
 
