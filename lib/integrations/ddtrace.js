@@ -32,7 +32,7 @@
 
 const dc = require('node:diagnostics_channel');
 const labels = require('../capture/labels');
-const { enterSpanLabels, leaveSpanLabels, watchSpanRequests, requestDerived, requestValues, derivedValue, endRequest, watchTracer, drainIfBatched } = labels;
+const { enterSpanLabels, watchSpanRequests, requestDerived, requestValues, derivedValue, endRequest, watchTracer, drainIfBatched } = labels;
 const { native } = require('../native');
 const { warnOnce } = require('../log');
 const { countRequest, countingRequests } = require('./requests');
@@ -242,17 +242,11 @@ function subscribeDdTrace() {
       // counted (a Datadog exporter's session): its labels are read from the finished span
       // if a sample drained later needs them (labelsOfStore).
       if (record === undefined && (ctx._trace?.[ROOT] !== span || !countingRequests())) return;
-      // Its set leaves the connection it was entered on first: a sample taken in it is
-      // saved as the set is left, and its labels are worked out then.
-      if (record !== undefined) leaveSpanLabels(record);
-      if (record !== undefined && record.derived === null && !countingRequests()) {
-        // Never sampled, not counted: its final labels are read from the finished span if
-        // a sample drained later needs them (sets.js `requestDerived`).
-        record.ended = true;
-        return;
-      }
-      // The request's samples carry the endpoint it ends with, those drained later too.
-      const endpoint = record !== undefined ? endRequest(record, rootEndpoint) : derivedValue(endpointOf(span).endpoint);
+      // The request's samples carry the endpoint it ends with, those drained later too
+      // (false: not counted and its labels unread, they are read from the finished span if
+      // a sample drained later needs them).
+      const endpoint = record !== undefined ? endRequest(record, rootEndpoint, countingRequests()) : derivedValue(endpointOf(span).endpoint);
+      if (endpoint === false) return;
       const tags = ctx.getTags?.() ?? {};
       if (tags['span.type'] === 'web') countRequest(endpoint ?? '');
     } catch {

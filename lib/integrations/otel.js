@@ -32,7 +32,7 @@
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const labels = require('../capture/labels');
-const { enterSpanLabels, leaveSpanLabels, watchSpanRequests, requestDerived, endRequest, markDerived, watchTracer, drainIfBatched } = labels;
+const { enterSpanLabels, watchSpanRequests, requestDerived, endRequest, markDerived, watchTracer, drainIfBatched } = labels;
 const { warnOnce } = require('../log');
 const { countRequest, countingRequests } = require('./requests');
 const { ddTraceCountsRequests } = require('./ddtrace');
@@ -259,16 +259,10 @@ function openTelemetrySpanProcessor() {
         // Requests are what a server span stands for (Datadog counts web requests); where
         // dd-trace traces too, it counts them (the same requests: ddtrace.js).
         const counted = root.server && countingRequests() && !ddTraceCountsRequests();
-        // Its set leaves the connection it was entered on (if it was) first: a sample taken
-        // in it is saved as the set is left, and its labels are worked out then.
-        if (root.entered !== undefined) leaveSpanLabels(root);
-        if (root.derived === null && !counted) {
-          // Never sampled, nothing counted: its final labels are read from the ended span
-          // if a sample drained later needs them (sets.js `requestDerived`).
-          root.ended = true;
-          return;
-        }
-        const endpoint = endRequest(root, rootEndpoint);
+        const endpoint = endRequest(root, rootEndpoint, counted);
+        // Ended with its labels unread: they are read from the ended span (and what
+        // routed it) if a sample drained later needs them.
+        if (endpoint === false) return;
         // The span waits in an exporter's batch for seconds: what routed it goes now.
         // (Its contexts may still be sampled and drained: they find the endpoint.)
         root.rpc = undefined;

@@ -98,10 +98,21 @@ function leaveSpanLabels(span) {
   }
 }
 
-/** The request's span ended: its samples carry the labels it ended with (`labelsOf(root)`
- * then; its endpoint returned), its store leaves the connection it was entered on. */
-function endRequest(root, labelsOf) {
+/**
+ * The request's span ended: its store leaves the connection it was entered on, first (a
+ * sample taken in it is saved as it leaves, which works out its labels). Then, where
+ * nothing has worked its labels out and `endpointWanted` is false (not counted), it is
+ * only marked ended, its final labels read from the ended span if a sample drained later
+ * needs them (sets.js `requestDerived`), and false is returned; else its samples carry the
+ * labels it ended with (`labelsOf(root)` then), and its endpoint is returned.
+ * @returns {string | undefined | false}
+ */
+function endRequest(root, labelsOf, endpointWanted) {
   leaveSpanLabels(root);
+  if (root.derived === null && !endpointWanted) {
+    root.ended = true;
+    return false;
+  }
   return endRequestDerived(root, labelsOf);
 }
 
