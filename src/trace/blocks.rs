@@ -205,7 +205,7 @@ struct Facts<'a> {
   walk: std::cell::RefCell<Walk>,
   /// Per frame: a callback Node's loop dispatches (see the module's rule 2).
   entry: Vec<bool>,
-  /// Per stack: a tick running (its outermost frame the tick runner, not in microtasks).
+  /// Per stack: its outermost frame the tick runner (a tick, unless `microtask`).
   tick: Vec<bool>,
   /// Per stack: microtasks running (the microtask runner on it), inside whatever task ran them.
   microtask: Vec<bool>,
@@ -249,18 +249,9 @@ impl<'a> Facts<'a> {
         url.starts_with("node:") && !hook && f.name != TICKS && f.name != MICROTASKS
       })
       .collect();
-    // The frame just under the root of each stack (its second outermost), to tell a tick
-    // from microtasks run by the tick runner.
-    let mut second: Vec<Option<u32>> = vec![None; trace.stacks.len()];
-    for (i, s) in trace.stacks.iter().enumerate() {
-      second[i] = match s.parent_id.map(|p| p as usize).filter(|p| *p < i) {
-        Some(p) if trace.stacks[p].parent_id.is_none() => Some(s.frame_id),
-        Some(p) => second[p],
-        None => None,
-      };
-    }
+    // (Microtasks the tick runner runs are told apart by `microtask`, checked first.)
     let tick = (0..trace.stacks.len())
-      .map(|i| root[i].is_some_and(|r| name(r) == TICKS) && second[i].is_none_or(|f| name(f) != MICROTASKS))
+      .map(|i| root[i].is_some_and(|r| name(r) == TICKS))
       .collect();
     let mut microtask = vec![false; trace.stacks.len()];
     for (i, s) in trace.stacks.iter().enumerate() {
@@ -337,7 +328,7 @@ impl<'a> Facts<'a> {
     self.js_stack_in(i, &self.microtask)
   }
 
-  /// Whether JS sample `i` runs a tick (not microtasks) under the tick runner.
+  /// Whether JS sample `i` runs under the tick runner (a tick where not `is_microtask`).
   fn is_tick(&self, i: usize) -> bool {
     self.js_stack_in(i, &self.tick)
   }
