@@ -328,6 +328,20 @@ function withUnvouched(samples, trace) {
   return samples;
 }
 
+/** The samples `samplesOf(trace)` gives (`traceWork`'s, `callSamples'`) of each of
+ * `traces`, in one list still saying how many of all their samples no signal vouched for. */
+function samplesAcross(traces, samplesOf) {
+  const samples = [];
+  let unvouched = 0;
+  for (const trace of traces) {
+    const of = samplesOf(trace);
+    samples.push(...of);
+    unvouched += of.unvouched ?? 0;
+  }
+  samples.unvouched = unvouched;
+  return samples;
+}
+
 /** Those of `samples` (`traceWork`'s, `callSamples'`) for which `keep` holds, still saying
  * how many of their trace's samples no signal vouched for: a plain `filter` drops that, and
  * `assertRequestLabels` then excuses none (the long request's 2 unlabeled samples of 86,
@@ -496,6 +510,7 @@ module.exports = {
   sampledCall,
   sampledIdle,
   recordUntilSampled,
+  samplesAcross,
   stopAll,
   recordCheckpoints,
   definitionOf,

@@ -12,7 +12,7 @@ const vm = require('node:vm');
 const { Profiler, withLabels, setLabels, getLabels } = require('..');
 const { native } = require('../lib/native');
 const { labelStats, labelsForTrace } = require('../lib/capture/labels');
-const { spin, untilSignals, sampledCall, stopAll, assertValidTrace, samplesIn, WorkLog, traceWork, callSamples, assertRequestLabels, noChildProcess } = require('./helpers');
+const { spin, untilSignals, sampledCall, stopAll, assertValidTrace, samplesIn, WorkLog, traceWork, callSamples, samplesAcross, assertRequestLabels, noChildProcess } = require('./helpers');
 // Where V8 samples without a signal (Windows), samples are joined to the label switches by
 // time: no cpuTime, and every label set switched to while recording is kept.
 const BY_TIME = native.labelJoin() !== 'signal';
@@ -210,15 +210,6 @@ test('labels survive await, timers, immediates, nextTick, promise chains and Eve
   t.diagnostic(`right labels per continuation: ${rates}; unlabeled 0/${unlabeled.length}`);
 });
 
-/** The samples of `works` in each of `traces`, saying how many of all their samples no
- * signal vouched for. */
-function tracesWork(traces, works) {
-  const perTrace = traces.map((trace) => traceWork(trace, works));
-  const samples = perTrace.flat();
-  samples.unvouched = perTrace.reduce((sum, s) => sum + (s.unvouched ?? 0), 0);
-  return samples;
-}
-
 /** Runs fixture `name` (`fixtures/<name>.js OUT`) in a child with `env` added; returns the
  * JSON it wrote to OUT. */
 function runFixture(t, name, env, timeout) {
@@ -245,7 +236,7 @@ test("a callback run inside another carries its own labels, and the outer one's 
     // On Node 20 and 22 (with signals) the hooks publish by depth unless told not to.
     const byDepth = Number(process.versions.node.split('.')[0]) < 24 && !BY_TIME && env.SELFPROF_HOOKS_BY_DEPTH !== '0';
     assert.equal(state.hooksByDepth, byDepth, `${what}: ${JSON.stringify(state)}`);
-    t.diagnostic(`${what} (${state.reason ?? 'frame read'}): ${assertRequestLabels(tracesWork(traces, works), calls, { what, min: 20, exact: true })}`);
+    t.diagnostic(`${what} (${state.reason ?? 'frame read'}): ${assertRequestLabels(samplesAcross(traces, (trace) => traceWork(trace, works)), calls, { what, min: 20, exact: true })}`);
   }
 });
 
@@ -257,7 +248,7 @@ test("on Node 20 and 22 a resource's callbacks carry its labels however long ago
   for (const env of [{}, { SELFPROF_HOOKS_BY_DEPTH: '0' }]) {
     const { traces, calls, state } = runFixture(t, 'resource-labels', env, 240_000);
     const works = [...new Set(calls.map((c) => c.work))];
-    const samples = tracesWork(traces, works);
+    const samples = samplesAcross(traces, (trace) => traceWork(trace, works));
     const what = `${JSON.stringify(env)}, ${traces[0].metadata.labelPath}`;
     assert.equal(state.hooksByDepth, !BY_TIME && env.SELFPROF_HOOKS_BY_DEPTH !== '0', `${what}: ${JSON.stringify(state)}`);
     t.diagnostic(`${what}: ${assertRequestLabels(samples, calls, { what, min: 20, exact: true })}`);

@@ -23,7 +23,7 @@ const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-asyn
 const { Profiler, withLabels, getLabels, ddTraceIntegration, openTelemetrySpanProcessor } = require('..');
 const { labelState } = require('../lib/capture/labels');
 const { native } = require('../lib/native');
-const { spin, allocatingWork, WorkLog, traceWork, callSamples, inCallsOf, stackFrames, assertRequestLabels, unvouchedSamples, stopAll } = require('./helpers');
+const { spin, allocatingWork, WorkLog, traceWork, callSamples, inCallsOf, stackFrames, assertRequestLabels, unvouchedSamples, samplesAcross, stopAll } = require('./helpers');
 
 /** Whether the handler reads the frame here (Node >= 24 with a V8 whose layout this build has). */
 const frameRead = Number(process.versions.node.split('.')[0]) >= 24 && native.frameLayouts().some((l) => process.versions.v8.startsWith(`${l.v8}.`));
@@ -103,15 +103,14 @@ function earlyRequestWork(ms) {
  * most five recordings): the samples by work, each list saying how many of the
  * recordings' samples no signal vouched for (`unvouched`: V8's own, left unlabeled). */
 async function recordWorks(works, log, run) {
-  const byWork = Object.fromEntries(works.map((w) => [w, Object.assign([], { unvouched: 0 })]));
-  for (let i = 0; i < 5 && works.some((w) => byWork[w].length < 10); i++) {
-    const trace = await run();
-    for (const w of works) {
-      byWork[w].push(...callSamples(trace, log.calls, w));
-      byWork[w].unvouched += unvouchedSamples(trace);
-    }
+  const traces = [];
+  const byWork = () => Object.fromEntries(works.map((w) => [w, samplesAcross(traces, (trace) => callSamples(trace, log.calls, w))]));
+  let samples = byWork();
+  for (let i = 0; i < 5 && works.some((w) => samples[w].length < 10); i++) {
+    traces.push(await run());
+    samples = byWork();
   }
-  return byWork;
+  return samples;
 }
 
 // A consumer's batch: spans started and ended one after another inside one callback, with
