@@ -5,8 +5,9 @@
 // the request's span ids and endpoint through awaits, timers and a request body's stream
 // events; withLabels inside a request (its keys over the request's) and a request inside
 // withLabels (the request's over withLabels'); collections while sampled; spans run one
-// after another in one callback; a request begun before the recording. Every sample
-// judged against what the test ran, exactly.
+// after another in one callback; a request begun before the recording; nothing of
+// selfprof's in the contexts of a server set listening as the service starts. Every
+// sample judged against what the test ran, exactly.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
@@ -303,4 +304,61 @@ test("dd-trace: two local roots made children of one remote context share its tr
   const trace = await profiler.stop();
   // Labeled or not (on the frame's path neither root is certain), never the other's.
   t.diagnostic(assertRequestLabels(traceWork(trace, ['requestWork']), log.calls, { what: 'shared remote parent', floor: 0, min: 10, exact: true }));
+});
+
+// A service as apps start it: dd-trace, then selfprof, then a server set listening on a
+// host (Node looks the host up: dd-trace traces that lookup, a local root, while the
+// frame's check is still under way). What selfprof enters then would stay in the
+// listening server's context and so in every request's frame for good, copied at each
+// of the tracer's context switches. Once the handler reads dd-trace's contexts, nothing
+// of selfprof's is in a request's frame, and each request's labels are its own.
+test("dd-trace: a server set listening as the service starts carries nothing of selfprof's into its requests' contexts", { skip: !storesInFrame && 'AsyncLocalStorage keeps no frame here (Node < 24)' }, async () => {
+  const { runNode, root } = require('./tools');
+  const fs = require('node:fs');
+  const os = require('node:os');
+  const path = require('node:path');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-listen-'));
+  const script = `
+    const tracer = require('dd-trace').init({ logLevel: 'error', flushInterval: 600_000 });
+    const selfprof = require(${JSON.stringify(root)});
+    const session = selfprof.start({ exporters: [{ type: 'file', dir: ${JSON.stringify(dir)} }], heap: false, workers: false });
+    const { als } = require(${JSON.stringify(path.join(root, 'lib/capture/labels/thread.js'))});
+    const { native } = require(${JSON.stringify(path.join(root, 'lib/native.js'))});
+    const { labelState } = require(${JSON.stringify(path.join(root, 'lib/capture/labels'))});
+    const http = require('node:http');
+    const seen = [];
+    const server = http.createServer((req, res) => {
+      const [frame] = native.frameCurrent();
+      const span = tracer.scope().active();
+      const read = labelState().tracers['dd-trace'] === 'frame';
+      seen.push({ read, selfprofs: frame?.has(als) ? 1 : 0, span_id: span?.context().toSpanId(true), labels: { ...selfprof.getLabels() } });
+      res.end('ok');
+    });
+    server.listen(0, '127.0.0.1', async () => {
+      const { port } = server.address();
+      for (let i = 0; i < 40; i++) {
+        await new Promise((resolve, reject) => http.get({ port, host: '127.0.0.1', path: '/users/' + i, agent: false }, (res) => res.resume().on('end', resolve)).on('error', reject));
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+      server.close();
+      await session.stop();
+      console.log(JSON.stringify({ seen, state: labelState() }));
+    });`;
+  try {
+    const r = await runNode(script, { DD_TRACE_AGENT_URL: 'http://127.0.0.1:9', DD_INSTRUMENTATION_TELEMETRY_ENABLED: 'false', DD_REMOTE_CONFIGURATION_ENABLED: 'false', DD_TRACE_STARTUP_LOGS: 'false', SELFPROF_STARTUP_LOG: '0' });
+    assert.equal(r.code, 0, r.stderr);
+    const { seen, state } = JSON.parse(r.stdout.trim().split('\n').pop());
+    assert.equal(seen.length, 40);
+    const framed = state.tracers['dd-trace'] === 'frame';
+    assert.equal(framed, frameRead, JSON.stringify(state));
+    if (!framed) return;
+    // (A request that began before they were read may hold its own set.)
+    const read = seen.filter((s) => s.read);
+    assert.ok(read.length >= 30, `${read.length} of 40 requests once dd-trace's contexts were read`);
+    assert.deepEqual(read.filter((s) => s.selfprofs !== 0).map((s) => s.span_id), [], "requests whose frame holds a set of selfprof's");
+    // Each request's labels are its own span's.
+    for (const s of read) assert.equal(s.labels.span_id, s.span_id, JSON.stringify(s));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -229,7 +229,7 @@ function subscribeDdTrace() {
       // root of another kind (a DNS lookup or connection at start-up) then labels nothing.
       const record = { span, derived: null, ended: false, final: undefined };
       ctx[RECORD] = record;
-      enterSpanLabels(record, labelsOfRequest, FRAME_KEY);
+      enterSpanLabels(record, labelsOfRequest, FRAME_KEY, true);
     } catch (err) {
       warnOnce('ddtrace', `selfprof: could not label a dd-trace span: ${err.message}`);
     }

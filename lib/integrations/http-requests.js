@@ -109,10 +109,14 @@ function claimRequest(store, inFrame, over) {
   claimed = holder;
 }
 
+/** Whether a request's 'request' event is being emitted now and no span has claimed it
+ * (known only while requests' events are bound). */
+const requestEmitting = () => emitting !== null;
+
 /** Binds requests' events only while `when()` says so. */
 function bindRequestsWhile(when) {
   binding = when;
   updateRequestWatch();
 }
 
-module.exports = { watchRequests, claimRequest, bindRequestsWhile, updateRequestWatch };
+module.exports = { watchRequests, claimRequest, bindRequestsWhile, updateRequestWatch, requestEmitting };

@@ -12,8 +12,9 @@ const { lazyStore, endRequestDerived } = require('./sets');
 const { publish, runWithStore, storeRunning } = require('./switching');
 const { drainIfBatched } = require('./frame');
 const { useLabels } = require('./activity');
-const { allTracersRead, combineRequests, spansOf } = require('./tracers');
-const { watchRequests, claimRequest, bindRequestsWhile } = require('../../integrations/http-requests');
+const { allTracersRead, combineRequests, spansOf, tracers } = require('./tracers');
+const { envSwitchOn } = require('../../log');
+const { watchRequests, claimRequest, bindRequestsWhile, requestEmitting } = require('../../integrations/http-requests');
 
 // A request's events need binding only where AsyncLocalStorage keeps its stores in the
 // frame (on async_hooks the store entered as the span starts is the connection's, which
@@ -30,11 +31,18 @@ bindRequestsWhile(() => FRAME_STORES && !(path.frameRead && allTracersRead()));
  * `{ labels, derived }` (sets.js `derivedLabels`) or null. Most requests are never sampled,
  * and their span is then never read. `span` is the integration's record of the span
  * (`ended` once it ended), `key` its tracer's (tracers.js: 1 dd-trace, 2 OpenTelemetry);
- * `leaveSpanLabels(span)` as the span ends.
+ * `leaveSpanLabels(span)` as the span ends. With `maybeRequest` (a span not yet known to
+ * be a request: dd-trace tags its kind just after it starts), no set is entered while the
+ * handler may soon read the tracer's contexts (`tracerReadPending`) unless an HTTP request
+ * is being emitted now: the span is then most likely a start-up DNS lookup or connection,
+ * whose set would stay in the frames of what it sets up (a server that listens in the
+ * lookup's callback gives it to every request's frame), and any samples it has before the
+ * handler reads the tracer's context carry no labels.
  */
-function enterSpanLabels(span, resolve, key) {
+function enterSpanLabels(span, resolve, key, maybeRequest = false) {
   watchSpanRequests();
   useLabels();
+  if (maybeRequest && tracerReadPending(key) && !requestEmitting()) return;
   const current = storeRunning();
   // Its labels are its base's with the span's over them. Another span's store in effect
   // here (a consumer's loop starts each message where the last one's labels are) gives
@@ -73,6 +81,15 @@ function enterSpanLabels(span, resolve, key) {
   // takes that one's claim.
   claimRequest(store, path.frameRead, store.spans !== undefined ? current : undefined);
   publish(store);
+}
+
+/** Whether the handler may read tracer `key`'s contexts from the frame but has not proved
+ * it can yet: the frame's check under way (it ends in a timer), or the tracer's key being
+ * proved (an await). */
+function tracerReadPending(key) {
+  if (key === undefined || !FRAME_STORES) return false;
+  const pending = path.frameReason === 'checking' || (path.frameRead && tracers[key]?.checking === true);
+  return pending && envSwitchOn('SELFPROF_TRACER_CONTEXTS');
 }
 
 /** The request labels of a store holding both tracers' spans (`enterSpanLabels`; tracers.js
