@@ -256,6 +256,32 @@ test('an upload under way when the work ends or SIGTERM comes holds the exit at 
   assert.match(term.stderr, /selfprof: datadog exporter could not send \d+ profiles? before shutdown \(.*\(the last\)\): .* was abandoned unanswered at shutdown/, term.stderr);
 });
 
+// A service that holds its event loop for seconds at a time (a CPU-bound job, 3 s between
+// turns): SIGTERM's stop cannot finish within its 2 s, and the signal is raised again once
+// they are up, in the first turn after them. What the uploads under way and the periods
+// being built lose is said first, at once.
+test('SIGTERM to a service that holds its event loop past the 2 s: the signal ends it, after warnings naming what was lost', async () => {
+  const silent = await server(() => {});
+  const busy = heldApp.replace(
+    "console.log('done ' + Date.now())",
+    "(console.log('done ' + Date.now()), (function hold() { const end = Date.now() + 3000; while (Date.now() < end); setImmediate(hold); })())",
+  );
+  let signalled = 0;
+  const term = await child(busy, [silent.url], {
+    killAfterMs: 15000,
+    onStdout: (p, out) => {
+      if (!signalled && out.includes('done')) {
+        signalled = Date.now();
+        p.kill('SIGTERM');
+      }
+    },
+  });
+  await silent.close();
+  assert.equal(term.signal, 'SIGTERM', term.stderr);
+  assert.equal(term.stderr.match(/selfprof: datadog exporter could not send \d+ profiles? before shutdown \(.*\): the datadog export under way did not finish before shutdown$/gm)?.length, 1, term.stderr);
+  assert.equal(term.stderr.match(/selfprof: the profiles? of .* (was|were) still being encoded when SIGTERM ended the process, and (is|are) lost$/gm)?.length, 1, term.stderr);
+});
+
 test('503 or 429 until the app ends: each waiting profile is tried once more, then one warning says what was lost', async () => {
   const always503 = await server((req, res) => res.writeHead(503).end());
   const always429 = await server((req, res) => res.writeHead(429, { 'retry-after': '3600' }).end());

@@ -52,15 +52,23 @@ const exitGuard = {
         return;
       }
       this.uninstall(['SIGTERM', 'SIGINT', 'beforeExit']);
+      const sessions = [...this.sessions];
       let raised = false;
+      let stopped = false;
       const raise = () => {
         if (raised) return;
         raised = true;
+        // Time ran out first (an event loop held for seconds): what the stops had not
+        // delivered is said now, or the signal would end the process with it unsaid.
+        if (!stopped) for (const s of sessions) s.abandonNow(signal);
         if (!appHandles(signal)) process.kill(process.pid, signal);
       };
       setTimeout(raise, EXIT_BUDGET_MS + 500);
       // After the warnings stop() emitted (process.emitWarning writes on a later tick).
-      stopAll().then(() => setImmediate(raise));
+      stopAll().then(() => {
+        stopped = true;
+        setImmediate(raise);
+      });
     };
     onSignal[OWN_LISTENER] = true;
     this.handlers = [

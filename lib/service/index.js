@@ -174,14 +174,28 @@ class Session {
     this.#hub?.close();
     this.#hub = null;
     this.#stopped = true;
-    if (this.#building.size) {
-      const windows = [...this.#building].map(windowOf);
-      warnNow(
-        `selfprof: the profile${windows.length > 1 ? 's' : ''} of ${windows.join(', ')} ${windows.length > 1 ? 'were' : 'was'} still being encoded when the process exited, and ${windows.length > 1 ? 'are' : 'is'} lost`,
-        'SELFPROF_SERVICE_EXIT',
-      );
-    }
+    this.#warnBuilding('when the process exited');
     return this.#exporters.map((e, i) => ({ exporter: e, profiles: e.takeAtExit(last?.[i]) }));
+  }
+
+  /** One warning, at once, naming the periods still being built on the thread pool (lost). */
+  #warnBuilding(when) {
+    if (this.#building.size === 0) return;
+    const windows = [...this.#building].map(windowOf);
+    warnNow(
+      `selfprof: the profile${windows.length > 1 ? 's' : ''} of ${windows.join(', ')} ${windows.length > 1 ? 'were' : 'was'} still being encoded ${when}, and ${windows.length > 1 ? 'are' : 'is'} lost`,
+      'SELFPROF_SERVICE_EXIT',
+    );
+  }
+
+  /**
+   * A signal's stop() ran out of time and the signal ends the process now (exit.js): what
+   * the stop had not delivered, and the periods still being built, are said at once.
+   */
+  abandonNow(signal) {
+    this.#warnBuilding(`when ${signal} ended the process`);
+    this.#building.clear();
+    for (const e of this.#exporters) e.abandonNow();
   }
 
   /**

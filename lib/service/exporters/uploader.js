@@ -292,6 +292,23 @@ class Uploader {
     return left;
   }
 
+  /**
+   * The shutdown's time ran out and the process ends now (a signal raised again before
+   * close() finished): the upload under way is abandoned, and one warning, written at once,
+   * names what was not sent.
+   */
+  abandonNow() {
+    if (this.#exited) return;
+    this.#exited = true;
+    this.#abort.abort();
+    const left = [...this.#lost.profiles];
+    if (this.#current && !left.includes(this.#current)) left.push(this.#current);
+    left.push(...this.#queue);
+    this.#queue.length = 0;
+    this.#lost.profiles = [];
+    if (left.length) this.warnLost(left, 'before shutdown', this.#lost.reason || `the ${this.#name} export under way did not finish before shutdown`, true);
+  }
+
   /** Waits `ms`, or less if close() begins meanwhile. */
   #backoff(ms) {
     return new Promise(/** @param {(value?: void) => void} resolve */ (resolve) => {
