@@ -6,7 +6,8 @@
 //   each, the worst case for per-switch costs;
 // - otel-express: the http workload's requests served by Express under OpenTelemetry's
 //   HTTP and Express instrumentations, labeled by selfprof's span processor (modes none,
-//   selfprof, selfprof-labels, baseline-labels; none is the tracer without a profiler);
+//   inspector, selfprof, selfprof-labels, baseline-labels; none is the tracer without a
+//   profiler, inspector V8's bare profiler through the inspector);
 // - dd-express: the same Express service under dd-trace (its own plugins; traces sent to a
 //   closed port), labeled by selfprof's dd-trace integration (the same modes).
 // Each request is labeled with its endpoint and span id where the mode labels.
@@ -267,7 +268,7 @@ async function server(mode, intervalMs) {
 //   exporter that drops them; selfprof's span processor;
 // - dd-express: dd-trace with its own plugins, sending traces to a closed port (no agent);
 //   selfprof's ddTraceIntegration().
-const TRACER_MODES = ['none', 'selfprof', 'selfprof-labels', 'baseline-labels'];
+const TRACER_MODES = ['none', 'inspector', 'selfprof', 'selfprof-labels', 'baseline-labels'];
 async function tracedServer(mode, intervalMs) {
   if (!TRACER_MODES.includes(mode)) throw new Error(`the ${WORKLOAD} workload has modes ${TRACER_MODES.join(', ')}, not ${mode}`);
   const selfprof = mode.startsWith('baseline') ? require(process.env.SELFPROF_BASELINE) : require('..');
@@ -279,7 +280,17 @@ async function tracedServer(mode, intervalMs) {
     startTracer('otel', { spanProcessors: labeled ? [selfprof.openTelemetrySpanProcessor()] : [] });
   }
   let stop = async () => {};
-  if (mode !== 'none') {
+  if (mode === 'inspector') {
+    // The limit: V8's profiler through the inspector, at the same interval.
+    const inspector = require('node:inspector');
+    const session = new inspector.Session();
+    session.connect();
+    const post = (m, p) => new Promise((res, rej) => session.post(m, p, (e, r) => (e ? rej(e) : res(r))));
+    await post('Profiler.enable');
+    await post('Profiler.setSamplingInterval', { interval: intervalMs * 1000 });
+    await post('Profiler.start');
+    stop = () => post('Profiler.stop');
+  } else if (mode !== 'none') {
     const profiler = new selfprof.Profiler({ sampleInterval: intervalMs, maxBufferSize: 1e6 });
     stop = () => profiler.stop();
   }
@@ -492,6 +503,7 @@ async function predictableInstructions(node, modes, n1, n2) {
   for (const labeled of ['selfprof-labels', 'baseline-labels']) {
     if (runs[labeled] && runs.selfprof) console.log(`${MODES[labeled]} ÷ without labels (requests per instruction): the rest ${ratio(labeled, 'selfprof', 'rest')}, all ${ratio(labeled, 'selfprof', 'all')}`);
   }
+  if (runs.inspector && runs.selfprof) console.log(`${MODES.selfprof} ÷ the bare inspector profiler (requests per instruction): the rest ${ratio('selfprof', 'inspector', 'rest')}, all ${ratio('selfprof', 'inspector', 'all')}`);
 }
 
 /** What the server allocates and promotes over `count` requests (V8's --trace-gc-nvp). */
