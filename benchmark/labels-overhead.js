@@ -120,14 +120,7 @@ async function startMode(mode, intervalMs) {
     label = (i, endpoint, fn) => als.run({ endpoint, span_id: spanId(i) }, fn);
   }
   if (mode === 'inspector' || mode === 'inspector-als') {
-    const inspector = require('node:inspector');
-    const session = new inspector.Session();
-    session.connect();
-    const post = (m, p) => new Promise((res, rej) => session.post(m, p, (e, r) => (e ? rej(e) : res(r))));
-    await post('Profiler.enable');
-    await post('Profiler.setSamplingInterval', { interval: intervalMs * 1000 });
-    await post('Profiler.start');
-    stop = () => post('Profiler.stop');
+    stop = await served.startInspectorProfiler(intervalMs);
   } else if (mode === 'selfprof' || mode === 'selfprof-als' || mode === 'selfprof-labels' || mode === 'baseline-labels') {
     const profiler = new selfprof.Profiler({ sampleInterval: intervalMs, maxBufferSize: 1e6 });
     stop = () => profiler.stop();
@@ -282,14 +275,7 @@ async function tracedServer(mode, intervalMs) {
   let stop = async () => {};
   if (mode === 'inspector') {
     // The limit: V8's profiler through the inspector, at the same interval.
-    const inspector = require('node:inspector');
-    const session = new inspector.Session();
-    session.connect();
-    const post = (m, p) => new Promise((res, rej) => session.post(m, p, (e, r) => (e ? rej(e) : res(r))));
-    await post('Profiler.enable');
-    await post('Profiler.setSamplingInterval', { interval: intervalMs * 1000 });
-    await post('Profiler.start');
-    stop = () => post('Profiler.stop');
+    stop = await served.startInspectorProfiler(intervalMs);
   } else if (mode !== 'none') {
     const profiler = new selfprof.Profiler({ sampleInterval: intervalMs, maxBufferSize: 1e6 });
     stop = () => profiler.stop();

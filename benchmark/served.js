@@ -103,6 +103,21 @@ function labelsSwitch(provider) {
   };
 }
 
+/**
+ * V8's bare profiler through the inspector, sampling every `intervalMs` (the limit a
+ * profiler is held to); returns `stop()`, which resolves to the inspector's CPU profile.
+ */
+async function startInspectorProfiler(intervalMs) {
+  const inspector = require('node:inspector');
+  const session = new inspector.Session();
+  session.connect();
+  const post = (m, p) => new Promise((res, rej) => session.post(m, p, (e, r) => (e ? rej(e) : res(r))));
+  await post('Profiler.enable');
+  await post('Profiler.setSamplingInterval', { interval: Math.round(intervalMs * 1000) });
+  await post('Profiler.start');
+  return async () => (await post('Profiler.stop')).profile;
+}
+
 const ORDER = JSON.stringify({ items: Array.from({ length: 10 }, (_, k) => ({ sku: `s${k}`, qty: k, price: 3 })) });
 const PATHS = [['GET', '/users/'], ['POST', '/orders'], ['GET', '/search/'], ['GET', '/health']];
 
@@ -309,7 +324,7 @@ function expressService(onRequest = () => {}, around = null) {
   return http.createServer(app);
 }
 
-module.exports = { median, range, shuffle, pinned, serve, countedClient, client, runTogether, startTracer, expressService, labelsSwitch };
+module.exports = { median, range, shuffle, pinned, serve, countedClient, client, runTogether, startTracer, expressService, labelsSwitch, startInspectorProfiler };
 
 if (require.main === module && process.argv.includes('--client')) {
   const arg = (name) => process.argv[process.argv.indexOf(`--${name}`) + 1];

@@ -66,14 +66,7 @@ async function measure(mode, samples, msPerSample) {
   const rss0 = rssMiB();
   const young0 = youngMiB();
   if (mode === 'bare') {
-    const inspector = require('node:inspector');
-    const session = new inspector.Session();
-    session.connect();
-    const post = (m, p) => new Promise((res, rej) => session.post(m, p, (e, r) => (e ? rej(e) : res(r))));
-    await post('Profiler.enable');
-    await post('Profiler.setSamplingInterval', { interval: intervalMs * 1000 });
-    await post('Profiler.start');
-    stop = async () => (await post('Profiler.stop')).profile;
+    stop = await require('./served').startInspectorProfiler(intervalMs);
   } else if (mode.startsWith('selfprof')) {
     selfprof.setBaseInterval(intervalMs);
     const profiler = new selfprof.Profiler({ sampleInterval: intervalMs, maxBufferSize: 10_000_000 });

@@ -48,7 +48,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const { spawnSync } = require('node:child_process');
 const { parseArgs } = require('node:util');
-const { median, range, shuffle, serve, runTogether, startTracer, expressService, labelsSwitch } = require('./served');
+const { median, range, shuffle, serve, runTogether, startTracer, expressService, labelsSwitch, startInspectorProfiler } = require('./served');
 
 const { values: opts } = parseArgs({
   options: {
@@ -99,14 +99,7 @@ async function startMode(mode) {
     for (const name of ['dd-trace:span:start', 'dd-trace:span:finish']) dc.subscribe(name, () => {});
   }
   if (mode === 'inspector') {
-    const inspector = require('node:inspector');
-    const session = new inspector.Session();
-    session.connect();
-    const post = (m, p) => new Promise((res, rej) => session.post(m, p, (e, r) => (e ? rej(e) : res(r))));
-    await post('Profiler.enable');
-    await post('Profiler.setSamplingInterval', { interval: Math.round(INTERVAL_MS * 1000) });
-    await post('Profiler.start');
-    return () => post('Profiler.stop');
+    return startInspectorProfiler(INTERVAL_MS);
   }
   if (mode.startsWith('service') || mode === 'baseline') {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-traced-service-'));
