@@ -282,14 +282,7 @@ class Uploader {
    */
   takeAtExit(last) {
     if (this.#exited) return [];
-    this.#exited = true;
-    this.#abort.abort();
-    const left = [...this.#lost.profiles];
-    if (this.#current && !left.includes(this.#current)) left.push(this.#current);
-    left.push(...this.#queue, ...(last ? this.expand(last) : []));
-    this.#queue.length = 0;
-    this.#lost.profiles = [];
-    return left;
+    return [...this.#stopTaking(), ...(last ? this.expand(last) : [])];
   }
 
   /**
@@ -299,6 +292,13 @@ class Uploader {
    */
   abandonNow() {
     if (this.#exited) return;
+    const left = this.#stopTaking();
+    if (left.length) this.warnLost(left, 'before shutdown', this.#lost.reason || `the ${this.#name} export under way did not finish before shutdown`, true);
+  }
+
+  /** The uploads stop for good: what this exporter has not delivered, oldest first (those
+   * a shutdown could not send, the one under way, those waiting), taken out. */
+  #stopTaking() {
     this.#exited = true;
     this.#abort.abort();
     const left = [...this.#lost.profiles];
@@ -306,7 +306,7 @@ class Uploader {
     left.push(...this.#queue);
     this.#queue.length = 0;
     this.#lost.profiles = [];
-    if (left.length) this.warnLost(left, 'before shutdown', this.#lost.reason || `the ${this.#name} export under way did not finish before shutdown`, true);
+    return left;
   }
 
   /** Waits `ms`, or less if close() begins meanwhile. */
