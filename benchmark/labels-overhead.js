@@ -416,7 +416,14 @@ function serverInstructions(node, mode, count) {
       const cl = spawn(node, [__filename, '--counted-client', String(Number(port)), '--count', String(count)], { stdio: 'inherit' });
       cl.on('exit', (code) => code !== 0 && reject(new Error(`client failed (${code})`)));
     });
-    srv.on('exit', () => {
+    srv.on('exit', (code, signal) => {
+      // A server that failed (a mode that cannot start) still leaves callgrind's count of
+      // its start-up: not a count of requests.
+      if (code !== 0) {
+        if (dir !== null) fs.rmSync(dir, { recursive: true, force: true });
+        const said = err.split('\n').filter((line) => !line.startsWith('=='));
+        return reject(new Error(`the ${mode} server exited with ${code ?? signal}:\n${said.join('\n').slice(-1000)}`));
+      }
       const m = /Collected : (\d+)/.exec(err);
       const threads = m && byThread ? threadCounts(dir) : null;
       const main = m && predictable ? fs.readdirSync(dir).find((f) => f.endsWith('-01')) : undefined;
