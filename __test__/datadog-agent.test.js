@@ -201,6 +201,23 @@ test('Datadog agent: selfprof uploads what dd-trace uploads, and its span ids jo
   t.diagnostic(`dd-trace: ${theirs.length} uploads; selfprof: ${ours.length} uploads, ${requests} requests; joined to their request's span: ${joined}`);
 });
 
+test('the test agent starts when the same free port is handed out twice in a row', async (t) => {
+  const binary = findTool('ddagent', 'ddapm-test-agent');
+  if (!binary && missing(t, 'ddapm-test-agent')) return;
+  // A port closed by freePort() can come back from the next bind to port 0 (CI saw it:
+  // "OTLP HTTP and GRPC ports cannot be the same"); here the second port comes back third.
+  const handedOut = [];
+  const pickPort = async () => {
+    const port = handedOut.length === 2 ? handedOut[1] : await freePort();
+    handedOut.push(port);
+    return port;
+  };
+  const agent = await startTestAgent(binary, { pickPort });
+  t.after(() => agent.stop());
+  assert.equal(handedOut[2], handedOut[1]);
+  assert.equal((await fetch(`${agent.url}/test/session/requests`)).status, 200);
+});
+
 test('the test agent starts when another process takes its port first (CI runs lanes side by side)', async (t) => {
   const binary = findTool('ddagent', 'ddapm-test-agent');
   if (!binary && missing(t, 'ddapm-test-agent')) return;

@@ -65,7 +65,14 @@ const exited = (child) => new Promise((r) => (child.exitCode !== null || child.s
 
 /** One try of startTestAgent: { agent } once it answers, or { stderr } if it exited or hung. */
 async function startTestAgentOnce(binary, pickPort) {
-  const [port, otlpHttp, otlpGrpc] = [await pickPort(), await pickPort(), await pickPort()];
+  // Each freePort() closes its listener, so the next bind to port 0 may hand the same port
+  // back; the agent refuses two equal ports, so a repeat is asked for again.
+  const ports = [];
+  while (ports.length < 3) {
+    const p = await pickPort();
+    if (!ports.includes(p)) ports.push(p);
+  }
+  const [port, otlpHttp, otlpGrpc] = ports;
   const child = spawn(
     binary,
     ['--port', String(port), '--host', '127.0.0.1', '--otlp-http-port', String(otlpHttp), '--otlp-grpc-port', String(otlpGrpc)],
