@@ -171,6 +171,49 @@ test("a request a tracer labels runs its body's and response's events with its l
   }
 });
 
+test("a request whose events are bound gets no property of selfprof's: it keeps the shape of every other request", async (t) => {
+  const http = require('node:http');
+  const dc = require('node:diagnostics_channel');
+  const { getLabels, openTelemetrySpanProcessor } = require('..');
+  const { enterSpanLabels, leaveSpanLabels, derivedLabels, closeDerived } = require('../lib/capture/labels');
+  await labeledRecording(); // the frame's check, where there is one, is done
+  // Requests are watched from here on; with no tracer whose contexts the handler reads,
+  // their events are bound wherever stores live in the frame.
+  openTelemetrySpanProcessor();
+  const storesInFrame = major >= 24 || process.execArgv.includes('--experimental-async-context-frame');
+  const seen = [];
+  const server = http.createServer((req, res) => {
+    const root = { name: `span-${seen.length}`, derived: null };
+    enterSpanLabels(root, () => {
+      root.derived ??= derivedLabels(['endpoint'], () => ({ endpoint: 'POST /' }));
+      return { labels: { span_id: root.name }, derived: root.derived };
+    });
+    const watched = dc.hasSubscribers('http.server.request.start');
+    req.on('end', () => {
+      seen.push({ watched, own: [...Reflect.ownKeys(req), ...Reflect.ownKeys(res)].map(String), labels: { ...getLabels() }, span: root.name });
+      res.end('ok');
+    });
+    res.on('finish', () => {
+      leaveSpanLabels(root);
+      closeDerived(root.derived);
+    });
+    req.resume();
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => server.close());
+  for (let i = 0; i < 3; i++) await (await fetch(`http://127.0.0.1:${server.address().port}/`, { method: 'POST', body: 'x' })).text();
+  assert.equal(seen.length, 3);
+  for (const s of seen) {
+    // (Where stores live in the frame, the requests' events were bound: the body's 'end'
+    // runs with the request's labels through that.)
+    assert.equal(s.watched, storesInFrame, 'requests were watched where their events are bound');
+    assert.deepEqual(s.labels, { span_id: s.span, endpoint: 'POST /' }, `${s.span}'s 'end' runs with its labels`);
+    // A property of selfprof's on a bound request gave it a shape of its own, and the code
+    // reading requests megamorphic loads for good (docs/performance.md).
+    assert.deepEqual(s.own.filter((k) => k === 'emit' || /selfprof/.test(k)), [], `${s.span}: no own property of selfprof's`);
+  }
+});
+
 test("a tracer's request labels are worked out only for the requests a sample took or that asked for them", async (t) => {
   const { enterSpanLabels, leaveSpanLabels, derivedLabels, closeDerived } = require('../lib/capture/labels');
   const { getLabels } = require('..');

@@ -20,9 +20,17 @@
 // Only subscribed while requests' events are bound: with a subscriber, Node builds and
 // publishes a message at every request, which cost a traced request ~2.5 µs of the main
 // thread even where the handler returned at once (docs/performance.md).
+//
+// The events are bound by an `emit` on the request's and response's prototypes, put there
+// only while requests are bound, which finds the request's store in a WeakMap: nothing is
+// added to the request objects themselves. An `emit` of their own gave the requests bound
+// while a tracer's check ran shapes no other request has, and the code that reads every
+// request (Node's `headers` getter first) stayed megamorphic for good after them
+// (docs/performance.md).
 
 const { AsyncResource } = require('node:async_hooks');
 const dc = require('node:diagnostics_channel');
+const { IncomingMessage, ServerResponse } = require('node:http');
 
 const CHANNEL = 'http.server.request.start';
 
@@ -37,11 +45,14 @@ let runWith = null;
  * the frame (capture/labels/spans.js), since a tracer binds them to its context itself. */
 let binding = () => true;
 
+/** Each bound request's and response's `{ store, scope }` (see emitWithLabels). */
+const holders = new WeakMap();
+
 function onRequestStart({ request, response }) {
   if (!binding()) return updateRequestWatch();
   const holder = { store: null, scope: null };
-  bind(request, holder);
-  bind(response, holder);
+  hold(request, holder);
+  hold(response, holder);
   emitting = holder;
   if (!clearQueued) {
     clearQueued = true;
@@ -57,16 +68,63 @@ function clearEmitting() {
   claimed = null;
 }
 
-function bind(emitter, holder) {
+/** Binds `emitter`'s events to `holder`: through the prototypes' emitWithLabels where its
+ * `emit` is that (the http module's classes, and classes made from them), else (a class
+ * with an `emit` of its own) by an `emit` of the emitter's own. */
+function hold(emitter, holder) {
   if (!emitter || typeof emitter.emit !== 'function') return;
+  if (patched.includes(emitter.emit)) {
+    holders.set(emitter, holder);
+    return;
+  }
   const emit = emitter.emit;
   emitter.emit = function emitWithLabels(...args) {
-    const store = holder.store;
-    // An event with no listener runs nothing (most of a request's): it needs no scope.
-    if (store === null || this.listenerCount(args[0]) === 0) return emit.apply(this, args);
-    if (holder.scope !== null) return holder.scope.runInAsyncScope(emit, this, ...args);
-    return runWith(store, emit, this, args);
+    return emitWith(holder, emit, this, args);
   };
+}
+
+/** Emits `args` on `emitter` by `emit`, with `holder`'s store where it has one. */
+function emitWith(holder, emit, emitter, args) {
+  const store = holder.store;
+  // An event with no listener runs nothing (most of a request's): it needs no scope.
+  if (store === null || emitter.listenerCount(args[0]) === 0) return emit.apply(emitter, args);
+  if (holder.scope !== null) return holder.scope.runInAsyncScope(emit, emitter, ...args);
+  return runWith(store, emit, emitter, args);
+}
+
+/** The prototypes' `emit`s as they were (`own` where one was theirs), while selfprof's are
+ * on them; and selfprof's. */
+let shadowed = [];
+let patched = [];
+
+/** Puts an emitWithLabels on the request's and response's prototypes. */
+function patchPrototypes() {
+  for (const proto of [IncomingMessage.prototype, ServerResponse.prototype]) {
+    const own = Object.hasOwn(proto, 'emit') ? proto.emit : undefined;
+    const parent = Object.getPrototypeOf(proto);
+    // The emit looked up when it runs: one put on EventEmitter's prototype later is called.
+    /** @this {import('node:events').EventEmitter} */
+    const emitWithLabels = function emitWithLabels(...args) {
+      const emit = own ?? parent.emit;
+      const holder = holders.get(this);
+      return holder === undefined ? emit.apply(this, args) : emitWith(holder, emit, this, args);
+    };
+    shadowed.push({ proto, own, emitWithLabels });
+    patched.push(emitWithLabels);
+    proto.emit = emitWithLabels;
+  }
+}
+
+/** Takes selfprof's emits off the prototypes again; one that another module wrapped since
+ * stays under its wrapper (where it emits as the one it shadowed). */
+function unpatchPrototypes() {
+  for (const { proto, own, emitWithLabels } of shadowed) {
+    if (proto.emit !== emitWithLabels) continue;
+    if (own === undefined) delete proto.emit;
+    else proto.emit = own;
+  }
+  shadowed = [];
+  patched = [];
 }
 
 /** Starts binding requests' events (once); `run(store, fn, thisArg, args)` runs with a store. */
@@ -87,8 +145,13 @@ function updateRequestWatch() {
   const want = watching && binding();
   if (want === subscribed) return;
   subscribed = want;
-  if (want) dc.subscribe(CHANNEL, onRequestStart);
-  else dc.unsubscribe(CHANNEL, onRequestStart);
+  if (want) {
+    patchPrototypes();
+    dc.subscribe(CHANNEL, onRequestStart);
+  } else {
+    dc.unsubscribe(CHANNEL, onRequestStart);
+    unpatchPrototypes();
+  }
 }
 
 /**
