@@ -10,7 +10,8 @@
 // (flips, interesting bytes, inserts, deletes, duplicated ranges, truncation),
 // structure-aware (JSON values and arrays; pprof fields decoded by pprof-format), and for
 // maps adversarial in what a map expands to (sourceRoot × sources, millions of mappings,
-// names or lines, nested and repeated sections, long sourcesContent, wrong types).
+// names or lines, nested and repeated sections, long sourcesContent, wrong types). No JSON
+// input is over 32 MiB (measured before it is made): selfprof refuses larger by size alone.
 //
 //   node scripts/fuzz.js [--cases N] [--seconds S] [--seed N|commit] [--formats trace,pprof,...]
 //                        [--max-case-rss-mib 384] [--max-case-ms 2000]
@@ -173,6 +174,32 @@ function sourceMapSeeds() {
 const INTERESTING_BYTES = [0x00, 0x01, 0x7f, 0x80, 0xff, 0x0a, 0x12, 0x22, 0x7b, 0x7d, 0x5b, 0x5d, 0x22, 0x2c];
 const INTERESTING_NUMBERS = [0, -1, 1, 2 ** 31, 2 ** 32, 2 ** 53, -(2 ** 53), 1e308, -1e308, 0.5, 19_999_999, 1e6, 65535];
 
+// The largest JSON input the harness makes. Duplicated array elements are shared, so
+// duplications nest and multiply (2,000 copies of a section holding 2,000 copies of a
+// long string): unchecked, one map in ~10,000 came to 150-400 MB or past what a JS string
+// holds, and the case process ran out of heap making it. selfprof refuses such inputs by
+// their size alone (32 MiB for a map, 256 MiB for a profile): larger ones test only the harness.
+const MAX_JSON_INPUT = 32 << 20;
+
+/** The length of `value`'s JSON, without making it: a shared object or string is
+ * measured once, however many times it is referred to. */
+function jsonLength(value, memo = new Map()) {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'string')) return (JSON.stringify(value) ?? 'null').length;
+  let n = memo.get(value);
+  if (n !== undefined) return n;
+  if (typeof value === 'string') n = JSON.stringify(value).length;
+  else if (Array.isArray(value)) {
+    n = 1 + Math.max(1, value.length);
+    for (const v of value) n += jsonLength(v, memo);
+  } else {
+    const entries = Object.entries(value).filter(([, v]) => v !== undefined);
+    n = 1 + Math.max(1, entries.length);
+    for (const [k, v] of entries) n += JSON.stringify(k).length + 1 + jsonLength(v, memo);
+  }
+  memo.set(value, n);
+  return n;
+}
+
 function mutateBytes(r, bytes) {
   let b = Buffer.from(bytes);
   const rounds = 1 + r.int(6);
@@ -272,7 +299,7 @@ function mutateJsonValue(r, doc) {
 function mutateJson(r, bytes) {
   if (r.int(2)) return mutateBytes(r, bytes);
   const doc = mutateJsonValue(r, JSON.parse(bytes));
-  return Buffer.from(JSON.stringify(doc));
+  return jsonLength(doc) > MAX_JSON_INPUT ? mutateBytes(r, bytes) : Buffer.from(JSON.stringify(doc));
 }
 
 /** pprof fields changed through an independent decoder (pprof-format), else bytes. */
@@ -409,18 +436,15 @@ function mutateSourceMap(r, seeds) {
       }
     }
   }
-  return Buffer.from(JSON.stringify(m));
+  // selfprof reads or takes no map over 32 MiB (lib/symbolize, src/symbolize/locate.rs).
+  return jsonLength(m) > MAX_JSON_INPUT ? mutateBytes(r, Buffer.from(JSON.stringify(seeds.sourcemaps[1]))) : Buffer.from(JSON.stringify(m));
 }
 
 function caseInput(r, format, seeds) {
   const gz = (b) => zlib.gzipSync(b, { level: 1 });
   switch (format) {
-    case 'sourcemap': {
-      // selfprof reads or takes no map over 32 MiB (lib/symbolize, src/symbolize/locate.rs):
-      // a larger one would test only the harness.
-      const map = mutateSourceMap(r, seeds);
-      return map.length <= 32 << 20 ? map : mutateBytes(r, Buffer.from(JSON.stringify(seeds.sourcemaps[1])));
-    }
+    case 'sourcemap':
+      return mutateSourceMap(r, seeds);
     case 'trace':
       return mutateJson(r, seeds.trace);
     case 'json-gzip':
@@ -558,6 +582,8 @@ async function child() {
   let maxCaseRssSeen = 0;
   for (let n = 0; seconds > 0 ? performance.now() < deadline : n < cases; n++) {
     for (const format of formats) {
+      // Announced before it is made: a crash making it is the harness's, not selfprof's.
+      process.stdout.write(`${JSON.stringify({ case: n, format, making: true })}\n`);
       const input = caseInput(r, format, seeds);
       fs.writeFileSync(current, input);
       // From here the peak is what selfprof's operations on this input take the process to.
@@ -657,13 +683,20 @@ function driver() {
   });
   p.on('exit', (code, signal) => {
     if (!summary) {
-      const kept = path.join(outDir, `crash-${last?.format}-${last?.case}.bin`);
+      const died = `fuzz: the case process died (${signal ?? `exit ${code}`})`;
+      if (!last || last.making) {
+        // Nothing of selfprof's ran on this case: the harness failed making its input.
+        console.error(`${died} ${last ? `making the input of ${last.format} #${last.case}` : 'at start'} (seed ${seed}): a defect of the harness`);
+        process.exitCode = 1;
+        return;
+      }
+      const kept = path.join(outDir, `crash-${last.format}-${last.case}.bin`);
       try {
         fs.copyFileSync(path.join(outDir, 'current.bin'), kept);
       } catch {
         // nothing to keep
       }
-      console.error(`fuzz: the case process died (${signal ?? `exit ${code}`}) at ${last ? `${last.format} #${last.case}` : 'start'} (seed ${seed}); its input is in ${path.relative(root, kept)}`);
+      console.error(`${died} at ${last.format} #${last.case} (seed ${seed}); its input is in ${path.relative(root, kept)}`);
       process.exitCode = 1;
       return;
     }
@@ -681,7 +714,10 @@ function driver() {
   });
 }
 
-if (process.argv.includes('--child')) {
+if (require.main !== module) {
+  // For __test__/fuzz-inputs.test.js: what the harness makes.
+  module.exports = { sourceMapSeeds, mutateSourceMap, mutateJson, prng, jsonLength, MAX_JSON_INPUT };
+} else if (process.argv.includes('--child')) {
   child().catch((err) => {
     console.error(err);
     process.exit(2);
