@@ -241,6 +241,10 @@ test('json-gzip and object forms of one real V8 profile are equal', async () => 
   // Timestamps count from the profile's start.
   assert.ok(object.samples[0].timestamp >= 0 && object.samples.at(-1).timestamp <= (profile.endTime - profile.startTime) / 1000);
   await assert.rejects(fromCpuProfile({ nodes: 'no' }), TypeError);
+  const cyclic = { ...profile };
+  cyclic.self = cyclic;
+  await assert.rejects(fromCpuProfile(cyclic), /^TypeError: fromCpuProfile: the profile cannot be serialized: Converting circular/);
+  await assert.rejects(fromCpuProfile({ ...profile, big: 1n }), /fromCpuProfile: the profile cannot be serialized: .*BigInt/);
   await assert.rejects(fromCpuProfile({ ...profile, timeDeltas: [] }), /samples but 0 timeDeltas/);
 });
 

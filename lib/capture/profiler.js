@@ -453,7 +453,14 @@ async function fromCpuProfile(profile, options) {
   if (profile === null || typeof profile !== 'object' || typeof profile.startTime !== 'number') {
     throw new TypeError('fromCpuProfile: profile must be a V8 CPU profile object with nodes, startTime, samples and timeDeltas');
   }
-  const chunks = [{ profile: JSON.stringify(profile) }];
+  let json;
+  try {
+    json = JSON.stringify(profile);
+  } catch (err) {
+    // A cycle, a BigInt, or more than a JS string holds: the caller's object, named as such.
+    throw new TypeError(`fromCpuProfile: the profile cannot be serialized: ${err.message}`, { cause: err });
+  }
+  const chunks = [{ profile: json }];
   // A profile from anywhere: its scripts are only names, so its text comes from maps alone.
   const sourceText = format !== 'pprof' && options?.sourceText !== false ? 'maps' : undefined;
   const build = {
