@@ -175,12 +175,11 @@ test("a request whose events are bound gets no property of selfprof's: it keeps 
   const http = require('node:http');
   const dc = require('node:diagnostics_channel');
   const { getLabels, openTelemetrySpanProcessor } = require('..');
-  const { enterSpanLabels, leaveSpanLabels, derivedLabels, closeDerived } = require('../lib/capture/labels');
+  const { enterSpanLabels, leaveSpanLabels, derivedLabels, closeDerived, storesInFrame } = require('../lib/capture/labels');
   await labeledRecording(); // the frame's check, where there is one, is done
   // Requests are watched from here on; with no tracer whose contexts the handler reads,
   // their events are bound wherever stores live in the frame.
   openTelemetrySpanProcessor();
-  const storesInFrame = major >= 24 || process.execArgv.includes('--experimental-async-context-frame');
   const seen = [];
   const server = http.createServer((req, res) => {
     const root = { name: `span-${seen.length}`, derived: null };
@@ -206,7 +205,7 @@ test("a request whose events are bound gets no property of selfprof's: it keeps 
   for (const s of seen) {
     // (Where stores live in the frame, the requests' events were bound: the body's 'end'
     // runs with the request's labels through that.)
-    assert.equal(s.watched, storesInFrame, 'requests were watched where their events are bound');
+    assert.equal(s.watched, storesInFrame(), 'requests were watched where their events are bound');
     assert.deepEqual(s.labels, { span_id: s.span, endpoint: 'POST /' }, `${s.span}'s 'end' runs with its labels`);
     // A property of selfprof's on a bound request gave it a shape of its own, and the code
     // reading requests megamorphic loads for good (docs/performance.md).

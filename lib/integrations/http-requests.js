@@ -73,7 +73,7 @@ function clearEmitting() {
  * with an `emit` of its own) by an `emit` of the emitter's own. */
 function hold(emitter, holder) {
   if (!emitter || typeof emitter.emit !== 'function') return;
-  if (patched.includes(emitter.emit)) {
+  if (shadowed.some((s) => s.emitWithLabels === emitter.emit)) {
     holders.set(emitter, holder);
     return;
   }
@@ -92,10 +92,9 @@ function emitWith(holder, emit, emitter, args) {
   return runWith(store, emit, emitter, args);
 }
 
-/** The prototypes' `emit`s as they were (`own` where one was theirs), while selfprof's are
- * on them; and selfprof's. */
+/** The prototypes' `emit`s as they were (`own` where one was theirs), and selfprof's
+ * `emitWithLabels` over each, while selfprof's are on them. */
 let shadowed = [];
-let patched = [];
 
 /** Puts an emitWithLabels on the request's and response's prototypes. */
 function patchPrototypes() {
@@ -110,13 +109,14 @@ function patchPrototypes() {
       return holder === undefined ? emit.apply(this, args) : emitWith(holder, emit, this, args);
     };
     shadowed.push({ proto, own, emitWithLabels });
-    patched.push(emitWithLabels);
     proto.emit = emitWithLabels;
   }
 }
 
 /** Takes selfprof's emits off the prototypes again; one that another module wrapped since
- * stays under its wrapper (where it emits as the one it shadowed). */
+ * stays under its wrapper (where it emits as the one it shadowed). Requests in flight are
+ * no longer bound from here: binding stops only once every tracer's contexts are read
+ * from the frame, where the tracer's own binding gives their events its span. */
 function unpatchPrototypes() {
   for (const { proto, own, emitWithLabels } of shadowed) {
     if (proto.emit !== emitWithLabels) continue;
@@ -124,7 +124,6 @@ function unpatchPrototypes() {
     else proto.emit = own;
   }
   shadowed = [];
-  patched = [];
 }
 
 /** Starts binding requests' events (once); `run(store, fn, thisArg, args)` runs with a store. */
