@@ -32,6 +32,31 @@ const pinned = (cpu, argv) =>
     ? ['taskset', ['-c', String(cpu), ...argv]]
     : [argv[0], argv.slice(1)];
 
+/** The CPU time (ns) each of this process's threads has run, summed by thread name
+ * (Linux: /proc/self/task/<tid>/schedstat, ns-exact where /proc/<pid>/stat counts 10 ms
+ * ticks); undefined elsewhere. A thread that ended since is not counted. */
+function threadsByName() {
+  const fs = require('node:fs');
+  let tasks;
+  try {
+    tasks = fs.readdirSync('/proc/self/task');
+  } catch {
+    return undefined;
+  }
+  const out = {};
+  for (const tid of tasks) {
+    try {
+      const ns = Number(fs.readFileSync(`/proc/self/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      // A pool's threads (`V8Worker`, numbered on some Nodes) are one name.
+      const name = fs.readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').trim().replace(/\d+$/, '');
+      out[name] = (out[name] ?? 0) + ns;
+    } catch {
+      // ended as it was read
+    }
+  }
+  return out;
+}
+
 /**
  * Listens on loopback, prints the port, and answers the parent's 'mark', 'read' and 'stop':
  * at 'read' and 'stop', the requests served since 'mark' per CPU-second, a request's CPU by
@@ -63,11 +88,14 @@ function serve(srv, served, stop, info = () => undefined, signals = () => undefi
     // The share of the window the server's threads were on a core: a server short of
     // requests (its client not keeping up) spends more a request, in more wake-ups.
     const busy = (cpu.user + cpu.system) / 1e3 / (performance.now() - mark.at);
-    return { perCpuSecond: count / ((cpu.user + cpu.system) / 1e6), signalsPerRequest, mainShare, perRequest, busy, info: info() };
+    // Each thread name's CPU µs a request: on which thread a difference between modes is.
+    const now = threadsByName();
+    const byThread = now && Object.fromEntries(Object.entries(now).map(([name, ns]) => [name, (ns - (mark.threads?.[name] ?? 0)) / 1e3 / count]));
+    return { perCpuSecond: count / ((cpu.user + cpu.system) / 1e6), signalsPerRequest, mainShare, perRequest, byThread, busy, info: info() };
   };
   process.on('message', async (msg) => {
     if (msg === 'mark') {
-      mark = { requests: served(), cpu: process.cpuUsage(), main: process.threadCpuUsage?.(), signals: signals(), at: performance.now() };
+      mark = { requests: served(), cpu: process.cpuUsage(), main: process.threadCpuUsage?.(), signals: signals(), threads: threadsByName(), at: performance.now() };
     } else if (msg === 'read') {
       process.send(measure());
     } else if (msg === 'stop') {

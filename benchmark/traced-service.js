@@ -16,7 +16,12 @@
 // ratio to the first is what the benchmark cannot tell from nothing (an A/A control).
 //
 //   node benchmark/traced-service.js --tracer otel|dd-trace [--node PATH] [--rounds 7]
-//        [--seconds 3] [--warmup 2] [--modes a,b,...] [--baseline DIR] [--in-turn]
+//        [--seconds 3] [--warmup 15] [--modes a,b,...] [--baseline DIR] [--in-turn]
+//
+// --warmup is the seconds each round's servers are driven before its window. A
+// service runs warmed up: after 2 s of requests V8 was still compiling (its workers' CPU
+// ~100 µs a request, a third of the request; ~8 µs after 15 s), and a mode that tiers up
+// later (labels did) paid its compiling in the window (docs/performance.md, 2026-12-02).
 //
 // Modes (--modes picks; the tracer alone always runs):
 //   tracer                   the tracer, no profiler
@@ -56,7 +61,7 @@ const { values: opts } = parseArgs({
     node: { type: 'string', default: process.execPath },
     rounds: { type: 'string', default: '7' },
     seconds: { type: 'string', default: '3' },
-    warmup: { type: 'string', default: '2' },
+    warmup: { type: 'string', default: '15' },
     modes: { type: 'string' },
     baseline: { type: 'string' },
     server: { type: 'string' },
@@ -205,6 +210,15 @@ async function parent() {
     const cols = ['mainUser', 'mainSystem', 'otherUser', 'otherSystem'].map((k) => median(perRound.map((got) => got[mode].perRequest?.[k] ?? NaN)).toFixed(1).padStart(8));
     const signals = median(perRound.map((got) => got[mode].signalsPerRequest ?? NaN));
     console.log(`${title(mode).padEnd(36)}${cols.join('')}${Number.isNaN(signals) ? '' : signals.toFixed(3).padStart(8)}`);
+  }
+  // By thread name (Linux): which of the process's threads a mode's extra CPU is on.
+  const names = [...new Set(perRound.flatMap((got) => modes.flatMap((mode) => Object.keys(got[mode].byThread ?? {}))))].sort();
+  if (names.length > 0) {
+    console.log(`\nCPU µs a request by thread name (all of a name summed), medians:\n${''.padEnd(36)}${names.map((n) => n.slice(0, 15).padStart(17)).join('')}`);
+    for (const mode of modes) {
+      const cols = names.map((n) => median(perRound.map((got) => got[mode].byThread?.[n] ?? 0)).toFixed(1).padStart(17));
+      console.log(`${title(mode).padEnd(36)}${cols.join('')}`);
+    }
   }
   // The targets of issue 49, each paired within its rounds.
   console.log('\npaired within each round, median [min, max]');
