@@ -393,7 +393,7 @@ function mutateSourceMap(r, seeds) {
         break;
       case 2: {
         // Index maps: many sections, far offsets, nested deep (up to ~16 MB of JSON).
-        const size = JSON.stringify(m).length;
+        const size = jsonLength(m);
         const count = Math.max(1, Math.min(scale([1, 2, 50], [2000]), Math.floor((16 << 20) / size)));
         m = {
           version: 3,
