@@ -30,8 +30,9 @@
 //
 // --instructions counts the HTTP server's instructions per request instead of timing it
 // (callgrind: the same count whatever else the machine runs): the server runs under
-// valgrind for --requests N1,N2 (default 2000,6000) requests and the difference divided by
-// N2 - N1 is one request's cost, start-up cancelled. Sampling is every 1000 ms there (a
+// valgrind, counting only its requests N1 to N2 (--requests N1,N2, default 30000,36000:
+// warmed up, as a service runs; callgrind counts nothing before N1, at a fraction of its
+// cost), and that count divided by N2 - N1 is one request's cost. Sampling is every 1000 ms there (a
 // process under valgrind runs ~50x slower, so time-based sampling would fire ~50x more per
 // request): the count isolates the per-request costs, hooks and label sets
 // (--count-interval MS samples more often, to count per-sample costs instead). The server
@@ -395,9 +396,12 @@ function mainThreadParts(file) {
   return parts;
 }
 
-/** The server's instructions for `count` requests, under callgrind (with --by-thread, by
- * thread; with --predictable, the main thread's by part). */
-function serverInstructions(node, mode, count) {
+/** The server's instructions for its requests `from`..`to` alone, under callgrind (with
+ * --by-thread, by thread; with --predictable, the main thread's by part). Callgrind runs
+ * with its instrumentation off (`--instr-atstart=no`) through start-up and the first
+ * `from` requests, at a fraction of its cost, and `callgrind_control` turns it on for the
+ * rest: a warmed window is counted in one process, with nothing of start-up in it. */
+function serverInstructions(node, mode, from, to) {
   const { spawn } = require('node:child_process');
   const fs = require('node:fs');
   const perThread = byThread || predictable;
@@ -405,24 +409,37 @@ function serverInstructions(node, mode, count) {
   const outFile = perThread ? ['--separate-threads=yes', ...(cacheSim ? ['--cache-sim=yes'] : []), `--callgrind-out-file=${path.join(dir, 'cg')}`] : ['--callgrind-out-file=/dev/null'];
   const v8Flags = predictable ? ['--predictable', '--predictable-gc-schedule'] : singleThreaded ? ['--single-threaded'] : [];
   return new Promise((resolve, reject) => {
-    const srv = spawn('valgrind', ['--tool=callgrind', ...outFile, node, ...v8Flags, __filename, '--server', mode, '--workload', WORKLOAD, '--interval', String(COUNT_INTERVAL), '--exit-after', String(count)], {
-      cwd: path.join(__dirname, '..'),
-      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-    });
+    const args = ['--tool=callgrind', '--instr-atstart=no', ...outFile, node, ...v8Flags, __filename, '--server', mode, '--workload', WORKLOAD, '--interval', String(COUNT_INTERVAL), '--exit-after', String(to)];
+    const srv = spawn('valgrind', args, { cwd: path.join(__dirname, '..'), stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
     let err = '';
+    let counting = false;
     srv.stderr.on('data', (d) => (err += d));
     srv.on('error', reject);
-    srv.stdout.once('data', (port) => {
-      const cl = spawn(node, [__filename, '--counted-client', String(Number(port)), '--count', String(count)], { stdio: 'inherit' });
-      cl.on('exit', (code) => code !== 0 && reject(new Error(`client failed (${code})`)));
+    const client = (port, count) =>
+      new Promise((done, failed) => {
+        const cl = spawn(node, [__filename, '--counted-client', String(port), '--count', String(count)], { stdio: 'inherit' });
+        cl.on('error', failed);
+        cl.on('exit', (code) => (code === 0 ? done() : failed(new Error(`client failed (${code})`))));
+      });
+    srv.stdout.once('data', async (data) => {
+      const port = Number(String(data).trim());
+      try {
+        await client(port, from);
+        const on = spawnSync('callgrind_control', ['--instr=on', String(srv.pid)], { encoding: 'utf8' });
+        if (on.status !== 0 || !/OK/.test(on.stdout)) throw new Error(`callgrind_control could not turn counting on: ${(on.stderr || on.stdout || on.error?.message || '').trim()}`);
+        counting = true;
+        await client(port, to - from);
+      } catch (e) {
+        srv.kill();
+        reject(e);
+      }
     });
     srv.on('exit', (code, signal) => {
-      // A server that failed (a mode that cannot start) still leaves callgrind's count of
-      // its start-up: not a count of requests.
-      if (code !== 0) {
+      // A server that failed (a mode that cannot start) counted nothing of its requests.
+      if (code !== 0 || !counting) {
         if (dir !== null) fs.rmSync(dir, { recursive: true, force: true });
         const said = err.split('\n').filter((line) => !line.startsWith('=='));
-        return reject(new Error(`the ${mode} server exited with ${code ?? signal}:\n${said.join('\n').slice(-1000)}`));
+        return reject(new Error(`the ${mode} server exited with ${code ?? signal}${counting ? '' : ' before its window'}:\n${said.join('\n').slice(-1000)}`));
       }
       const m = /Collected : (\d+)/.exec(err);
       const threads = m && byThread ? threadCounts(dir) : null;
@@ -438,19 +455,20 @@ function serverInstructions(node, mode, count) {
 
 async function instructions() {
   const node = arg('node', process.execPath);
-  const [n1, n2] = arg('requests', '2000,6000').split(',').map(Number);
+  const [n1, n2] = arg('requests', '30000,36000').split(',').map(Number);
+  if (!(Number.isInteger(n1) && Number.isInteger(n2) && n1 > 0 && n2 > n1)) throw new Error(`--requests is N1,N2 with 0 < N1 < N2, not ${arg('requests')}`);
   const modes = modesOf();
   const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim();
-  console.log(`${WORKLOAD} server instructions per request (callgrind, ${n1} and ${n2} requests, sampling every ${COUNT_INTERVAL} ms): node ${version}`);
+  console.log(`${WORKLOAD} server instructions per request (callgrind, requests ${n1} to ${n2} counted, sampling every ${COUNT_INTERVAL} ms): node ${version}`);
   if (predictable) return predictableInstructions(node, modes, n1, n2);
   const per = {};
   for (const mode of modes) {
-    const [a, b] = [await serverInstructions(node, mode, n1), await serverInstructions(node, mode, n2)];
+    const counted = await serverInstructions(node, mode, n1, n2);
     if (byThread) {
       // Thread 1 is the main thread; the rest are V8's helpers (collector, compiler), the
       // profiler's and libuv's.
-      const perThread = (t, event) => ((b[t]?.[event] ?? 0) - (a[t]?.[event] ?? 0)) / (n2 - n1);
-      const threads = [...new Set([...Object.keys(a), ...Object.keys(b)])];
+      const perThread = (t, event) => (counted[t]?.[event] ?? 0) / (n2 - n1);
+      const threads = Object.keys(counted);
       const side = (event, main) => threads.filter((t) => (t === '1') === main).reduce((sum, t) => sum + perThread(t, event), 0);
       const both = (events, main) => events.reduce((sum, e) => sum + side(e, main), 0);
       const misses = (main) =>
@@ -459,7 +477,7 @@ async function instructions() {
       console.log(`${MODES[mode].padEnd(30)} main thread ${side('Ir', true).toFixed(0).padStart(9)}${misses(true)}; other threads ${side('Ir', false).toFixed(0).padStart(9)}${misses(false)}`);
       continue;
     }
-    per[mode] = (b - a) / (n2 - n1);
+    per[mode] = counted / (n2 - n1);
     console.log(`${MODES[mode].padEnd(30)}${per[mode].toFixed(0).padStart(10)}  ${(per.none / per[mode]).toFixed(3)}× no profiler (requests per instruction)`);
   }
   if (per['selfprof-labels'] && per.selfprof) {
@@ -482,8 +500,8 @@ async function predictableInstructions(node, modes, n1, n2) {
   const runs = Object.fromEntries(modes.map((m) => [m, []]));
   for (let round = 0; round < rounds; round++) {
     for (const mode of modes) {
-      const [a, b] = await Promise.all([serverInstructions(node, mode, n1), serverInstructions(node, mode, n2)]);
-      const per = (part) => (b[part] - a[part]) / (n2 - n1);
+      const counted = await serverInstructions(node, mode, n1, n2);
+      const per = (part) => counted[part] / (n2 - n1);
       runs[mode].push({ all: per('collector') + per('compiler') + per('rest'), collector: per('collector'), compiler: per('compiler'), rest: per('rest') });
     }
   }
