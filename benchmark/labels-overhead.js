@@ -455,8 +455,7 @@ function serverInstructions(node, mode, from, to) {
 
 async function instructions() {
   const node = arg('node', process.execPath);
-  const [n1, n2] = arg('requests', '30000,36000').split(',').map(Number);
-  if (!(Number.isInteger(n1) && Number.isInteger(n2) && n1 > 0 && n2 > n1)) throw new Error(`--requests is N1,N2 with 0 < N1 < N2, not ${arg('requests')}`);
+  const [n1, n2] = requestsArg('30000,36000');
   const modes = modesOf();
   const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim();
   console.log(`${WORKLOAD} server instructions per request (callgrind, requests ${n1} to ${n2} counted, sampling every ${COUNT_INTERVAL} ms): node ${version}`);
@@ -483,6 +482,13 @@ async function instructions() {
   if (per['selfprof-labels'] && per.selfprof) {
     console.log(`selfprof with labels: ${(per.selfprof / per['selfprof-labels']).toFixed(3)}× selfprof without labels`);
   }
+}
+
+/** --requests N1,N2 (`fallback` if not given), checked: whole numbers with 0 < N1 < N2. */
+function requestsArg(fallback) {
+  const [n1, n2] = arg('requests', fallback).split(',').map(Number);
+  if (!(Number.isInteger(n1) && Number.isInteger(n2) && n1 > 0 && n2 > n1)) throw new Error(`--requests is N1,N2 with 0 < N1 < N2, not ${arg('requests')}`);
+  return [n1, n2];
 }
 
 /** --rounds (`fallback` if not given), checked: a whole number from 1 to `max`. */
@@ -552,8 +558,7 @@ function serverAllocations(node, mode, count, interval) {
 
 async function allocations() {
   const node = arg('node', process.execPath);
-  const [n1, n2] = arg('requests', '2000,12000').split(',').map(Number);
-  if (!(Number.isInteger(n1) && Number.isInteger(n2) && n1 > 0 && n2 > n1)) throw new Error(`--requests is N1,N2 with 0 < N1 < N2, not ${arg('requests')}`);
+  const [n1, n2] = requestsArg('2000,12000');
   const rounds = roundsArg(3, 100);
   const interval = Number(arg('interval', 10));
   if (!(interval >= 1 && interval <= 60_000)) throw new Error(`--interval is 1 to 60000 ms, not ${arg('interval')}`);
