@@ -17,13 +17,12 @@ const { spawnSync } = require('node:child_process');
 const { pathToFileURL } = require('node:url');
 const { readProfile, convert, htmlReport, fromCpuProfile } = require('..');
 const { decodePprof, assertValidTrace, lineOf } = require('./helpers');
-const { missing, NO_CHROMIUM } = require('./tools');
+const { missing, CHROMIUM, NO_CHROMIUM, launchChromium } = require('./tools');
 const { storesInFrame } = require('../lib/capture/labels');
 
 const ROOT = path.resolve(__dirname, '..');
 const cli = path.join(ROOT, 'bin', 'selfprof.js');
 const fixture = path.join(__dirname, 'fixtures', 'profiler-frames-app.js');
-const CHROMIUM = '/usr/bin/chromium';
 /** The fixture's middleware that runs the rest of the request in withLabels. */
 const MIDDLEWARE_LINE = lineOf(fixture, 'withLabels({ tenant');
 const tmp = (name) => fs.mkdtempSync(path.join(os.tmpdir(), `selfprof-frames-${name}-`));
@@ -325,10 +324,9 @@ test('a copy of selfprof loaded twice, from a linked directory of another name, 
 test('in headless Chromium: the report\'s flame graph has (selfprof) and no selfprof box; profilerFrames shows them', async (t) => {
   // Under CI a missing Chromium is a failure, never a skip (tools.js).
   if (!fs.existsSync(CHROMIUM) && missing(t, NO_CHROMIUM)) return;
-  const { chromium } = require('playwright-core');
   const out = path.join(ROOT, 'out', 'test-report');
   fs.mkdirSync(out, { recursive: true });
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+  const browser = await launchChromium();
   try {
     const boxes = async (options, file) => {
       fs.writeFileSync(file, htmlReport(api.shown, { sampleInterval: 1, ...options }));

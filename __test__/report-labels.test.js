@@ -10,8 +10,7 @@ const path = require('node:path');
 const { pathToFileURL } = require('node:url');
 const { htmlReport } = require('..');
 
-const { missing, NO_CHROMIUM } = require('./tools');
-const CHROMIUM = '/usr/bin/chromium';
+const { missing, CHROMIUM, NO_CHROMIUM, launchChromium } = require('./tools');
 
 test('label keys named constructor, toString or __proto__ are read as labels, not prototype members', async (t) => {
   if (!fs.existsSync(CHROMIUM)) {
@@ -30,11 +29,7 @@ test('label keys named constructor, toString or __proto__ are read as labels, no
   };
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-report-labels-')), 'r.html');
   fs.writeFileSync(file, htmlReport(JSON.stringify(trace)));
-  const { chromium } = require('playwright-core');
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const browser = await launchChromium();
   try {
     const page = await browser.newPage();
     const problems = [];

@@ -12,8 +12,7 @@ const { Profiler, withLabels, htmlReport } = require('..');
 const { spin, assertValidTrace } = require('./helpers');
 
 const OUT = path.join(__dirname, '..', 'out', 'test-report');
-const { missing, NO_CHROMIUM } = require('./tools');
-const CHROMIUM = '/usr/bin/chromium';
+const { missing, CHROMIUM, NO_CHROMIUM, launchChromium } = require('./tools');
 const SCRIPT_BREAKER = '</script><script>window.broken = 1</script>';
 
 function reportPrimes(ms) {
@@ -87,7 +86,6 @@ test('in headless Chromium: flame graph, search, zoom and label filter', async (
   if (!fs.existsSync(CHROMIUM)) {
     if (missing(t, NO_CHROMIUM)) return;
   }
-  const { chromium } = require('playwright-core');
   fs.mkdirSync(OUT, { recursive: true });
   const file = path.join(OUT, 'report.html');
   fs.writeFileSync(file, htmlReport(trace, { title: 'selfprof test report', sampleInterval: 1 }));
@@ -96,11 +94,7 @@ test('in headless Chromium: flame graph, search, zoom and label filter', async (
   const primes = trace.samples.filter((s) => endpointOf(s) === 'GET /primes').length;
   assert.ok(primes > 20, `GET /primes has samples (${primes})`);
 
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  });
+  const browser = await launchChromium();
   try {
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     const problems = [];
@@ -206,8 +200,7 @@ test('embedded source lines and a baseline stay inert: a hot line containing </s
   if (!fs.existsSync(CHROMIUM)) {
     if (missing(t, NO_CHROMIUM)) return;
   }
-  const { chromium } = require('playwright-core');
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+  const browser = await launchChromium();
   try {
     const page = await browser.newPage();
     const out = path.join(OUT, 'inert.html');

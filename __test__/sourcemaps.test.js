@@ -22,8 +22,7 @@ const ROOT = path.join(__dirname, '..');
 const CLI = path.join(ROOT, 'bin', 'selfprof.js');
 const BIN = path.join(ROOT, 'node_modules', '.bin');
 const FIXTURE = path.join(__dirname, 'fixtures', 'sourcemaps');
-const { missing, NO_CHROMIUM } = require('./tools');
-const CHROMIUM = '/usr/bin/chromium';
+const { missing, CHROMIUM, NO_CHROMIUM, launchChromium } = require('./tools');
 const OUT = path.join(ROOT, 'out', 'test-sourcemaps');
 
 let dir; // app.ts, main.ts and the tools' output
@@ -272,8 +271,7 @@ test('the HTML report in Chromium: hotLoop at app.ts:line (tsx, from record), ap
     if (missing(t, NO_CHROMIUM)) return;
   }
   assert.ok(tsxReport && tscTrace, 'the tsx and tsc recordings ran');
-  const { chromium } = require('playwright-core');
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+  const browser = await launchChromium();
   const open = async (name, html) => {
     const file = path.join(OUT, `${name}.html`);
     fs.writeFileSync(file, html);

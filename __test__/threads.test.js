@@ -15,8 +15,7 @@ const { decodePprof } = require('./helpers');
 
 const root = path.join(__dirname, '..');
 const cli = path.join(root, 'bin', 'selfprof.js');
-const { missing, NO_CHROMIUM } = require('./tools');
-const CHROMIUM = '/usr/bin/chromium';
+const { missing, CHROMIUM, NO_CHROMIUM, launchChromium } = require('./tools');
 
 /** An app whose worker burns CPU in `workerBusyFunction` (and keeps 8 MiB), one that throws,
  * and one still running when the main thread exits (terminated, yet recorded). The busy
@@ -281,8 +280,7 @@ test('in headless Chromium: a heap profile is a flame graph of bytes', async (t)
   fs.mkdirSync(out, { recursive: true });
   const file = path.join(out, 'heap.html');
   fs.writeFileSync(file, htmlReport(pprof, { title: 'heap' }));
-  const { chromium } = require('playwright-core');
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+  const browser = await launchChromium();
   try {
     const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
     const problems = [];

@@ -195,16 +195,36 @@ function warningsIn(stderr) {
   return stderr.replace(/^selfprof: profiling .*\n?/gm, '');
 }
 
+/** The flags every browser test starts Chromium with: no sandbox or GPU (root, no display),
+ * and none of its background connections, which this machine's closed network refuses. */
+const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync'];
+
+/** Debian's Chromium, headless, started by playwright-core. A browser that dies while it
+ * starts (seen once in CI: SIGSEGV at launch, the machine loaded by the sanitizer runs,
+ * before any page was opened) is started again, up to three tries, each failure said on
+ * stderr: no page of ours has run yet, so a retry hides nothing the test checks. */
+async function launchChromium() {
+  const { chromium } = require('playwright-core');
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    } catch (e) {
+      if (attempt === 3) throw e;
+      process.stderr.write(`chromium did not start (try ${attempt} of 3), starting it again: ${String(e.message).split('\n')[0]}\n`);
+    }
+  }
+}
+
 /** The page `html` of test `t` in headless Chromium: `fn(page)`, then no page error or
  * console error (skipped, or under CI failed, without Chromium). */
 async function inChromium(t, html, fn) {
   if (!fs.existsSync(CHROMIUM)) {
     if (missing(t, NO_CHROMIUM)) return;
   }
-  const { chromium } = require('playwright-core');
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'selfprof-page-')), 'r.html');
   fs.writeFileSync(file, html);
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+  const browser = await launchChromium();
   try {
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     const problems = [];
@@ -220,4 +240,4 @@ async function inChromium(t, html, fn) {
   }
 }
 
-module.exports = { root, findTool, missing, NO_CHROMIUM, inChromium, freePort, startTestAgent, runNode, formOf, otlpPython, OTLP_TOOL, decodeOtlp, otlpWork, warningsIn };
+module.exports = { root, findTool, missing, CHROMIUM, NO_CHROMIUM, launchChromium, inChromium, freePort, startTestAgent, runNode, formOf, otlpPython, OTLP_TOOL, decodeOtlp, otlpWork, warningsIn };

@@ -16,8 +16,7 @@ const { Profiler, withLabels, htmlReport } = require('..');
 const { spin, sampledCall, untilSignals, assertValidTrace, stackFrames, definitionOf, lineIn } = require('./helpers');
 
 const OUT = path.join(__dirname, '..', 'out', 'test-report');
-const { missing, NO_CHROMIUM } = require('./tools');
-const CHROMIUM = '/usr/bin/chromium';
+const { missing, CHROMIUM, NO_CHROMIUM, launchChromium } = require('./tools');
 const ROW = 16; // the time-order chart's row height
 
 // ---- the recorded workload
@@ -106,12 +105,7 @@ before(async () => {
   traceB = await record(30);
 
   if (fs.existsSync(CHROMIUM)) {
-    const { chromium } = require('playwright-core');
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-        '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
   }
   fs.mkdirSync(OUT, { recursive: true });
 });
