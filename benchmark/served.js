@@ -100,6 +100,8 @@ function serve(srv, served, stop, info = () => undefined, signals = () => undefi
       mark = { requests: served(), cpu: process.cpuUsage(), main: process.threadCpuUsage?.(), signals: signals(), threads, at: performance.now() };
     } else if (msg === 'read') {
       process.send(measure());
+    } else if (msg === 'served') {
+      process.send({ served: served() });
     } else if (msg === 'stop') {
       const got = measure();
       const all = process.cpuUsage();
@@ -226,10 +228,14 @@ async function client(ports, seconds, warmupMs) {
  * (`inTurn`), every server is warmed at once, then each is driven alone for `seconds`, in
  * the order of `modes`, the others idle: a server has the core, its caches and its
  * signals' rate to itself, as in a service. Returns `{ mode: { rps, perCpuSecond,
- * samplesPerCpuSecond, mainShare, perRequest } }`. A server that ends early fails the run,
- * naming its mode; on any failure no server or client is left running.
+ * samplesPerCpuSecond, mainShare, perRequest } }`. With `warmupRequests`, the warm-up
+ * lasts until every server has served that many requests (driven WARMUP_STEP_S at a time,
+ * at most WARMUP_LIMIT_S) instead of `warmupMs`: a server sharing the core with many
+ * others gets a few seconds of CPU in a timed warm-up, and V8 may still be compiling it.
+ * A server that ends early fails the run, naming its mode; on any failure no server or
+ * client is left running.
  */
-async function runTogether({ node, script, modes, serverArgs, seconds, warmupMs, env, inTurn = false }) {
+async function runTogether({ node, script, modes, serverArgs, seconds, warmupMs, warmupRequests = 0, env, inTurn = false }) {
   const { spawn } = require('node:child_process');
   const servers = modes.map((mode) =>
     spawn(...pinned(1, [node, script, '--server', mode, ...serverArgs]), {
@@ -271,12 +277,15 @@ async function runTogether({ node, script, modes, serverArgs, seconds, warmupMs,
   try {
     const ports = await Promise.all(servers.map((srv, i) => Promise.race([ended[i], new Promise((resolve) => srv.stdout.once('data', (port) => resolve(Number(port))))])));
     const all = modes.map((_, i) => i);
+    if (warmupRequests > 0) await warmUntil(warmupRequests, () => drive(ports, all, WARMUP_STEP_S, 0), () => Promise.all(all.map((i) => ask(i, 'served'))), modes);
+    // Warmed by requests: the window's client needs only its connections opened first.
+    const windowWarmupMs = warmupRequests > 0 ? IN_TURN_WARMUP_MS : warmupMs;
     if (!inTurn) {
-      const rps = await drive(ports, all, seconds, warmupMs);
+      const rps = await drive(ports, all, seconds, windowWarmupMs);
       const got = await Promise.all(all.map((i) => ask(i, 'stop')));
       return Object.fromEntries(modes.map((mode, i) => [mode, { rps: rps[i], ...got[i] }]));
     }
-    await drive(ports, all, 0.1, warmupMs);
+    if (warmupRequests === 0) await drive(ports, all, 0.1, warmupMs);
     const got = [];
     for (const i of all) {
       const [rps] = await drive(ports, [i], seconds, IN_TURN_WARMUP_MS);
@@ -290,6 +299,24 @@ async function runTogether({ node, script, modes, serverArgs, seconds, warmupMs,
 }
 /** In turn, a server's requests before its window: its connections open, its caches its own again. */
 const IN_TURN_WARMUP_MS = 300;
+/** A request-counted warm-up drives every server this many seconds at a time, and gives up after WARMUP_LIMIT_S. */
+const WARMUP_STEP_S = 2;
+const WARMUP_LIMIT_S = 900;
+
+/** Drives (`step()`) until each server's count (`counts()`, `{ served }` each) reaches
+ * `requests`; an error naming the slowest mode if that takes over WARMUP_LIMIT_S. */
+async function warmUntil(requests, step, counts, modes) {
+  const start = performance.now();
+  for (;;) {
+    await step();
+    const served = (await counts()).map((c) => c.served);
+    const least = Math.min(...served);
+    if (least >= requests) return;
+    if (performance.now() - start > WARMUP_LIMIT_S * 1000) {
+      throw new Error(`the ${modes[served.indexOf(least)]} server served ${least} of the ${requests} warm-up requests in ${WARMUP_LIMIT_S} s`);
+    }
+  }
+}
 
 // --- the traced Express service ------------------------------------------------------
 

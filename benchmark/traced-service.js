@@ -16,12 +16,15 @@
 // ratio to the first is what the benchmark cannot tell from nothing (an A/A control).
 //
 //   node benchmark/traced-service.js --tracer otel|dd-trace [--node PATH] [--rounds 7]
-//        [--seconds 3] [--warmup 15] [--modes a,b,...] [--baseline DIR] [--in-turn]
+//        [--seconds 3] [--warmup 15 | --warmup-requests N] [--modes a,b,...] [--baseline DIR] [--in-turn]
 //
 // --warmup is the seconds each round's servers are driven before its window. A
 // service runs warmed up: after 2 s of requests V8 was still compiling (its workers' CPU
 // ~100 µs a request, a third of the request; ~8 µs after 15 s), and a mode that tiers up
 // later (labels did) paid its compiling in the window (docs/performance.md, 2026-12-02).
+// --warmup-requests N warms until every server has served N requests instead: served
+// together, a server gets a share of the core, and on Node 20 under dd-trace 15 s left V8
+// compiling (a few thousand requests each; docs/performance.md, 2026-12-02).
 //
 // Modes (--modes picks; the tracer alone always runs):
 //   tracer                   the tracer, no profiler
@@ -62,6 +65,7 @@ const { values: opts } = parseArgs({
     rounds: { type: 'string', default: '7' },
     seconds: { type: 'string', default: '3' },
     warmup: { type: 'string', default: '15' },
+    'warmup-requests': { type: 'string', default: '0' },
     modes: { type: 'string' },
     baseline: { type: 'string' },
     server: { type: 'string' },
@@ -179,16 +183,19 @@ async function parent() {
   if (!(Number.isInteger(rounds) && rounds >= 1 && rounds <= 100)) throw new Error(`--rounds is 1 to 100, not ${opts.rounds}`);
   if (!(seconds > 0 && seconds <= 600)) throw new Error(`--seconds is over 0 and at most 600, not ${opts.seconds}`);
   if (!(warmupMs >= 0 && warmupMs <= 600_000)) throw new Error(`--warmup is 0 to 600 seconds, not ${opts.warmup}`);
+  const warmupRequests = Number(opts['warmup-requests']);
+  if (!(Number.isInteger(warmupRequests) && warmupRequests >= 0 && warmupRequests <= 1_000_000)) throw new Error(`--warmup-requests is a whole number 0 to 1000000, not ${opts['warmup-requests']}`);
   const modes = modesOf();
   const version = spawnSync(opts.node, ['--version'], { encoding: 'utf8' }).stdout.trim();
   const inTurn = opts['in-turn'];
   const how = inTurn ? 'each mode alone in turn on one core' : 'every mode at once on one core';
-  console.log(`traced service (Express under ${opts.tracer}): node ${version}, ${rounds} rounds × ${seconds} s, ${how}`);
+  const warmed = warmupRequests > 0 ? `warmed until each server served ${warmupRequests} requests` : `warmed ${opts.warmup} s`;
+  console.log(`traced service (Express under ${opts.tracer}): node ${version}, ${rounds} rounds × ${seconds} s, ${how}, ${warmed}`);
   const env = opts.baseline ? { SELFPROF_BASELINE: path.resolve(opts.baseline) } : {};
   const perRound = [];
   for (let round = 0; round < rounds; round++) {
     perRound.push(
-      await runTogether({ node: opts.node, script: __filename, modes: shuffle(modes), serverArgs: ['--tracer', opts.tracer], seconds, warmupMs, env, inTurn }),
+      await runTogether({ node: opts.node, script: __filename, modes: shuffle(modes), serverArgs: ['--tracer', opts.tracer], seconds, warmupMs, warmupRequests, env, inTurn }),
     );
     process.stderr.write(`round ${round + 1}/${rounds} done\n`);
   }
