@@ -184,6 +184,9 @@ async function parent() {
   if (!(seconds > 0 && seconds <= 600)) throw new Error(`--seconds is over 0 and at most 600, not ${opts.seconds}`);
   if (!(warmupMs >= 0 && warmupMs <= 600_000)) throw new Error(`--warmup is 0 to 600 seconds, not ${opts.warmup}`);
   const warmupRequests = Number(opts['warmup-requests']);
+  if (process.argv.some((a) => a === '--warmup' || a.startsWith('--warmup=')) && process.argv.some((a) => a.startsWith('--warmup-requests'))) {
+    throw new Error('--warmup and --warmup-requests are two ways to warm up: give one');
+  }
   if (!(Number.isInteger(warmupRequests) && warmupRequests >= 0 && warmupRequests <= 1_000_000)) throw new Error(`--warmup-requests is a whole number 0 to 1000000, not ${opts['warmup-requests']}`);
   const modes = modesOf();
   const version = spawnSync(opts.node, ['--version'], { encoding: 'utf8' }).stdout.trim();
